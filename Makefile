@@ -1,0 +1,82 @@
+# hmemreg: the one entry point.
+#   make            build kmod/hmemreg.ko, libhmemreg, tools and tests
+#   make deps       install the Debian packages everything needs
+#   make test       every test lane this machine can run, one summary
+#   make demo       the end-to-end demo (VM with the module)
+#   make check-kmod checkpatch --strict, sparse (C=1) and W=1 on the module
+#   make install / dkms-install / dkms-uninstall
+# Knobs: KVER/KDIR (kernel to build for), BUILD (userspace build folder),
+# PREFIX/DESTDIR (install).
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+DESTDIR ?=
+KVER    ?= $(shell $(MAKE) -s -C kmod print-kver)
+KDIR    ?= $(shell $(MAKE) -s -C kmod print-kver KVER=$(KVER) >/dev/null; $(MAKE) -s -C kmod print-kdir KVER=$(KVER))
+JOBS    ?= $(shell nproc)
+
+# Debian 12 packages for build, tests and demo.
+DEPS := build-essential cmake pkg-config file cpio xz-utils kmod iproute2 \
+	linux-headers-amd64 linux-image-amd64 linux-source-6.1 qemu-system-x86 busybox-static \
+	libfabric-dev libfabric-bin rdma-core libibverbs-dev ibverbs-utils \
+	libnl-3-dev libnl-genl-3-dev libcriterion-dev dkms sparse \
+	libucx-dev libhwloc-dev libnuma-dev iperf3 perftest
+
+all: kmod user
+
+kmod:
+	$(MAKE) -C kmod KVER=$(KVER) KDIR=$(KDIR)
+
+$(BUILD)/Makefile: CMakeLists.txt
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+user: $(BUILD)/Makefile
+	cmake --build $(BUILD) -j $(JOBS)
+
+deps:
+	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "deps: installing$$(echo $$missing | tr '\n' ' ')"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	else echo "deps: missing packages; run as root:"; \
+		echo "  apt-get update && apt-get install -y --no-install-recommends" $$missing; exit 1; fi
+
+test: deps
+	$(MAKE) all
+	tests/run
+
+test-host: all
+	tests/run host
+
+test-vm: all
+	tests/run vm
+
+test-gpu: all
+	tests/run gpu
+
+demo: deps
+	$(MAKE) all
+	tests/vm/run tests/vm.d/10-kmod.sh
+
+check-kmod:
+	kmod/check-style $(KVER)
+
+clean:
+	$(MAKE) -C kmod clean
+	rm -rf $(BUILD)
+
+.PHONY: all kmod user deps test test-host test-vm test-gpu demo check-kmod clean
+
+DKMS_VER := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
+dkms-install:
+	tools/dkms-stage $(DESTDIR)/usr/src/hmemreg-$(DKMS_VER)
+	dkms add -m hmemreg -v $(DKMS_VER) || true
+	dkms build -m hmemreg -v $(DKMS_VER) -k $(KVER)
+	dkms install -m hmemreg -v $(DKMS_VER) -k $(KVER)
+
+dkms-uninstall:
+	dkms remove -m hmemreg -v $(DKMS_VER) --all || true
+	rm -rf /usr/src/hmemreg-$(DKMS_VER)
+
+.PHONY: dkms-install dkms-uninstall

@@ -1,0 +1,18 @@
+#!/bin/bash
+# DKMS builds the module from a packaged source tree (private dkms and source
+# trees, so the host's DKMS state is untouched).
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+command -v dkms >/dev/null || { echo "SKIP: dkms not installed"; exit 77; }
+kver=$(make -s -C "$HMEMREG_TOP/kmod" print-kver)
+ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$HMEMREG_TOP/dkms.conf")
+work=$(mktemp -d)
+mkdir -p "$work/dkms"
+trap 'rm -rf "$work"' EXIT
+"$HMEMREG_TOP/tools/dkms-stage" "$work/src/hmemreg-$ver"
+dkms build -m hmemreg -v "$ver" -k "$kver" --sourcetree "$work/src" --dkmstree "$work/dkms" 2>&1 | tail -n 5
+ko=$(find "$work/dkms" -name 'hmemreg.ko*' | head -n1)
+[ -n "$ko" ] || { echo "dkms build produced no hmemreg.ko"; exit 1; }
+modinfo "$ko" | grep -E "^(vermagic|depends|license)"
+modinfo -F vermagic "$ko" | grep -q "^$kver " || { echo "built for the wrong kernel"; exit 1; }
+echo "dkms build OK for $kver"

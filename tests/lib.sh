@@ -1,0 +1,30 @@
+# Helpers shared by the lane scripts (sourced).
+HMEMREG_TOP=${HMEMREG_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+HMEMREG_BUILD=${HMEMREG_BUILD:-$HMEMREG_TOP/build}
+export HMEMREG_TOP HMEMREG_BUILD
+
+# run_suites BIN...: run each Criterion binary; fail at the end if any failed.
+run_suites() {
+	local bad=0 b
+	for b in "$@"; do
+		[ -x "$b" ] || { echo "missing test binary $b (run make)"; return 1; }
+		echo "---- $(basename "$b")"
+		"$b" --jobs 2 || bad=$((bad + 1))
+	done
+	return $bad
+}
+
+require_vm() {
+	[ "${HMEMREG_IN_VM:-0}" = 1 ] || { echo "SKIP: needs the VM (tests/vm/run $0)"; exit 77; }
+}
+
+kmod_load() {
+	insmod "$HMEMREG_TOP/kmod/hmemreg.ko" "$@"
+	# devtmpfs creates the node; the mode comes from the misc device (0660).
+	for _ in 1 2 3 4 5 6 7 8 9 10; do [ -e /dev/hmemreg ] && return 0; sleep 0.1; done
+	echo "/dev/hmemreg did not appear"; return 1
+}
+
+kmod_unload() {
+	rmmod hmemreg
+}
