@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+// hmemreg_bench: subcommand registry and the row printer shared by all benches.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace hmemreg::bench {
+
+using BenchFn = int (*)(int argc, char **argv);
+
+struct Bench {
+	BenchFn fn;
+	const char *help;
+};
+
+std::map<std::string, Bench> &registry();
+
+struct Registrar {
+	Registrar(const char *name, BenchFn fn, const char *help) { registry()[name] = {fn, help}; }
+};
+
+#define HMEMREG_BENCH(name, fn, help) static ::hmemreg::bench::Registrar hmemreg_bench_reg_##fn(name, fn, help)
+
+// One result row: ordered (key, value) pairs. Printed either as an aligned
+// table (header once per table) or, with --json, one JSON object per line.
+class Row {
+public:
+	Row &add(std::string key, std::string value) { return put(std::move(key), std::move(value), true); }
+	Row &add(std::string key, const char *value) { return put(std::move(key), value, true); }
+	Row &add(std::string key, double value, int precision = 2);
+	Row &add(std::string key, long long value);
+	Row &add(std::string key, unsigned long long value) { return add(std::move(key), static_cast<long long>(value)); }
+	Row &add(std::string key, int value) { return add(std::move(key), static_cast<long long>(value)); }
+	Row &add(std::string key, long value) { return add(std::move(key), static_cast<long long>(value)); }
+	Row &add(std::string key, unsigned long value) { return add(std::move(key), static_cast<long long>(value)); }
+	const std::vector<std::pair<std::string, std::pair<std::string, bool>>> &cells() const { return cells_; }
+
+private:
+	Row &put(std::string key, std::string value, bool quoted)
+	{
+		cells_.emplace_back(std::move(key), std::make_pair(std::move(value), quoted));
+		return *this;
+	}
+	std::vector<std::pair<std::string, std::pair<std::string, bool>>> cells_;
+};
+
+class Printer {
+public:
+	explicit Printer(bool json) : json_(json) {}
+	void print(const Row &row);
+	// Start a new table (prints a fresh header with the next row).
+	void section(std::string_view title);
+
+private:
+	bool json_;
+	bool header_due_ = true;
+};
+
+// True when argv holds --json (and removes it).
+bool take_flag(int &argc, char **argv, std::string_view flag);
+
+} // namespace hmemreg::bench
