@@ -357,7 +357,7 @@ int Cache::miss(const Request &req, Entry *&out)
 		out = other;
 		return 0;
 	}
-	bool cache_it = e->watched && notify_seq_.load(std::memory_order_acquire) == seq0;
+	bool cache_it = e->watched && !raced_locked(seq0, req.iface, r);
 	if (cache_it) {
 		unlink_overlapping_locked(req.iface, r.start, r.end, Cause::replaced, true);
 		while (count_ + 1 > cfg_.max_count || bytes_ + r.size() > cfg_.max_size) {
@@ -511,10 +511,31 @@ int Cache::unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Caus
 	return n;
 }
 
+void Cache::note_invalidation_locked(Iface iface, uintptr_t s, uintptr_t e)
+{
+	uint64_t seq = notify_seq_.load(std::memory_order_relaxed) + 1;
+	recent_[seq % kRecent] = RecentRange{static_cast<uint32_t>(iface), s, e};
+	notify_seq_.store(seq, std::memory_order_release);
+}
+
+// Was [r) (or everything, if too much happened) invalidated since seq0?
+bool Cache::raced_locked(uint64_t seq0, Iface iface, Range r) const
+{
+	uint64_t cur = notify_seq_.load(std::memory_order_acquire);
+	if (cur - seq0 >= kRecent)
+		return cur != seq0;
+	for (uint64_t q = seq0 + 1; q <= cur; q++) {
+		const RecentRange &x = recent_[q % kRecent];
+		if (x.iface == static_cast<uint32_t>(iface) && r.overlaps(x.start, x.end))
+			return true;
+	}
+	return false;
+}
+
 void Cache::notify(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 {
 	lock_.lock();
-	notify_seq_.fetch_add(1, std::memory_order_release);
+	note_invalidation_locked(iface, s, e);
 	if (unlink_overlapping_locked(iface, s, e, cause, false))
 		clock_.fetch_add(1, std::memory_order_relaxed);
 	publish_gauges_locked();
@@ -524,10 +545,11 @@ void Cache::notify(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 void Cache::notify_entry(uintptr_t start, uint64_t serial, Cause cause)
 {
 	lock_.lock();
-	notify_seq_.fetch_add(1, std::memory_order_release);
 	auto it = index_.find(Key{static_cast<uint32_t>(Iface::host), 0, start, serial});
-	if (it != index_.end())
+	if (it != index_.end()) {
+		note_invalidation_locked(Iface::host, start, it->second->range.end);
 		unlink_locked(it, cause);
+	}
 	publish_gauges_locked();
 	lock_.unlock();
 }
@@ -535,7 +557,7 @@ void Cache::notify_entry(uintptr_t start, uint64_t serial, Cause cause)
 void Cache::revalidate(Cause cause)
 {
 	lock_.lock();
-	notify_seq_.fetch_add(1, std::memory_order_release);
+	note_invalidation_locked(Iface::host, 0, ~uintptr_t{0});
 	for (auto it = index_.begin(); it != index_.end();) {
 		auto nx = std::next(it);
 		Entry *e = it->second.get();
@@ -550,7 +572,7 @@ void Cache::revalidate(Cause cause)
 int Cache::invalidate(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 {
 	lock_.lock();
-	notify_seq_.fetch_add(1, std::memory_order_release);
+	note_invalidation_locked(iface, s, e);
 	int n = unlink_overlapping_locked(iface, s, e, cause, false);
 	publish_gauges_locked();
 	lock_.unlock();

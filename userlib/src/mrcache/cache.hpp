@@ -189,6 +189,15 @@ private:
 	uint64_t count_ = 0, bytes_ = 0;
 	uint64_t orphan_count_ = 0, orphan_bytes_ = 0, dead_count_ = 0, dead_bytes_ = 0;
 	std::atomic<uint64_t> notify_seq_{0}; // bumped by every notify/invalidate
+	// The last kRecent invalidated ranges, by notify sequence: a miss that
+	// raced with an invalidation of its own range is not cached.
+	static constexpr unsigned kRecent = 64;
+	struct RecentRange {
+		uint32_t iface;
+		uintptr_t start, end;
+	} recent_[kRecent] = {};
+	void note_invalidation_locked(Iface iface, uintptr_t s, uintptr_t e);
+	bool raced_locked(uint64_t seq0, Iface iface, Range r) const;
 	std::atomic<uint64_t> next_serial_{1};
 	pid_t pid_;
 };
