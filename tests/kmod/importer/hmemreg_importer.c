@@ -32,7 +32,7 @@
  * @dynamic: dynamic importer (holds the reservation lock itself)
  */
 struct hmimp_att {
-	struct mutex lock;
+	struct mutex lock;	/* see @lock above */
 	struct dma_buf *dmabuf;
 	struct dma_buf_attachment *attach;
 	struct sg_table *sgt;
