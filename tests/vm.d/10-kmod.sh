@@ -15,7 +15,9 @@ for b in "$HMEMREG_BUILD"/tests/kmod/${HMEMREG_KMOD_SUITES:-test_kmod_*}; do
 	# One test at a time: some read global ledger counters.
 	"$b" --jobs 1 || bad=$((bad + 1))
 done
-echo "---- ledger after all suites"
+echo "---- ledger after all suites (netlink; must be idle)"
+"$HMEMREG_BUILD/tests/kmod/hmemreg_ledger_dump" --idle || bad=$((bad + 1))
+echo "---- debugfs summary"
 cat /sys/kernel/debug/hmemreg/summary
 rmmod hmemreg_importer
 kmod_unload
