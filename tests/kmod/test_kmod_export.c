@@ -355,6 +355,17 @@ Test(export, hmemreg_fd_closed_before_dmabuf)
 	hm_assert_ledger_idle();
 }
 
+static int module_refcnt(void)
+{
+	FILE *f = fopen("/sys/module/hmemreg/refcnt", "r");
+	int n = -1;
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fscanf(f, "%d", &n), 1);
+	fclose(f);
+	return n;
+}
+
 Test(export, module_refuses_unload_while_exported)
 {
 	int fd = hm_open();
@@ -362,10 +373,21 @@ Test(export, module_refuses_unload_while_exported)
 	int dfd = hm_export_host(fd, buf, PG, 0, 0, NULL);
 
 	cr_assert_geq(dfd, 0);
-	close(fd);	/* only the dma-buf holds the module now */
+	int with_fd = module_refcnt();
+	close(fd);
+	int base = module_refcnt();
+	cr_assert_eq(base, with_fd - 1, "an open /dev/hmemreg holds the module");
+	// Only the dma-buf holds it now (plus modules that use hmemreg's symbols).
+	int fd2 = hm_open();
+	int dfd2 = hm_export_host(fd2, buf, PG, 0, 0, NULL);
+	cr_assert_geq(dfd2, 0);
+	close(fd2);
+	cr_assert_eq(module_refcnt(), base + 1);
 	cr_assert_neq(system("rmmod hmemreg 2>/dev/null"), 0, "rmmod succeeded with a live export");
 	struct stat s;
 	cr_assert_eq(stat(HMEMREG_DEVICE_PATH, &s), 0);
 	close(dfd);
+	close(dfd2);
+	cr_assert_eq(module_refcnt(), base - 1, "each export held one module reference");
 	hm_assert_ledger_idle();
 }

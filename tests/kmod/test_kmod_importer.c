@@ -197,3 +197,54 @@ Test(importer, attachment_keeps_export_after_all_fds_close)
 	close(ifd);
 	hm_assert_ledger_idle();
 }
+
+static int prov_export(int ifd, uint32_t flags, struct hmimp_prov_export *out)
+{
+	struct hmimp_prov_export a = { .flags = flags };
+	int ret = hm_ioctl(ifd, HMIMP_IOC_PROV_EXPORT, &a);
+
+	*out = a;
+	return ret ? ret : a.fd;
+}
+
+Test(importer, external_provider_through_exported_api)
+{
+	int ifd = imp_open();
+	struct hmimp_prov_export pe;
+	struct ledger_export e[2];
+	char w = 'p', r = 0;
+
+	int dfd = prov_export(ifd, 0, &pe);
+	cr_assert_geq(dfd, 0, "%s", strerror(-dfd));
+	cr_assert_geq(pe.provider, HMEMREG_PROVIDER_DYNAMIC);
+	cr_assert_eq(ledger_exports(getpid(), e, 2), 1);
+	cr_assert_eq(e[0].provider, pe.provider);
+	cr_assert_eq(e[0].id, pe.export_id);
+	int id = imp_attach(ifd, dfd, HMIMP_DYNAMIC);
+	cr_assert_geq(id, 0);
+	cr_assert_eq(imp_op(ifd, HMIMP_IOC_MAP, id, 0, 0, NULL), 0);
+	cr_assert_eq(imp_access(ifd, id, 1, 10, &w, 1), 0);
+	cr_assert_eq(imp_access(ifd, id, 0, 10, &r, 1), 0);
+	cr_assert_eq(r, 'p');
+	cr_assert_eq(mmap(NULL, PG, PROT_READ, MAP_SHARED, dfd, 0), MAP_FAILED,
+		     "a provider without mmap refuses it");
+	cr_assert_eq(errno, EOPNOTSUPP);
+	close(ifd);
+	close(dfd);
+	hm_assert_ledger_idle();
+}
+
+Test(importer, p2p_only_memory_refuses_non_p2p_importer)
+{
+	int ifd = imp_open();
+	struct hmimp_prov_export pe;
+
+	int dfd = prov_export(ifd, HMIMP_PROV_P2P, &pe);
+	cr_assert_geq(dfd, 0);
+	cr_assert_eq(imp_attach(ifd, dfd, HMIMP_DYNAMIC), -EOPNOTSUPP);
+	cr_assert_eq(imp_attach(ifd, dfd, 0), -EOPNOTSUPP);
+	cr_assert_eq(hm_stat(HMEMREG_NLA_STAT_ATTACH_LIVE), 0);
+	close(dfd);
+	close(ifd);
+	hm_assert_ledger_idle();
+}

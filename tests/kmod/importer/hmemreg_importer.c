@@ -4,12 +4,17 @@
  * like efa, or dynamic like mlx5), one step per ioctl, so userspace tests
  * can prove hmemreg's exporter contract without an RDMA NIC (Soft-RoCE in
  * 6.1 cannot import DMA-BUFs). Its misc device is the DMA device.
+ *
+ * It also plugs two tiny providers into hmemreg's exported provider API,
+ * one of which claims to need PCI peer-to-peer, to test that API and the
+ * P2P refusal from the outside, as an accelerator driver would use them.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/dma-buf.h>
 #include <linux/dma-mapping.h>
 #include <linux/dma-resv.h>
+#include <linux/file.h>
 #include <linux/highmem.h>
 #include <linux/iommu.h>
 #include <linux/miscdevice.h>
@@ -20,6 +25,7 @@
 
 #include "hmemreg_compat.h"
 #include "hmemreg_importer.h"
+#include "hmemreg_provider.h"
 
 /**
  * struct hmimp_att - one attachment
@@ -293,6 +299,92 @@ out:
 	return ret;
 }
 
+/* The test providers: one zeroed kernel page per export. */
+static struct sg_table *hmimp_prov_map(void *priv, struct device *dev,
+				       enum dma_data_direction dir)
+{
+	struct page **page = priv;
+
+	return hmemreg_pages_map(page, 1, dev, dir);
+}
+
+static void hmimp_prov_unmap(void *priv, struct device *dev, struct sg_table *sgt,
+			     enum dma_data_direction dir)
+{
+	hmemreg_pages_unmap(dev, sgt, dir);
+}
+
+static void hmimp_prov_release(void *priv)
+{
+	struct page **page = priv;
+
+	__free_page(*page);
+	kfree(page);
+}
+
+static const struct hmemreg_provider_ops hmimp_prov_ops = {
+	.map = hmimp_prov_map,
+	.unmap = hmimp_prov_unmap,
+	.release = hmimp_prov_release,
+};
+
+static struct hmemreg_provider hmimp_prov = {
+	.name = "importer-test",
+	.owner = THIS_MODULE,
+	.ops = &hmimp_prov_ops,
+};
+
+static struct hmemreg_provider hmimp_prov_p2p = {
+	.name = "importer-test-p2p",
+	.flags = HMEMREG_PROV_NEEDS_P2P,
+	.owner = THIS_MODULE,
+	.ops = &hmimp_prov_ops,
+};
+
+static long hmimp_prov_export(void __user *uarg)
+{
+	struct hmemreg_export_desc desc = { .len = PAGE_SIZE, .writable = true };
+	struct hmimp_prov_export a;
+	struct hmemreg_provider *prov;
+	struct dma_buf *dmabuf;
+	struct page **page;
+	int fd;
+
+	if (copy_from_user(&a, uarg, sizeof(a)))
+		return -EFAULT;
+	if (a.flags & ~HMIMP_PROV_P2P || a.pad)
+		return -EINVAL;
+	prov = a.flags & HMIMP_PROV_P2P ? &hmimp_prov_p2p : &hmimp_prov;
+	page = kzalloc(sizeof(*page), GFP_KERNEL);
+	if (!page)
+		return -ENOMEM;
+	*page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+	if (!*page) {
+		kfree(page);
+		return -ENOMEM;
+	}
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		hmimp_prov_release(page);
+		return fd;
+	}
+	dmabuf = hmemreg_export(prov, page, &desc, &a.export_id);
+	if (IS_ERR(dmabuf)) {
+		hmimp_prov_release(page);
+		put_unused_fd(fd);
+		return PTR_ERR(dmabuf);
+	}
+	a.fd = fd;
+	a.provider = prov->id;
+	if (copy_to_user(uarg, &a, sizeof(a))) {
+		dma_buf_put(dmabuf);
+		put_unused_fd(fd);
+		return -EFAULT;
+	}
+	fd_install(fd, dmabuf->file);
+	return 0;
+}
+
 static void hmimp_teardown(struct hmimp_att *att)
 {
 	if (att->sgt)
@@ -316,6 +408,8 @@ static long hmimp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return hmimp_attach(f, uarg);
 	if (cmd == HMIMP_IOC_ACCESS)
 		return hmimp_access(f, uarg);
+	if (cmd == HMIMP_IOC_PROV_EXPORT)
+		return hmimp_prov_export(uarg);
 	if (_IOC_TYPE(cmd) != HMIMP_MAGIC || _IOC_SIZE(cmd) != sizeof(op))
 		return -ENOTTY;
 	if (copy_from_user(&op, uarg, sizeof(op)))
@@ -406,15 +500,27 @@ static int __init hmimp_init(void)
 		return ret;
 	/* Make the misc device a 64-bit DMA-direct device (udmabuf does too). */
 	ret = dma_coerce_mask_and_coherent(hmimp_misc.this_device, DMA_BIT_MASK(64));
-	if (ret) {
-		misc_deregister(&hmimp_misc);
-		return ret;
-	}
+	if (ret)
+		goto err_misc;
+	ret = hmemreg_provider_register(&hmimp_prov);
+	if (ret)
+		goto err_misc;
+	ret = hmemreg_provider_register(&hmimp_prov_p2p);
+	if (ret)
+		goto err_prov;
 	return 0;
+
+err_prov:
+	hmemreg_provider_unregister(&hmimp_prov);
+err_misc:
+	misc_deregister(&hmimp_misc);
+	return ret;
 }
 
 static void __exit hmimp_exit(void)
 {
+	hmemreg_provider_unregister(&hmimp_prov_p2p);
+	hmemreg_provider_unregister(&hmimp_prov);
 	misc_deregister(&hmimp_misc);
 }
 

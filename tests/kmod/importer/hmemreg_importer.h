@@ -76,6 +76,26 @@ struct hmimp_access {
 	__u64 buf;
 };
 
+/* struct hmimp_prov_export.flags */
+#define HMIMP_PROV_P2P		0x1U	/* use the provider that needs PCI P2P */
+
+/**
+ * struct hmimp_prov_export - HMIMP_IOC_PROV_EXPORT: export one page of the
+ * importer's own test provider through hmemreg's in-kernel provider API
+ * @flags:    IN  HMIMP_PROV_P2P
+ * @fd:       OUT DMA-BUF fd
+ * @provider: OUT provider id hmemreg assigned
+ * @pad:      0
+ * @export_id: OUT ledger id
+ */
+struct hmimp_prov_export {
+	__u32 flags;
+	__s32 fd;
+	__u32 provider;
+	__u32 pad;
+	__u64 export_id;
+};
+
 #define HMIMP_IOC_ATTACH	_IOWR(HMIMP_MAGIC, 1, struct hmimp_attach)
 #define HMIMP_IOC_PIN		_IOW(HMIMP_MAGIC, 2, struct hmimp_op)
 #define HMIMP_IOC_MAP		_IOWR(HMIMP_MAGIC, 3, struct hmimp_op)
@@ -83,5 +103,6 @@ struct hmimp_access {
 #define HMIMP_IOC_UNMAP		_IOW(HMIMP_MAGIC, 5, struct hmimp_op)
 #define HMIMP_IOC_UNPIN		_IOW(HMIMP_MAGIC, 6, struct hmimp_op)
 #define HMIMP_IOC_DETACH	_IOW(HMIMP_MAGIC, 7, struct hmimp_op)
+#define HMIMP_IOC_PROV_EXPORT	_IOWR(HMIMP_MAGIC, 8, struct hmimp_prov_export)
 
 #endif /* _HMEMREG_IMPORTER_H */
