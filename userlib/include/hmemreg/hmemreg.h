@@ -10,5 +10,7 @@
 #define HMEMREG_HMEMREG_H
 
 #include <hmemreg/common.h>
+#include <hmemreg/stats.h>
+#include <hmemreg/cache.h>
 
 #endif /* HMEMREG_HMEMREG_H */
