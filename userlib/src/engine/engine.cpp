@@ -562,7 +562,7 @@ TransferRef Engine::write(PeerId peer, std::span<const Chunk> chunks, std::span<
 	// One write per chunk (split above max_write), round-robin over rails.
 	size_t nsegs = 0;
 	for (const Chunk &c : chunks)
-		nsegs += (c.len + im->caps.max_write - 1) / im->caps.max_write;
+		nsegs += c.len / im->caps.max_write + (c.len % im->caps.max_write != 0);
 	if (nsegs > UINT32_MAX)
 		throw Error(HMEMREG_EINVAL, "write: too many chunks");
 	x->segs.resize(nsegs);
@@ -575,7 +575,7 @@ TransferRef Engine::write(PeerId peer, std::span<const Chunk> chunks, std::span<
 		// Hold a reference to every distinct region for the transfer's lifetime.
 		if (std::none_of(x->regions.begin(), x->regions.end(), [&](const RegionRef &h) { return h.get() == r; }))
 			x->regions.push_back(std::const_pointer_cast<RegionImpl>(r->shared_from_this()));
-		for (size_t off = 0; off < c.len; off += im->caps.max_write, s++) {
+		for (size_t off = 0; off < c.len; off += x->segs[s].len, s++) {
 			Segment &g = x->segs[s];
 			g.xfer = x.get();
 			g.local = static_cast<uint8_t *>(r->addr()) + c.local_offset + off;
