@@ -10,5 +10,6 @@
 #define HMEMREG_HMEMREG_H
 
 #include <hmemreg/common.h>
+#include <hmemreg/engine.h>
 
 #endif /* HMEMREG_HMEMREG_H */

@@ -163,7 +163,9 @@ struct Notification {
 // Per-rail counters (a snapshot).
 struct RailStats {
 	uint64_t writes_posted = 0, sends_posted = 0, recvs = 0;
-	uint64_t completions = 0, errors = 0, eagain = 0;
+	uint64_t completions = 0, errors = 0;
+	uint64_t eagain = 0;       // posts the provider refused with -FI_EAGAIN
+	uint64_t deferred = 0;     // progress turns that left queued work for later
 	uint64_t queued = 0;       // ops waiting in the rail queue now
 	uint64_t inflight = 0;     // ops posted and not yet completed now
 };

@@ -197,14 +197,16 @@ void Rail::post(Events &ev)
 		Item &it = queue_.front();
 		if (it.writes) {
 			if (!post_writes(it, budget, ev))
-				return;
+				break;
 		} else {
 			if (!post_send(it, ev))
-				return;
+				break;
 			budget--;
 		}
 		queue_.pop_front();
 	}
+	if (!queue_.empty())
+		stats_.deferred++; // left for the next turn: provider EAGAIN, depth, buffers or batch
 }
 
 // Posts this rail's remaining writes of one transfer. False when posting must
