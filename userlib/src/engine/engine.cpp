@@ -118,7 +118,11 @@ struct Engine::Impl {
 	void open_rails();
 	std::shared_ptr<PeerState> find_peer(PeerId p) const;
 	void admit(const std::shared_ptr<TransferImpl> &x);
+	void report(TransferImpl &x);
 	void finish(const std::shared_ptr<TransferImpl> &x);
+	void watchdog();
+	std::atomic<int64_t> last_watchdog{0};
+	std::atomic<uint64_t> doom_epoch{0};
 	void dispatch(Events &ev);
 	size_t turn(std::span<const unsigned> rail_ids);
 	void retire_peers();
@@ -210,7 +214,13 @@ void Engine::Impl::open_rails()
 	if (cfg.max_message + sizeof(wire::MsgHeader) > max_msg)
 		throw Error(HMEMREG_EINVAL, "engine: max_message exceeds the provider's max_msg_size");
 
-	RailOptions ro{depth, cfg.max_message, recvs, cfg.send_buffers, cfg.post_batch, caps.delivery_complete, id};
+	size_t peer_depth = cfg.peer_queue_depth ? std::min(cfg.peer_queue_depth, depth) : std::max<size_t>(1, depth / 2);
+	caps.peer_queue_depth = peer_depth;
+	RailOptions ro{depth, static_cast<int64_t>(peer_depth * cfg.rails),
+		       cfg.max_message, recvs,
+		       cfg.send_buffers, cfg.post_batch,
+		       caps.delivery_complete, id,
+		       &doom_epoch};
 	for (unsigned r = 0; r < cfg.rails; r++) {
 		const fi_info *info = distinct[r % distinct.size()];
 		rails.push_back(std::make_unique<Rail>(r, info, ro, topo));
@@ -230,29 +240,88 @@ std::shared_ptr<PeerState> Engine::Impl::find_peer(PeerId p) const
 
 void Engine::Impl::admit(const std::shared_ptr<TransferImpl> &x)
 {
+	PeerState &p = *x->peer;
+	if (p.dead.load(std::memory_order_acquire))
+		throw Error(HMEMREG_EFABRIC, p.dead_reason);
 	std::lock_guard l(active_mu);
 	if (active.size() >= cfg.max_transfers)
 		throw Error(HMEMREG_EAGAIN, "engine: " + std::to_string(active.size()) +
 						    " transfers active (max_transfers); progress and retry");
 	active.insert(x.get());
 	x->self = x;
+	if (p.active.fetch_add(1) == 0 || p.inflight.load() == 0)
+		p.last_progress.store(PeerState::now_ns(), std::memory_order_relaxed);
 }
 
-// The transfer's last event: status, callback, then waiters and release.
+// Tells the caller (status, callback, waiters), once.
+void Engine::Impl::report(TransferImpl &x)
+{
+	if (x.reported.exchange(true))
+		return;
+	int code = x.first_error();
+	x.set_status(code ? -code : 0);
+	if (x.callback)
+		x.callback(x);
+	x.callback = nullptr;
+	x.peer->active--;
+	x.mark_done();
+}
+
+// The transfer's operations are all resolved: report it (unless done
+// already) and release it.
 void Engine::Impl::finish(const std::shared_ptr<TransferImpl> &x)
 {
-	int code = x->first_error();
-	x->set_status(code ? -code : 0);
-	if (x->callback)
-		x->callback(*x);
-	x->callback = nullptr;
+	report(*x);
 	{
 		std::lock_guard l(active_mu);
 		active.erase(x.get());
 	}
 	x->regions.clear();
 	x->self.reset();
-	x->mark_done();
+}
+
+// Peers with unfinished transfers and no completion for peer_timeout are
+// declared dead: their queued operations fail, and their transfers are
+// reported failed now even if operations stay posted (a dead shm peer never
+// completes them; those are released when the endpoint closes).
+void Engine::Impl::watchdog()
+{
+	int64_t now = PeerState::now_ns();
+	int64_t last = last_watchdog.load(std::memory_order_relaxed);
+	if (now - last < 50'000'000 || !last_watchdog.compare_exchange_strong(last, now))
+		return;
+	const int64_t limit = static_cast<int64_t>(cfg.peer_timeout_ms) * 1'000'000;
+	std::vector<std::shared_ptr<PeerState>> dead;
+	{
+		std::lock_guard l(peers_mu);
+		for (auto &[id, p] : peers) {
+			// Only a peer with operations posted and none completing, or whose
+			// posts the provider keeps refusing, is blamed (one merely waiting
+			// behind other peers' work is not).
+			bool stuck = p->inflight.load() > 0 || p->refused.load();
+			if (p->dead || !stuck || p->active.load() == 0 || now - p->last_progress.load() < limit)
+				continue;
+			p->dead_reason = "peer " + std::to_string(id) + " (engine " + hex(p->engine_id) +
+					 ") made no progress for " + std::to_string(cfg.peer_timeout_ms) +
+					 " ms: dead or unreachable";
+			p->dead.store(true, std::memory_order_release);
+			dead.push_back(p);
+		}
+	}
+	if (dead.empty())
+		return;
+	doom_epoch++;
+	std::vector<std::shared_ptr<TransferImpl>> victims;
+	{
+		std::lock_guard l(active_mu);
+		for (TransferImpl *x : active)
+			if (x->peer->dead.load() && !x->reported.load())
+				victims.push_back(x->self);
+	}
+	for (auto &x : victims) {
+		x->fail(HMEMREG_EFABRIC, x->peer->dead_reason);
+		report(*x);
+	}
 }
 
 void Engine::Impl::dispatch(Events &ev)
@@ -301,6 +370,8 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 	}
 	if (has_retiring.load(std::memory_order_relaxed))
 		retire_peers();
+	if (cfg.peer_timeout_ms)
+		watchdog();
 	return n;
 }
 
@@ -470,6 +541,7 @@ void Engine::remove_peer(PeerId peer)
 	im->by_engine.erase(p->engine_id);
 	im->retiring.push_back(p);
 	im->has_retiring = true;
+	im->doom_epoch++;
 }
 
 size_t Engine::peer_count() const
