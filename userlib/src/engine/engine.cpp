@@ -26,8 +26,6 @@ namespace hmemreg::engine {
 
 namespace {
 
-constexpr uint64_t kRegionAccess = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
-
 uint64_t random_id()
 {
 	std::random_device rd;
@@ -94,7 +92,7 @@ struct Engine::Impl {
 	bool virt_addr = false;
 	Topology topo;
 	std::vector<std::unique_ptr<Rail>> rails;
-	std::vector<fid_domain *> domains;
+	std::vector<RailCache *> caches;
 
 	mutable std::mutex peers_mu;
 	std::unordered_map<PeerId, std::shared_ptr<PeerState>> peers;
@@ -109,7 +107,6 @@ struct Engine::Impl {
 
 	std::mutex active_mu;
 	std::unordered_set<TransferImpl *> active;
-	std::atomic<uint64_t> next_key{1};
 	std::atomic<unsigned> next_rail{0};
 
 	std::unique_ptr<ProgressThreads> threads; // stopped first on destruction
@@ -224,9 +221,10 @@ void Engine::Impl::open_rails()
 	for (unsigned r = 0; r < cfg.rails; r++) {
 		const fi_info *info = distinct[r % distinct.size()];
 		rails.push_back(std::make_unique<Rail>(r, info, ro, topo));
-		domains.push_back(rails.back()->domain());
+		caches.push_back(rails.back()->cache());
 		caps.rail_domains.push_back(info->domain_attr->name);
 	}
+	caps.notes.push_back("local memory: " + rails.front()->cache()->describe());
 }
 
 std::shared_ptr<PeerState> Engine::Impl::find_peer(PeerId p) const
@@ -558,7 +556,7 @@ RegionRef Engine::register_region(void *addr, size_t len)
 	std::vector<std::shared_ptr<DomainHolder>> holders;
 	for (auto &r : im->rails)
 		holders.push_back(r->domain_holder());
-	auto reg = register_local(im->domains, addr, len, kRegionAccess, im->next_key++);
+	auto reg = register_local(im->caches, addr, len);
 	return std::make_shared<RegionImpl>(im->id, addr, len, std::move(holders), std::move(reg));
 }
 
@@ -569,10 +567,14 @@ Bytes Engine::descriptor(const Region &region) const
 		throw Error(HMEMREG_EINVAL, "descriptor: region was registered with another engine");
 	wire::RegionDescriptor d;
 	d.engine_id = impl_->id;
-	d.base = impl_->virt_addr ? reinterpret_cast<uint64_t>(r->addr()) : 0;
 	d.length = r->length();
-	for (size_t i = 0; i < impl_->rails.size(); i++)
-		d.keys.push_back(r->reg->key(i));
+	const uintptr_t a = reinterpret_cast<uintptr_t>(r->addr());
+	for (size_t i = 0; i < impl_->rails.size(); i++) {
+		// Virtual addressing: the address itself; else the offset into the
+		// (possibly larger, cached) registration.
+		uint64_t base = impl_->virt_addr ? a : a - r->reg->start(i);
+		d.rails.push_back({base, r->reg->key(i)});
+	}
 	return wire::encode(d);
 }
 
@@ -588,7 +590,7 @@ TransferRef Engine::write(PeerId peer, std::span<const Chunk> chunks, std::span<
 		throw Error(HMEMREG_EINVAL, "write: the remote descriptor belongs to engine " + hex(d.engine_id) +
 						    ", not to peer " + std::to_string(peer) + " (engine " +
 						    hex(p->engine_id) + ")");
-	const size_t peer_rails = d.keys.size();
+	const size_t peer_rails = d.rails.size();
 	const size_t nrails = im->rails.size();
 
 	auto x = std::make_shared<TransferImpl>();
@@ -653,8 +655,9 @@ TransferRef Engine::write(PeerId peer, std::span<const Chunk> chunks, std::span<
 			g.local = static_cast<uint8_t *>(r->addr()) + c.local_offset + off;
 			g.len = std::min(im->caps.max_write, c.len - off);
 			g.desc = r->reg->desc(rail);
-			g.raddr = d.base + c.remote_offset + off;
-			g.key = d.keys[rail % peer_rails]; // the peer rail local rail `rail` talks to
+			const auto &pr = d.rails[rail % peer_rails]; // the peer rail local rail `rail` talks to
+			g.raddr = pr.base + c.remote_offset + off;
+			g.key = pr.key;
 			x->rail_segs[rail].push_back(static_cast<uint32_t>(s));
 			x->total += g.len;
 			rail = (rail + 1) % nrails;

@@ -30,6 +30,7 @@ Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const To
 	dom_ = std::make_shared<DomainHolder>();
 	dom_->fabric = fabric::open_fabric(info_.get());
 	dom_->domain = fabric::open_domain(dom_->fabric, info_.get());
+	dom_->cache = std::make_unique<RailCache>(domain(), info_->fabric_attr->prov_name);
 	size_t cq_size = opt_.queue_depth + opt_.recv_buffers + opt_.send_buffers;
 	cq_ = fabric::CompletionQueue(domain(), cq_size);
 	av_ = fabric::AddressVector(domain(), 64);

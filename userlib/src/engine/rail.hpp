@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
+#include "engine/registrar.hpp"
 #include "engine/topology.hpp"
 #include "engine/transfer.hpp"
 #include "engine/wire.hpp"
@@ -32,6 +33,7 @@ namespace hmemreg::engine {
 struct DomainHolder {
 	fabric::Fabric fabric;
 	fabric::Domain domain;
+	std::unique_ptr<RailCache> cache; // destroyed first: deregisters before the domain closes
 };
 
 // What a progress turn produced; handled by the engine outside rail locks.
@@ -68,6 +70,7 @@ public:
 	unsigned index() const { return index_; }
 	const fi_info *info() const { return info_.get(); }
 	fid_domain *domain() const { return dom_->domain.get(); }
+	RailCache *cache() const { return dom_->cache.get(); }
 	std::shared_ptr<DomainHolder> domain_holder() const { return dom_; }
 	std::vector<uint8_t> name() const { return name_; }
 	size_t queue_depth() const { return opt_.queue_depth; }
