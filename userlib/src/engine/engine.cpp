@@ -184,12 +184,13 @@ void Engine::Impl::open_rails()
 		throw Error(HMEMREG_ENOTSUP, "engine: provider " + prov + " has no remote CQ data (cq_data_size 0)");
 	virt_addr = (first->domain_attr->mr_mode & (FI_MR_VIRT_ADDR | FI_MR_BASIC)) != 0;
 
-	// Completion semantics: the target is told once data is in place. Writes
-	// ask for FI_DELIVERY_COMPLETE; providers without it are refused unless
-	// they order a send after writes (FI_ORDER_SAW).
+	// Completion semantics: the target is told (a control message sent once
+	// every write completed locally) only when the data is in place, so
+	// writes ask for FI_DELIVERY_COMPLETE. Transmit-complete writes ordered
+	// before the notice (FI_ORDER_SAW) are not enough: rxm reconnects
+	// silently, and writes lost with a broken connection would be followed
+	// by a notice delivered on the new one.
 	caps.delivery_complete = true;
-	if (!(first->tx_attr->msg_order & FI_ORDER_SAW))
-		caps.notes.push_back("provider does not order send-after-write; relying on FI_DELIVERY_COMPLETE");
 
 	size_t tx_size = first->tx_attr->size ? first->tx_attr->size : 1024;
 	size_t depth = cfg.queue_depth ? cfg.queue_depth : tx_size;
@@ -482,6 +483,12 @@ PeerId Engine::add_peer(std::span<const uint8_t> address, bool warmup, std::chro
 						    im->caps.provider + "'");
 	if (a.engine_id == im->id)
 		throw Error(HMEMREG_EINVAL, "peer address is this engine's own");
+	{
+		// Added again while its old incarnation is retiring: the AV may hand
+		// back the same entry, which must then not be removed.
+		std::lock_guard l(im->peers_mu);
+		std::erase_if(im->retiring, [&](const auto &old) { return old->engine_id == a.engine_id; });
+	}
 	auto p = std::make_shared<PeerState>();
 	p->engine_id = a.engine_id;
 	for (size_t r = 0; r < im->rails.size(); r++) {
@@ -742,7 +749,7 @@ std::string Capabilities::describe() const
 	  << (dmabuf ? "yes" : "no (libfabric < 1.20)") << ", remote CQ data "
 	  << (remote_cq_data ? std::to_string(cq_data_size) + " B" : std::string("no"))
 	  << ", delivery-complete writes " << (delivery_complete ? "yes" : "no");
-	o << "\n  queue depth " << queue_depth << "/rail, max write " << max_write << " B, inject " << inject_size
+	o << "\n  queue depth " << queue_depth << "/rail (" << peer_queue_depth << " per peer), max write " << max_write << " B, inject " << inject_size
 	  << " B";
 	o << "\n  progress: " << progress;
 	for (const auto &n : notes)

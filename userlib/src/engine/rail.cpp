@@ -308,7 +308,18 @@ bool Rail::post_send(Item &it, Events &ev)
 		return false; // all control buffers in flight; completions free them
 	SendSlot *s = free_send_.back();
 	std::memcpy(s->buf, x->message.data(), x->message.size());
-	ssize_t rc = fi_send(ep_.get(), s->buf, x->message.size(), ctrl_mr_.desc(), x->peer->addr[index_], &s->ctx);
+	// Delivery-complete: the caller's completion means the target has the
+	// message and, ordered before it or delivery-complete themselves, the
+	// transfer's writes.
+	iovec iov{s->buf, x->message.size()};
+	void *desc = ctrl_mr_.desc();
+	fi_msg msg{};
+	msg.msg_iov = &iov;
+	msg.desc = &desc;
+	msg.iov_count = 1;
+	msg.addr = x->peer->addr[index_];
+	msg.context = &s->ctx;
+	ssize_t rc = fi_sendmsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
 	if (rc == -FI_EAGAIN) {
 		stats_.eagain++;
 		x->peer->refused.store(true, std::memory_order_relaxed);
