@@ -9,6 +9,7 @@
 
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache.hpp"
+#include "hmem/cuda_monitor.hpp"
 #include "mrcache/fork_registry.hpp"
 #include "mrcache/monitor_factory.hpp"
 
@@ -69,6 +70,7 @@ int Cache::create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_conf
 	int rc = c->monitor_->attach(*c);
 	if (rc)
 		return rc;
+	cuda::attach_device_monitors(*c);
 	fork_registry_add(c.get());
 	out = std::move(c);
 	return 0;
