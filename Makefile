@@ -57,8 +57,10 @@ test-gpu: all
 	tests/run gpu
 
 demo: deps
+	@echo "==== demo: building everything"
 	$(MAKE) all
-	tests/vm/run tests/vm.d/10-kmod.sh
+	@echo "==== demo: booting Debian's kernel in qemu (software emulation; about a minute)"
+	tests/vm/run -t 900 tools/demo/in-vm.sh
 
 check-kmod:
 	kmod/check-style $(KVER)
