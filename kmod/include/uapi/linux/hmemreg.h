@@ -12,7 +12,8 @@
  *    and accepts larger (newer) ones when the unknown tail is all zero
  *    (otherwise E2BIG);
  *  - ioctl numbers are assigned once and never change; extend with a _V2;
- *  - reserved fields and unknown flag bits must be zero (else EINVAL).
+ *  - reserved fields and unknown flag bits must be zero (else EINVAL);
+ *    OUT-only fields are ignored on input.
  *
  * Errors common to every ioctl below (not repeated per ioctl):
  *   EFAULT  the argument pointer (or a pointer-sized field) is not readable
