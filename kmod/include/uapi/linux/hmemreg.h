@@ -145,7 +145,9 @@ struct hmemreg_version {
  *   EXDEV      HMEMREG_EXPORT_WATCH from a process other than the one
  *              whose memory this fd watches (e.g. a forked child)
  *   EMFILE     no free file descriptor
- *   ENOMEM     out of memory or could not pin pages
+ *   ENOMEM     out of memory or could not pin pages; HOST: the pin would
+ *              exceed the caller's RLIMIT_MEMLOCK (pins are charged to it
+ *              unless the caller has CAP_IPC_LOCK)
  */
 struct hmemreg_export {
 	__u32 size;
