@@ -10,6 +10,7 @@ ProgressThreads::ProgressThreads(unsigned nthreads, const std::vector<const fi_i
 				 const Topology &topo, unsigned idle_spin, unsigned idle_sleep_us, Turn turn)
 	: turn_(std::move(turn)), idle_spin_(idle_spin), idle_sleep_us_(idle_sleep_us), topo_(topo)
 {
+
 	size_t n = std::min<size_t>(nthreads, rail_infos.size());
 	groups_.resize(n);
 	placement_.resize(n);
