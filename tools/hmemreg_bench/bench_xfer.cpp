@@ -270,9 +270,15 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 				bench::Row row;
 				if (o.json)
 					row.add("bench", "xfer").add("provider", prov).add("mem", "host");
-				row.add("bytes", o.json ? std::to_string(size) : human(size));
+				if (o.json)
+					row.add("bytes", static_cast<unsigned long long>(size));
+				else
+					row.add("bytes", human(size));
 				row.add("chunks", nch).add("rails", static_cast<int>(rails)).add("iters", r.iters);
-				row.add("total", o.json ? std::to_string(static_cast<long long>(bytes)) : human(bytes));
+				if (o.json)
+					row.add("total", static_cast<long long>(bytes));
+				else
+					row.add("total", human(bytes));
 				row.add("time", r.seconds, 3);
 				row.add("MB/sec", bytes / r.seconds / 1e6, 2);
 				row.add("usec/xfer", r.seconds * 1e6 / r.iters, 2);
