@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // hmemreg_bench xfer: bandwidth of engine writes between two engines in one
 // process (each with its own progress thread), next to a reference measured
-// in the same run: iperf3 over loopback for tcp, memcpy for shm, fi_rma_bw
-// (fabtests) or ib_write_bw for verbs when present.
+// in the same run: iperf3 over loopback for tcp, memcpy for shm, perftest's
+// ib_write_bw on the same device for verbs (e.g. Soft-RoCE in the VM).
 //
 // Columns follow fabtests (bytes iters total time MB/sec usec/xfer
 // Mxfers/sec; MB = 10^6 B), plus chunks, rails, Gbps, the reference and the
@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <csignal>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,8 +113,13 @@ double iperf3_gbps(std::string &what)
 		execlp("iperf3", "iperf3", "-s", "-1", "-p", p.c_str(), "-B", "127.0.0.1", (char *)nullptr);
 		_exit(127);
 	}
-	std::this_thread::sleep_for(std::chrono::milliseconds(200));
-	std::string out = capture("iperf3 -c 127.0.0.1 -p " + std::to_string(port) + " -t 1 -l 1M -f g 2>/dev/null");
+	// The server may take a while to listen on a busy machine: retry the client.
+	std::string out;
+	for (int attempt = 0; attempt < 20 && out.find("receiver") == std::string::npos; attempt++) {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		out = capture("iperf3 -c 127.0.0.1 -p " + std::to_string(port) + " -t 1 -l 1M -f g 2>/dev/null");
+	}
+	kill(srv, SIGTERM); // never wait on a server that got no client
 	int st;
 	waitpid(srv, &st, 0);
 	// Last "receiver" line: "[  5]   0.00-3.00  sec  ... GBytes  NN.N Gbits/sec  receiver"
@@ -128,6 +135,45 @@ double iperf3_gbps(std::string &what)
 	}
 	what = "iperf3 lo 1x1MiB";
 	return g;
+}
+
+// perftest's ib_write_bw on the rail's device (server and client on this
+// host, `size` bytes, RC writes): Gbps average (0 when it does not run).
+double ib_write_bw_gbps(const std::string &device, size_t size)
+{
+	const std::string port = std::to_string(18515 + getpid() % 2000);
+	const std::string common = "ib_write_bw -d " + device + " -p " + port + " -s " + std::to_string(size) +
+				   " -n 200 -F --report_gbits";
+	std::fflush(stdout);
+	pid_t srv = fork();
+	if (srv == 0) {
+		if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
+			_exit(127);
+		execl("/bin/sh", "sh", "-c", common.c_str(), (char *)nullptr);
+		_exit(127);
+	}
+	std::string out;
+	for (int attempt = 0; attempt < 20 && out.find("#bytes") == std::string::npos; attempt++) {
+		std::this_thread::sleep_for(std::chrono::milliseconds(250));
+		out = capture(common + " 127.0.0.1 2>/dev/null");
+	}
+	kill(srv, SIGTERM);
+	int st;
+	waitpid(srv, &st, 0);
+	// The row after the "#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec]" header.
+	bool next = false;
+	for (const auto &line : split(out, '\n')) {
+		if (line.find("#bytes") != std::string::npos) {
+			next = true;
+			continue;
+		}
+		if (!next)
+			continue;
+		double bytes = 0, iters = 0, peak = 0, avg = 0;
+		if (std::sscanf(line.c_str(), "%lf %lf %lf %lf", &bytes, &iters, &peak, &avg) == 4)
+			return avg;
+	}
+	return 0;
 }
 
 // Single-threaded memcpy between two buffers of `size` bytes (what shm's
@@ -205,6 +251,8 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 		cfg.node = o.node;
 	else if (prov.find("tcp") != std::string::npos)
 		cfg.node = "127.0.0.1";
+	if (prov.find("verbs") != std::string::npos && o.node.empty())
+		std::fprintf(stderr, "xfer: verbs: pass --node <address of the RDMA netdev>\n");
 	cfg.idle_spin = 1u << 30; // a benchmark spins
 
 	std::string ref_what;
@@ -217,6 +265,8 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 	} else if (prov == "shm") {
 		per_size_memcpy = true;
 		ref_what = "memcpy";
+	} else if (prov.find("verbs") != std::string::npos) {
+		ref_what = "ib_write_bw";
 	} else {
 		ref_what = "none";
 	}
@@ -254,6 +304,9 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 						r = t;
 					if (per_size_memcpy)
 						ref = std::max(k ? ref : 0.0, memcpy_gbps(size, o.seconds / 2));
+					if (ref_what == "ib_write_bw")
+						ref = std::max(k ? ref : 0.0,
+							       ib_write_bw_gbps(a.caps().rail_domains[0], size));
 					if (per_size_iperf) {
 						std::string w;
 						ref = std::max(k ? ref : 0.0, iperf3_gbps(w));
@@ -356,4 +409,4 @@ int xfer_main(int argc, char **argv)
 
 } // namespace
 
-HMEMREG_BENCH("xfer", xfer_main, "transfer engine bandwidth vs iperf3/memcpy/fabtests (tcp, shm, verbs)");
+HMEMREG_BENCH("xfer", xfer_main, "transfer engine bandwidth vs iperf3 (tcp), memcpy (shm), ib_write_bw (verbs)");
