@@ -57,11 +57,11 @@
 #define HMEMREG_IOC_MAGIC	0xB5
 
 /* HMEMREG_IOC_VERSION caps bits. */
-#define HMEMREG_CAP_EXPORT_HOST		(1ULL << 0)	/* provider HOST */
-#define HMEMREG_CAP_EXPORT_DEVMEM	(1ULL << 1)	/* provider DEVMEM (pool > 0) */
-#define HMEMREG_CAP_WATCH		(1ULL << 2)	/* watches, gen page, events */
-#define HMEMREG_CAP_NETLINK		(1ULL << 3)	/* genl family "hmemreg" */
-#define HMEMREG_CAP_FAULT_INJECT	(1ULL << 4)	/* fail_every knob present */
+#define HMEMREG_CAP_EXPORT_HOST		0x1ULL	/* provider HOST */
+#define HMEMREG_CAP_EXPORT_DEVMEM	0x2ULL	/* provider DEVMEM (pool > 0) */
+#define HMEMREG_CAP_WATCH		0x4ULL	/* watches, gen page, events */
+#define HMEMREG_CAP_NETLINK		0x8ULL	/* genl family "hmemreg" */
+#define HMEMREG_CAP_FAULT_INJECT	0x10ULL	/* fail_every knob present */
 
 /**
  * struct hmemreg_version - HMEMREG_IOC_VERSION argument
@@ -92,8 +92,8 @@ struct hmemreg_version {
 #define HMEMREG_PROVIDER_DYNAMIC	16
 
 /* struct hmemreg_export.flags */
-#define HMEMREG_EXPORT_WRITE	(1U << 0)	/* importers may write; fd is O_RDWR */
-#define HMEMREG_EXPORT_WATCH	(1U << 1)	/* HOST only: also arm a watch */
+#define HMEMREG_EXPORT_WRITE	0x1U	/* importers may write; fd is O_RDWR */
+#define HMEMREG_EXPORT_WATCH	0x2U	/* HOST only: also arm a watch */
 
 /**
  * struct hmemreg_export - HMEMREG_IOC_EXPORT argument
@@ -122,9 +122,12 @@ struct hmemreg_version {
  * hold a reference on the allocation. The fd is installed last: once this
  * ioctl returns, closing the fd is the only way to release the export
  * (it goes away when the last fd and the last importer let go).
- * Importers that need peer-to-peer access to device BARs are refused: the
- * pool is system RAM and is always reachable; see the P2P note in
- * hmemreg_provider.h for real device memory.
+ * Importers: a read-only export (no HMEMREG_EXPORT_WRITE) refuses
+ * DMA_FROM_DEVICE maps with EACCES and cannot be mmap()ed writable; both
+ * built-in providers are system RAM, reachable by every DMA-capable
+ * importer without PCI peer-to-peer; providers of real device memory that
+ * need P2P refuse importers that cannot do it with EOPNOTSUPP at attach
+ * (see hmemreg_provider.h; Debian 12 has CONFIG_PCI_P2PDMA off).
  *
  * Errors:
  *   EINVAL     unknown @provider; @len 0; @addr/@len not page aligned;
@@ -213,7 +216,7 @@ struct hmemreg_devmem_free {
 /* ------------------------------------------------------------------------ */
 
 /* struct hmemreg_watch_arm.flags */
-#define HMEMREG_WATCH_PROT	(1U << 0)	/* also fire on protection changes */
+#define HMEMREG_WATCH_PROT	0x1U	/* also fire on protection changes */
 
 #define HMEMREG_WATCH_NO_SLOT	0xffffffffU
 
@@ -374,7 +377,7 @@ struct hmemreg_gen_page {
 #define HMEMREG_EV_EXCLUSIVE	6	/* made exclusive to a device */
 
 /* struct hmemreg_event.flags */
-#define HMEMREG_EVF_EXPORT	(1U << 0)	/* watch armed by EXPORT_WATCH */
+#define HMEMREG_EVF_EXPORT	0x1U	/* watch armed by EXPORT_WATCH */
 
 /**
  * struct hmemreg_event - one record read() from the fd
@@ -444,6 +447,7 @@ enum hmemreg_genl_cmd {
 	HMEMREG_CMD_GET_EXPORTS,	/* 2 */
 	__HMEMREG_CMD_MAX,
 };
+
 #define HMEMREG_CMD_MAX (__HMEMREG_CMD_MAX - 1)
 
 /* Top-level attributes; numbers never change, new ones are appended. */
@@ -494,6 +498,7 @@ enum hmemreg_genl_attr {
 	HMEMREG_NLA_EXP_ATTACH,			/* 41: nested HMEMREG_NLA_ATT_*, repeated */
 	__HMEMREG_NLA_MAX,
 };
+
 #define HMEMREG_NLA_MAX (__HMEMREG_NLA_MAX - 1)
 
 /* Attributes inside one HMEMREG_NLA_EXP_ATTACH. */
@@ -509,13 +514,14 @@ enum hmemreg_genl_att_attr {
 	HMEMREG_NLA_ATT_PAD,		/* 8 */
 	__HMEMREG_NLA_ATT_MAX,
 };
+
 #define HMEMREG_NLA_ATT_MAX (__HMEMREG_NLA_ATT_MAX - 1)
 
 /* HMEMREG_NLA_EXP_STATE bits */
-#define HMEMREG_EXP_STATE_ORPHANED	(1U << 0)	/* owner process exited */
-#define HMEMREG_EXP_STATE_WRITABLE	(1U << 1)	/* HMEMREG_EXPORT_WRITE */
-#define HMEMREG_EXP_STATE_PINNED	(1U << 2)	/* some importer pins it */
-#define HMEMREG_EXP_STATE_HANDLE_FREED	(1U << 3)	/* DEVMEM handle freed */
+#define HMEMREG_EXP_STATE_ORPHANED	0x1U	/* owner process exited */
+#define HMEMREG_EXP_STATE_WRITABLE	0x2U	/* HMEMREG_EXPORT_WRITE */
+#define HMEMREG_EXP_STATE_PINNED	0x4U	/* some importer pins it */
+#define HMEMREG_EXP_STATE_HANDLE_FREED	0x8U	/* DEVMEM handle freed */
 
 /*
  * Fault injection (module parameters, root only, for tests):
@@ -524,10 +530,10 @@ enum hmemreg_genl_att_attr {
  *   /sys/module/hmemreg/parameters/fail_sites  bit mask of HMEMREG_FAIL_*
  * HMEMREG_NLA_STAT_FAULTS_INJECTED counts injected failures.
  */
-#define HMEMREG_FAIL_ALLOC	(1U << 0)	/* bookkeeping allocations */
-#define HMEMREG_FAIL_PIN	(1U << 1)	/* pin_user_pages */
-#define HMEMREG_FAIL_DEVMEM	(1U << 2)	/* pool allocation */
-#define HMEMREG_FAIL_MAP	(1U << 3)	/* building/mapping sg tables */
-#define HMEMREG_FAIL_NOTIFIER	(1U << 4)	/* mmu_interval_notifier_insert */
+#define HMEMREG_FAIL_ALLOC	0x1U	/* bookkeeping allocations */
+#define HMEMREG_FAIL_PIN	0x2U	/* pin_user_pages */
+#define HMEMREG_FAIL_DEVMEM	0x4U	/* pool allocation */
+#define HMEMREG_FAIL_MAP	0x8U	/* building/mapping sg tables */
+#define HMEMREG_FAIL_NOTIFIER	0x10U	/* mmu_interval_notifier_insert */
 
 #endif /* _UAPI_LINUX_HMEMREG_H */

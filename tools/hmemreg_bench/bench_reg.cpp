@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: MIT
+// hmemreg_bench reg: what the cache saves per provider. For each provider
+// and size: "cold" = fi_mr_regattr + fi_close straight on the domain (the
+// provider's own cache is off: FI_MR_CACHE_MAX_COUNT=0, set by libhmemreg),
+// "miss" = a cache get that registers (after an explicit invalidate, so it
+// includes watching and deregistering), "hit" = a cached get+put.
+// speedup = cold / hit, from the same run.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/mman.h>
+#include <vector>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+
+#include "bench.hpp"
+#include "hmemreg/hmemreg.h"
+
+namespace hmemreg::bench {
+
+namespace {
+
+struct Fabric {
+	fi_info *info = nullptr;
+	fid_fabric *fabric = nullptr;
+	fid_domain *domain = nullptr;
+	int open(const std::string &prov)
+	{
+		fi_info *hints = fi_allocinfo();
+		hints->fabric_attr->prov_name = strdup(prov.c_str());
+		hints->ep_attr->type = FI_EP_MSG;
+		hints->caps = FI_MSG | FI_RMA;
+		hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+		int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+		fi_freeinfo(hints);
+		if (rc == 0)
+			rc = fi_fabric(info->fabric_attr, &fabric, nullptr);
+		if (rc == 0)
+			rc = fi_domain(fabric, info, &domain, nullptr);
+		return rc;
+	}
+	~Fabric()
+	{
+		if (domain)
+			fi_close(&domain->fid);
+		if (fabric)
+			fi_close(&fabric->fid);
+		if (info)
+			fi_freeinfo(info);
+	}
+};
+
+template <typename F>
+double ns_per(long iters, F fn)
+{
+	auto t0 = std::chrono::steady_clock::now();
+	for (long i = 0; i < iters; i++)
+		if (!fn())
+			return -1;
+	auto t1 = std::chrono::steady_clock::now();
+	return std::chrono::duration<double, std::nano>(t1 - t0).count() / iters;
+}
+
+int bench_reg(int argc, char **argv)
+{
+	bool json = take_flag(argc, argv, "--json");
+	std::vector<std::string> provs{"tcp"};
+	std::vector<size_t> sizes{4 << 10, 64 << 10, 1 << 20, 16 << 20};
+	long iters = 200;
+	for (int i = 1; i < argc; i++) {
+		std::string a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : "";
+		if (a == "--prov") {
+			provs.clear();
+			for (char *s = strtok(strdup(v), ","); s; s = strtok(nullptr, ","))
+				provs.emplace_back(s);
+			i++;
+		} else if (a == "--sizes") {
+			sizes.clear();
+			for (char *s = strtok(strdup(v), ","); s; s = strtok(nullptr, ","))
+				sizes.push_back(std::strtoull(s, nullptr, 0));
+			i++;
+		} else if (a == "--iters") {
+			iters = std::atol(v);
+			i++;
+		} else {
+			std::fprintf(stderr, "usage: hmemreg_bench reg [--json] [--prov tcp,verbs] [--sizes 4096,...] [--iters 200]\n");
+			return 2;
+		}
+	}
+	Printer pr(json);
+	pr.section("reg: cold registration vs cache miss vs cache hit (ns per op), host memory");
+	int bad = 0;
+	for (const auto &prov : provs) {
+		Fabric f;
+		int rc = f.open(prov);
+		if (rc) {
+			std::fprintf(stderr, "hmemreg_bench reg: provider %s: %s\n", prov.c_str(), fi_strerror(-rc));
+			bad++;
+			continue;
+		}
+		hmemreg_cache_config cfg;
+		hmemreg_cache_config_init(&cfg);
+		std::snprintf(cfg.name, sizeof(cfg.name), "bench-reg");
+		hmemreg_cache *c = nullptr;
+		if ((rc = hmemreg_cache_create_fabric(f.domain, &cfg, &c))) {
+			std::fprintf(stderr, "hmemreg_bench reg: cache: %s\n", hmemreg_strerror(rc));
+			return 1;
+		}
+		for (size_t sz : sizes) {
+			void *p = ::mmap(nullptr, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			std::memset(p, 1, sz); // fault in: registration cost, not page faults
+			long n = sz >= (16 << 20) ? std::max(10L, iters / 10) : iters;
+			double cold = ns_per(n, [&] {
+				fid_mr *mr;
+				if (fi_mr_reg(f.domain, p, sz, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV,
+					      0, 0, 0, &mr, nullptr))
+					return false;
+				return fi_close(&mr->fid) == 0;
+			});
+			double miss = ns_per(n, [&] {
+				hmemreg_cache_invalidate(c, HMEMREG_IFACE_HOST, p, sz);
+				hmemreg_mr m;
+				if (hmemreg_mr_get(c, p, sz, &m))
+					return false;
+				return hmemreg_mr_put(c, &m) == 0;
+			});
+			double hit = ns_per(iters * 100, [&] {
+				hmemreg_mr m;
+				if (hmemreg_mr_get(c, p, sz, &m))
+					return false;
+				return hmemreg_mr_put(c, &m) == 0;
+			});
+			const char *cases[] = {"cold", "miss", "hit"};
+			double v[] = {cold, miss, hit};
+			for (int k = 0; k < 3; k++) {
+				Row r;
+				r.add("bench", "reg").add("impl", k == 0 ? "provider" : "hmemreg").add("prov", prov);
+				r.add("mem", "host").add("bytes", static_cast<long long>(sz)).add("case", cases[k]);
+				r.add("ns_per_op", v[k]).add("cold_over_this", v[k] > 0 ? cold / v[k] : -1.0);
+				pr.print(r);
+			}
+			::munmap(p, sz);
+		}
+		hmemreg_cache_destroy(c);
+	}
+	return bad ? 1 : 0;
+}
+
+} // namespace
+
+HMEMREG_BENCH("reg", bench_reg, "cold registration vs cached, per provider (--prov tcp,verbs)");
+
+} // namespace hmemreg::bench
