@@ -1,4 +1,4 @@
-hmemreg_export.o: /work/wt/cache/kmod/hmemreg_export.c \
+hmemreg_export.o: /work/wt/engine/kmod/hmemreg_export.c \
  /usr/src/linux-headers-6.1.0-57-common/include/linux/compiler-version.h \
  /usr/src/linux-headers-6.1.0-57-common/include/linux/kconfig.h \
  include/generated/autoconf.h \
@@ -542,7 +542,7 @@ hmemreg_export.o: /work/wt/cache/kmod/hmemreg_export.c \
  /usr/src/linux-headers-6.1.0-57-common/include/linux/pm_wakeup.h \
  /usr/src/linux-headers-6.1.0-57-common/include/linux/dma-direction.h \
  /usr/src/linux-headers-6.1.0-57-common/include/linux/dma-fence.h \
- /work/wt/cache/kmod/hmemreg_priv.h \
+ /work/wt/engine/kmod/hmemreg_priv.h \
  /usr/src/linux-headers-6.1.0-57-common/include/linux/miscdevice.h \
  /usr/src/linux-headers-6.1.0-57-common/include/uapi/linux/major.h \
  /usr/src/linux-headers-6.1.0-57-common/include/linux/mmu_notifier.h \
@@ -552,6 +552,7 @@ hmemreg_export.o: /work/wt/cache/kmod/hmemreg_export.c \
  arch/x86/include/generated/uapi/asm/poll.h \
  /usr/src/linux-headers-6.1.0-57-common/include/uapi/asm-generic/poll.h \
  /usr/src/linux-headers-6.1.0-57-common/include/uapi/linux/eventpoll.h \
- /work/wt/cache/kmod/include/uapi/linux/hmemreg.h \
- /work/wt/cache/kmod/hmemreg_compat.h /work/wt/cache/kmod/compat_probed.h \
- /work/wt/cache/kmod/include/hmemreg_provider.h
+ /work/wt/engine/kmod/include/uapi/linux/hmemreg.h \
+ /work/wt/engine/kmod/hmemreg_compat.h \
+ /work/wt/engine/kmod/compat_probed.h \
+ /work/wt/engine/kmod/include/hmemreg_provider.h
