@@ -108,7 +108,7 @@ double iperf3_gbps(std::string &what)
 	pid_t srv = fork();
 	if (srv == 0) {
 		std::string p = std::to_string(port);
-		if (!std::freopen("/dev/null", "w", stdout))
+		if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
 			_exit(127);
 		execlp("iperf3", "iperf3", "-s", "-1", "-p", p.c_str(), "-B", "127.0.0.1", (char *)nullptr);
 		_exit(127);
