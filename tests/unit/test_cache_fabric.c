@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/mman.h>
 
 #include <rdma/fabric.h>
@@ -93,6 +94,57 @@ Test(cache_fabric, registers_with_the_provider_and_caches)
 	hmemreg_mr_put(c, &a);
 	cr_assert_eq(hmemreg_cache_destroy(c), 0);
 	munmap(q, len);
+}
+
+/* VmPin of this process in KiB (pages pinned by RDMA registrations). */
+static long vm_pin_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %ld", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* Providers whose registrations pin pages (verbs) show it in VmPin: the
+ * cache's entry keeps them pinned while cached, and releasing the entry
+ * unpins them (the provider's own cache is off: FI_MR_CACHE_MAX_COUNT=0). */
+Test(cache_fabric, registrations_pin_and_release_pages)
+{
+	const char *pin = getenv("HMEMREG_TEST_EXPECT_PIN");
+	if (!pin || strcmp(pin, "1"))
+		cr_skip_test("this provider does not pin pages (VM lane runs verbs over rxe with HMEMREG_TEST_EXPECT_PIN=1)");
+	struct hmemreg_cache *c = make(HMEMREG_MONITOR_AUTO);
+	size_t len = 8 << 20;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	memset(p, 1, len);
+	long before = vm_pin_kb();
+	struct hmemreg_mr mr;
+	cr_assert_eq(hmemreg_mr_get(c, p, len, &mr), 0);
+	hmemreg_mr_put(c, &mr);
+	long cached = vm_pin_kb();
+	cr_assert_geq(cached - before, (long)(len >> 10), "registration pinned %ld KiB, expected %zu", cached - before, len >> 10);
+	cr_assert_eq(hmemreg_mr_get(c, p, len, &mr), 0); /* hit: nothing new pinned */
+	hmemreg_mr_put(c, &mr);
+	cr_assert_eq(vm_pin_kb(), cached);
+	cr_assert_eq(hmemreg_cache_flush(c), 1);
+	cr_assert_eq(vm_pin_kb(), before, "deregistration unpinned");
+	/* invalidation by unmap also unpins (at the next cache call) */
+	cr_assert_eq(hmemreg_mr_get(c, p, len, &mr), 0);
+	hmemreg_mr_put(c, &mr);
+	cr_assert_eq(vm_pin_kb(), cached);
+	munmap(p, len);
+	char *o = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_eq(hmemreg_mr_get(c, o, 8, &mr), 0);
+	hmemreg_mr_put(c, &mr);
+	cr_assert_leq(vm_pin_kb(), before + 4, "the unmapped entry was deregistered");
+	cr_assert_eq(hmemreg_cache_destroy(c), 0);
+	cr_assert_eq(vm_pin_kb(), before);
+	munmap(o, 4096);
 }
 
 Test(cache_fabric, provider_errors_are_reported)

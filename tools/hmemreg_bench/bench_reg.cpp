@@ -1,75 +1,52 @@
 // SPDX-License-Identifier: MIT
-// hmemreg_bench reg: what a registration costs cold, and what the cache makes
-// of it, in the same run.
-//
-//   hmemreg_bench reg [--mem host|cuda] [--provider NAME] [--sizes LIST]
-//                     [--iters N] [--json]
-//
-// Cases per size (ns_per_op, and ratio = cold / this):
-//   cold_register  fi_mr_regattr + fi_close on the provider's domain (host
-//                  memory; CUDA memory only where the provider has FI_HMEM)
-//   dmabuf_export  CUDA only: cuMemGetHandleForAddressRange(DMA_BUF_FD) of
-//                  the whole allocation + close (the 20-40 us the cache hides)
-//   buffer_id      CUDA only: the per-hit validity check (one driver call)
-//   cached_hit     hmemreg cache get + put of a registered buffer (CUDA: the
-//                  hit includes the buffer-ID check)
-#include <rdma/fabric.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_errno.h>
-#include <sys/mman.h>
-#include <sys/uio.h>
-
+// hmemreg_bench reg: what the cache saves per provider. For each provider
+// and size: "cold" = fi_mr_regattr + fi_close straight on the domain (the
+// provider's own cache is off: FI_MR_CACHE_MAX_COUNT=0, set by libhmemreg),
+// "miss" = a cache get that registers (after an explicit invalidate, so it
+// includes watching and deregistering), "hit" = a cached get+put.
+// speedup = cold / hit, from the same run. With --mem cuda: CUDA memory
+// (bench_reg_cuda.cpp).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sys/mman.h>
 #include <vector>
 
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+
 #include "bench.hpp"
-#include "hmem/cuda_driver.hpp"
-#include "hmem/cuda_memory.hpp"
 #include "hmemreg/hmemreg.h"
 
 namespace hmemreg::bench {
 
+// bench_reg_cuda.cpp
+int reg_cuda_main(int argc, char **argv);
+
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-struct Options {
-	std::string mem = "host";
-	std::string provider = "tcp";
-	std::vector<size_t> sizes;
-	long iters = 0; // 0: per case default
-	bool json = false;
-};
-
-size_t parse_size(const char *s)
-{
-	char *end;
-	double v = std::strtod(s, &end);
-	switch (*end) {
-	case 'k': case 'K': v *= 1 << 10; break;
-	case 'm': case 'M': v *= 1 << 20; break;
-	case 'g': case 'G': v *= 1 << 30; break;
-	default: break;
-	}
-	return static_cast<size_t>(v);
-}
-
-template <class F> double ns_per_op(long iters, F &&op)
-{
-	auto t0 = Clock::now();
-	for (long i = 0; i < iters; i++)
-		op();
-	return std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(iters);
-}
 
 struct Fabric {
 	fi_info *info = nullptr;
 	fid_fabric *fabric = nullptr;
 	fid_domain *domain = nullptr;
+	int open(const std::string &prov)
+	{
+		fi_info *hints = fi_allocinfo();
+		hints->fabric_attr->prov_name = strdup(prov.c_str());
+		hints->ep_attr->type = FI_EP_MSG;
+		hints->caps = FI_MSG | FI_RMA;
+		hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+		int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+		fi_freeinfo(hints);
+		if (rc == 0)
+			rc = fi_fabric(info->fabric_attr, &fabric, nullptr);
+		if (rc == 0)
+			rc = fi_domain(fabric, info, &domain, nullptr);
+		return rc;
+	}
 	~Fabric()
 	{
 		if (domain)
@@ -79,208 +56,111 @@ struct Fabric {
 		if (info)
 			fi_freeinfo(info);
 	}
-	int open(const std::string &prov)
-	{
-		fi_info *hints = fi_allocinfo();
-		hints->ep_attr->type = FI_EP_RDM;
-		hints->caps = FI_RMA | FI_MSG;
-		hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-		hints->fabric_attr->prov_name = strdup(prov.c_str());
-		int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
-		fi_freeinfo(hints);
-		if (!rc)
-			rc = fi_fabric(info->fabric_attr, &fabric, nullptr);
-		if (!rc)
-			rc = fi_domain(fabric, info, &domain, nullptr);
-		return rc;
-	}
-	int reg(void *p, size_t n, fi_hmem_iface iface, int device, fid_mr **mr) const
-	{
-		iovec iov{p, n};
-		fi_mr_attr attr{};
-		attr.mr_iov = &iov;
-		attr.iov_count = 1;
-		attr.access = FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ | FI_SEND | FI_RECV;
-		attr.iface = iface;
-		attr.device.cuda = device;
-		return fi_mr_regattr(domain, &attr, 0, mr);
-	}
 };
 
-void emit(Printer &out, const Options &o, const char *prov, size_t bytes, const char *c, double ns, double cold,
-	  const char *note = "")
+template <typename F>
+double ns_per(long iters, F fn)
 {
-	Row r;
-	r.add("bench", "reg").add("provider", prov).add("mem", o.mem.c_str()).add("bytes", bytes).add("case", c);
-	r.add("ns_per_op", ns, 1).add("x_vs_cold", cold > 0 && ns > 0 ? cold / ns : 0.0, 1).add("note", note);
-	out.print(r);
-}
-
-// get+put of one buffer through a cache: the hit path.
-double cached_hit(hmemreg_cache *cache, const hmemreg_mr_request &rq, long iters)
-{
-	hmemreg_mr m{};
-	if (hmemreg_mr_get_req(cache, &rq, &m)) // warm: the one miss
-		return -1;
-	hmemreg_mr_put(cache, &m);
-	bool ok = true;
-	double ns = ns_per_op(iters, [&] {
-		ok &= hmemreg_mr_get_req(cache, &rq, &m) == 0;
-		hmemreg_mr_put(cache, &m);
-	});
-	return ok ? ns : -1;
-}
-
-int run_host(const Options &o, Printer &out)
-{
-	Fabric fab;
-	if (int rc = fab.open(o.provider)) {
-		std::fprintf(stderr, "reg: cannot open provider %s: %s\n", o.provider.c_str(), fi_strerror(-rc));
-		return 1;
-	}
-	hmemreg_cache *cache = nullptr;
-	if (int rc = hmemreg_cache_create_fabric(fab.domain, nullptr, &cache)) {
-		std::fprintf(stderr, "reg: cache: %s\n", hmemreg_strerror(rc));
-		return 1;
-	}
-	const char *prov = fab.info->fabric_attr->prov_name;
-	for (size_t n : o.sizes) {
-		void *p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-		if (p == MAP_FAILED)
-			return 1;
-		long it = o.iters ? o.iters : (n >= (64 << 20) ? 20 : 500);
-		bool ok = true;
-		double cold = ns_per_op(it, [&] {
-			fid_mr *mr = nullptr;
-			ok &= fab.reg(p, n, FI_HMEM_SYSTEM, 0, &mr) == 0;
-			if (mr)
-				fi_close(&mr->fid);
-		});
-		emit(out, o, prov, n, "cold_register", ok ? cold : -1, cold);
-		hmemreg_mr_request rq{};
-		rq.size = sizeof(rq);
-		rq.addr = p;
-		rq.len = n;
-		rq.dmabuf_fd = -1;
-		emit(out, o, prov, n, "cached_hit", cached_hit(cache, rq, o.iters ? o.iters : 1000000), cold);
-		hmemreg_cache_invalidate(cache, HMEMREG_IFACE_HOST, p, n);
-		munmap(p, n);
-	}
-	hmemreg_cache_destroy(cache);
-	return 0;
-}
-
-int run_cuda(const Options &o, Printer &out)
-{
-	const cuda::Driver &d = cuda::Driver::get();
-	if (!d.loaded) {
-		std::fprintf(stderr, "reg --mem cuda: %s\n", d.why_not.c_str());
-		return 77;
-	}
-	if (cuda::use_device(0))
-		return 1;
-	Fabric fab;
-	bool have_fab = fab.open(o.provider) == 0;
-	bool hmem = have_fab && (fab.info->caps & FI_HMEM);
-	const char *prov = have_fab ? fab.info->fabric_attr->prov_name : o.provider.c_str();
-	// The cache over the in-memory registrar when the provider cannot reach
-	// CUDA memory: what is measured is the cache and its buffer-ID check.
-	hmemreg_cache *cache = nullptr;
-	hmemreg_cache_config cfg;
-	hmemreg_cache_config_init(&cfg);
-	cfg.monitor = HMEMREG_MONITOR_NONE;
-	int rc = hmem ? hmemreg_cache_create_fabric(fab.domain, &cfg, &cache) : hmemreg_cache_create_memory(&cfg, &cache);
-	if (rc) {
-		std::fprintf(stderr, "reg: cache: %s\n", hmemreg_strerror(rc));
-		return 1;
-	}
-	for (size_t n : o.sizes) {
-		CUdeviceptr p;
-		if (d.cuMemAlloc(&p, n) != CUDA_SUCCESS) {
-			std::fprintf(stderr, "reg: cuMemAlloc(%zu) failed\n", n);
-			return 1;
-		}
-		void *ptr = reinterpret_cast<void *>(static_cast<uintptr_t>(p));
-		cuda::PointerInfo info;
-		cuda::classify(ptr, n, info);
-		long it = o.iters ? o.iters : 200;
-		bool ok = true;
-		double exp = ns_per_op(it, [&] {
-			UniqueFd fd;
-			ok &= cuda::export_dmabuf(info, fd) == 0;
-		});
-		double cold = exp;
-		if (hmem) {
-			double r = ns_per_op(it, [&] {
-				fid_mr *mr = nullptr;
-				ok &= fab.reg(ptr, n, FI_HMEM_CUDA, 0, &mr) == 0;
-				if (mr)
-					fi_close(&mr->fid);
-			});
-			emit(out, o, prov, n, "cold_register", r, r);
-			cold = r;
-		}
-		emit(out, o, prov, n, "dmabuf_export", ok ? exp : -1, cold, hmem ? "" : "provider has no FI_HMEM: export is the cold cost");
-		double bid = ns_per_op(o.iters ? o.iters : 1000000, [&] { ok &= cuda::buffer_id(ptr) != 0; });
-		emit(out, o, prov, n, "buffer_id", bid, cold);
-		hmemreg_mr_request rq{};
-		rq.size = sizeof(rq);
-		rq.iface = HMEMREG_IFACE_CUDA;
-		rq.addr = ptr;
-		rq.len = n;
-		rq.dmabuf_fd = -1;
-		emit(out, o, prov, n, "cached_hit", cached_hit(cache, rq, o.iters ? o.iters : 1000000), cold,
-		     hmem ? "" : "memory registrar (cache + buffer-ID check)");
-		hmemreg_cache_invalidate(cache, HMEMREG_IFACE_CUDA, ptr, n);
-		d.cuMemFree(p);
-	}
-	hmemreg_cache_destroy(cache);
-	return 0;
+	auto t0 = std::chrono::steady_clock::now();
+	for (long i = 0; i < iters; i++)
+		if (!fn())
+			return -1;
+	auto t1 = std::chrono::steady_clock::now();
+	return std::chrono::duration<double, std::nano>(t1 - t0).count() / iters;
 }
 
 int bench_reg(int argc, char **argv)
 {
-	Options o;
-	o.json = take_flag(argc, argv, "--json");
+	for (int i = 1; i + 1 < argc; i++)
+		if (std::string(argv[i]) == "--mem" && std::string(argv[i + 1]) == "cuda")
+			return reg_cuda_main(argc, argv);
+	bool json = take_flag(argc, argv, "--json");
+	std::vector<std::string> provs{"tcp"};
+	std::vector<size_t> sizes{4 << 10, 64 << 10, 1 << 20, 16 << 20};
+	long iters = 200;
 	for (int i = 1; i < argc; i++) {
 		std::string a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
-		if (a == "--mem" && v) {
-			o.mem = v;
+		const char *v = i + 1 < argc ? argv[i + 1] : "";
+		if (a == "--prov") {
+			provs.clear();
+			for (char *s = strtok(strdup(v), ","); s; s = strtok(nullptr, ","))
+				provs.emplace_back(s);
 			i++;
-		} else if (a == "--provider" && v) {
-			o.provider = v;
+		} else if (a == "--sizes") {
+			sizes.clear();
+			for (char *s = strtok(strdup(v), ","); s; s = strtok(nullptr, ","))
+				sizes.push_back(std::strtoull(s, nullptr, 0));
 			i++;
-		} else if (a == "--iters" && v) {
-			o.iters = std::atol(v);
-			i++;
-		} else if (a == "--sizes" && v) {
-			for (const char *p = v; *p;) {
-				o.sizes.push_back(parse_size(p));
-				p = std::strchr(p, ',') ? std::strchr(p, ',') + 1 : p + std::strlen(p);
-			}
+		} else if (a == "--iters") {
+			iters = std::atol(v);
 			i++;
 		} else {
-			std::fprintf(stderr, "usage: hmemreg_bench reg [--mem host|cuda] [--provider NAME] "
-					     "[--sizes 4K,2M,...] [--iters N] [--json]\n");
+			std::fprintf(stderr, "usage: hmemreg_bench reg [--json] [--prov tcp,verbs] [--sizes 4096,...] [--iters 200]\n"
+					     "       hmemreg_bench reg --mem cuda [--json] [--provider tcp] [--sizes 2M,64M,1G] [--iters N]\n");
 			return 2;
 		}
 	}
-	if (o.sizes.empty())
-		o.sizes = o.mem == "cuda" ? std::vector<size_t>{2 << 20, 64 << 20, 1 << 30}
-					  : std::vector<size_t>{4 << 10, 64 << 10, 2 << 20, 64 << 20};
-	Printer out(o.json);
-	out.section("registration: cold vs cached (" + o.mem + ")");
-	if (o.mem == "host")
-		return run_host(o, out);
-	if (o.mem == "cuda")
-		return run_cuda(o, out);
-	std::fprintf(stderr, "reg: --mem must be host or cuda\n");
-	return 2;
+	Printer pr(json);
+	pr.section("reg: cold registration vs cache miss vs cache hit (ns per op), host memory");
+	int bad = 0;
+	for (const auto &prov : provs) {
+		Fabric f;
+		int rc = f.open(prov);
+		if (rc) {
+			std::fprintf(stderr, "hmemreg_bench reg: provider %s: %s\n", prov.c_str(), fi_strerror(-rc));
+			bad++;
+			continue;
+		}
+		hmemreg_cache_config cfg;
+		hmemreg_cache_config_init(&cfg);
+		std::snprintf(cfg.name, sizeof(cfg.name), "bench-reg");
+		hmemreg_cache *c = nullptr;
+		if ((rc = hmemreg_cache_create_fabric(f.domain, &cfg, &c))) {
+			std::fprintf(stderr, "hmemreg_bench reg: cache: %s\n", hmemreg_strerror(rc));
+			return 1;
+		}
+		for (size_t sz : sizes) {
+			void *p = ::mmap(nullptr, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			std::memset(p, 1, sz); // fault in: registration cost, not page faults
+			long n = sz >= (16 << 20) ? std::max(10L, iters / 10) : iters;
+			double cold = ns_per(n, [&] {
+				fid_mr *mr;
+				if (fi_mr_reg(f.domain, p, sz, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV,
+					      0, 0, 0, &mr, nullptr))
+					return false;
+				return fi_close(&mr->fid) == 0;
+			});
+			double miss = ns_per(n, [&] {
+				hmemreg_cache_invalidate(c, HMEMREG_IFACE_HOST, p, sz);
+				hmemreg_mr m;
+				if (hmemreg_mr_get(c, p, sz, &m))
+					return false;
+				return hmemreg_mr_put(c, &m) == 0;
+			});
+			double hit = ns_per(iters * 100, [&] {
+				hmemreg_mr m;
+				if (hmemreg_mr_get(c, p, sz, &m))
+					return false;
+				return hmemreg_mr_put(c, &m) == 0;
+			});
+			const char *cases[] = {"cold", "miss", "hit"};
+			double v[] = {cold, miss, hit};
+			for (int k = 0; k < 3; k++) {
+				Row r;
+				r.add("bench", "reg").add("impl", k == 0 ? "provider" : "hmemreg").add("prov", prov);
+				r.add("mem", "host").add("bytes", static_cast<long long>(sz)).add("case", cases[k]);
+				r.add("ns_per_op", v[k]).add("cold_over_this", v[k] > 0 ? cold / v[k] : -1.0);
+				pr.print(r);
+			}
+			::munmap(p, sz);
+		}
+		hmemreg_cache_destroy(c);
+	}
+	return bad ? 1 : 0;
 }
 
 } // namespace
 
-HMEMREG_BENCH("reg", bench_reg, "cost of a cold registration vs a cached one (host, cuda)");
+HMEMREG_BENCH("reg", bench_reg, "cold registration vs cached, per provider (--prov tcp,verbs)");
 
 } // namespace hmemreg::bench

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // hmemreg_bench xfer: bandwidth of engine writes between two engines in one
 // process (each with its own progress thread), next to a reference measured
-// in the same run: iperf3 over loopback for tcp, memcpy for shm, fi_rma_bw
-// (fabtests) or ib_write_bw for verbs when present.
+// in the same run: iperf3 over loopback for tcp, memcpy for shm, perftest's
+// ib_write_bw on the same device for verbs (e.g. Soft-RoCE in the VM).
 //
 // Columns follow fabtests (bytes iters total time MB/sec usec/xfer
 // Mxfers/sec; MB = 10^6 B), plus chunks, rails, Gbps, the reference and the
@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <csignal>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -98,20 +100,26 @@ std::string capture(const std::string &cmd)
 	return out;
 }
 
-// iperf3 over loopback, one stream, 1 MiB writes: Gbps (0 when unavailable).
+// iperf3 over loopback, one stream, 1 MiB writes, 1 s: Gbps (0 when unavailable).
 double iperf3_gbps(std::string &what)
 {
 	const int port = 5201 + static_cast<int>(getpid() % 2000);
+	std::fflush(stdout);
 	pid_t srv = fork();
 	if (srv == 0) {
 		std::string p = std::to_string(port);
-		if (!std::freopen("/dev/null", "w", stdout))
+		if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
 			_exit(127);
 		execlp("iperf3", "iperf3", "-s", "-1", "-p", p.c_str(), "-B", "127.0.0.1", (char *)nullptr);
 		_exit(127);
 	}
-	std::this_thread::sleep_for(std::chrono::milliseconds(300));
-	std::string out = capture("iperf3 -c 127.0.0.1 -p " + std::to_string(port) + " -t 3 -l 1M -f g 2>/dev/null");
+	// The server may take a while to listen on a busy machine: retry the client.
+	std::string out;
+	for (int attempt = 0; attempt < 20 && out.find("receiver") == std::string::npos; attempt++) {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		out = capture("iperf3 -c 127.0.0.1 -p " + std::to_string(port) + " -t 1 -l 1M -f g 2>/dev/null");
+	}
+	kill(srv, SIGTERM); // never wait on a server that got no client
 	int st;
 	waitpid(srv, &st, 0);
 	// Last "receiver" line: "[  5]   0.00-3.00  sec  ... GBytes  NN.N Gbits/sec  receiver"
@@ -125,8 +133,47 @@ double iperf3_gbps(std::string &what)
 		size_t b = line.rfind(' ', at - 2);
 		g = std::atof(line.substr(b + 1, at - b - 1).c_str());
 	}
-	what = "iperf3 lo 1x1MiB";
+	what = "iperf3-lo";
 	return g;
+}
+
+// perftest's ib_write_bw on the rail's device (server and client on this
+// host, `size` bytes, RC writes): Gbps average (0 when it does not run).
+double ib_write_bw_gbps(const std::string &device, size_t size)
+{
+	const std::string port = std::to_string(18515 + getpid() % 2000);
+	const std::string common = "ib_write_bw -d " + device + " -p " + port + " -s " + std::to_string(size) +
+				   " -n 200 -F --report_gbits";
+	std::fflush(stdout);
+	pid_t srv = fork();
+	if (srv == 0) {
+		if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
+			_exit(127);
+		execl("/bin/sh", "sh", "-c", common.c_str(), (char *)nullptr);
+		_exit(127);
+	}
+	std::string out;
+	for (int attempt = 0; attempt < 20 && out.find("#bytes") == std::string::npos; attempt++) {
+		std::this_thread::sleep_for(std::chrono::milliseconds(250));
+		out = capture(common + " 127.0.0.1 2>/dev/null");
+	}
+	kill(srv, SIGTERM);
+	int st;
+	waitpid(srv, &st, 0);
+	// The row after the "#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec]" header.
+	bool next = false;
+	for (const auto &line : split(out, '\n')) {
+		if (line.find("#bytes") != std::string::npos) {
+			next = true;
+			continue;
+		}
+		if (!next)
+			continue;
+		double bytes = 0, iters = 0, peak = 0, avg = 0;
+		if (std::sscanf(line.c_str(), "%lf %lf %lf %lf", &bytes, &iters, &peak, &avg) == 4)
+			return avg;
+	}
+	return 0;
 }
 
 // Single-threaded memcpy between two buffers of `size` bytes (what shm's
@@ -204,18 +251,22 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 		cfg.node = o.node;
 	else if (prov.find("tcp") != std::string::npos)
 		cfg.node = "127.0.0.1";
+	if (prov.find("verbs") != std::string::npos && o.node.empty())
+		std::fprintf(stderr, "xfer: verbs: pass --node <address of the RDMA netdev>\n");
 	cfg.idle_spin = 1u << 30; // a benchmark spins
 
 	std::string ref_what;
 	double fixed_ref = 0;
 	bool per_size_memcpy = false;
+	bool per_size_iperf = false;
 	if (prov.find("tcp") != std::string::npos) {
-		fixed_ref = iperf3_gbps(ref_what);
-		if (fixed_ref <= 0)
-			std::fprintf(stderr, "xfer: iperf3 reference unavailable (is iperf3 installed?)\n");
+		per_size_iperf = true;
+		ref_what = "iperf3-lo";
 	} else if (prov == "shm") {
 		per_size_memcpy = true;
 		ref_what = "memcpy";
+	} else if (prov.find("verbs") != std::string::npos) {
+		ref_what = "ib_write_bw";
 	} else {
 		ref_what = "none";
 	}
@@ -226,7 +277,10 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 		PeerId peer = a.add_peer(b.address(), true);
 		if (!o.json)
 			std::printf("\n# xfer %s, %u rail(s), window %zu; reference: %s\n# %s\n", prov.c_str(), rails,
-				    o.window, ref_what.c_str(), a.caps().describe().c_str());
+				    o.window,
+				    ref_what == "iperf3-lo" ? "iperf3 over loopback, 1 stream, 1 MiB writes, 1 s, per row"
+							    : ref_what.c_str(),
+				    a.caps().describe().c_str());
 		pr.section("xfer " + prov);
 		size_t maxbuf = o.max_size;
 		void *ps = nullptr, *pd = nullptr;
@@ -253,6 +307,13 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 						r = t;
 					if (per_size_memcpy)
 						ref = std::max(k ? ref : 0.0, memcpy_gbps(size, o.seconds / 2));
+					if (ref_what == "ib_write_bw")
+						ref = std::max(k ? ref : 0.0,
+							       ib_write_bw_gbps(a.caps().rail_domains[0], size));
+					if (per_size_iperf) {
+						std::string w;
+						ref = std::max(k ? ref : 0.0, iperf3_gbps(w));
+					}
 				}
 				if (o.verify) {
 					std::memset(pd, 0, size);
@@ -265,9 +326,15 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 				bench::Row row;
 				if (o.json)
 					row.add("bench", "xfer").add("provider", prov).add("mem", "host");
-				row.add("bytes", o.json ? std::to_string(size) : human(size));
+				if (o.json)
+					row.add("bytes", static_cast<unsigned long long>(size));
+				else
+					row.add("bytes", human(size));
 				row.add("chunks", nch).add("rails", static_cast<int>(rails)).add("iters", r.iters);
-				row.add("total", o.json ? std::to_string(static_cast<long long>(bytes)) : human(bytes));
+				if (o.json)
+					row.add("total", static_cast<long long>(bytes));
+				else
+					row.add("total", human(bytes));
 				row.add("time", r.seconds, 3);
 				row.add("MB/sec", bytes / r.seconds / 1e6, 2);
 				row.add("usec/xfer", r.seconds * 1e6 / r.iters, 2);
@@ -345,4 +412,4 @@ int xfer_main(int argc, char **argv)
 
 } // namespace
 
-HMEMREG_BENCH("xfer", xfer_main, "transfer engine bandwidth vs iperf3/memcpy/fabtests (tcp, shm, verbs)");
+HMEMREG_BENCH("xfer", xfer_main, "transfer engine bandwidth vs iperf3 (tcp), memcpy (shm), ib_write_bw (verbs)");

@@ -19,6 +19,7 @@
 #include "engine/rail.hpp"
 #include "engine/registrar.hpp"
 #include "engine/topology.hpp"
+#include "engine/universe.hpp"
 #include "engine/wire.hpp"
 #include "fabric/info.hpp"
 
@@ -140,9 +141,13 @@ Engine::Impl::Impl(const Config &c) : cfg(c)
 
 void Engine::Impl::open_rails()
 {
+	std::string universe = fit_rxm_universe(cfg.provider);
+	if (!universe.empty())
+		caps.notes.push_back(universe);
 	fabric::InfoPtr hints = make_hints(cfg);
 	const char *node = cfg.node.empty() ? nullptr : cfg.node.c_str();
 	fabric::InfoPtr list = fabric::get_info(hints.get(), node, node ? FI_SOURCE : 0);
+	note_fabric_initialized();
 	if (!list) {
 		std::string want = cfg.provider.empty() ? "any provider" : "provider '" + cfg.provider + "'";
 		throw Error(HMEMREG_ENOTSUP, "engine: " + want + " offers no RDM endpoint with FI_MSG|FI_RMA" +

@@ -10,6 +10,7 @@ ProgressThreads::ProgressThreads(unsigned nthreads, const std::vector<const fi_i
 				 const Topology &topo, unsigned idle_spin, unsigned idle_sleep_us, Turn turn)
 	: turn_(std::move(turn)), idle_spin_(idle_spin), idle_sleep_us_(idle_sleep_us), topo_(topo)
 {
+
 	size_t n = std::min<size_t>(nthreads, rail_infos.size());
 	groups_.resize(n);
 	placement_.resize(n);
@@ -42,7 +43,12 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 		if (++idle < idle_spin_) {
 			// Give the core away between empty turns: where threads outnumber
 			// cores, the peer's progress (or a copy) is what we are waiting for.
-			std::this_thread::yield();
+			// Give the core away now and then: where threads outnumber cores,
+			// the peer's progress (or a copy) may be what we wait for. Not on
+			// every empty turn: the target of RMA writes sees no completions
+			// while it receives, and a yield on a busy machine costs a slice.
+			if (idle % 64 == 0)
+				std::this_thread::yield();
 			continue;
 		}
 		std::this_thread::sleep_for(std::chrono::microseconds(idle_sleep_us_));

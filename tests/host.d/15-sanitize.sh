@@ -1,0 +1,27 @@
+#!/bin/bash
+# The cache's unit suites under ASan+UBSan (build-asan), and its concurrency
+# scenario under TSan (build-tsan; as the plain program cache_stress, since
+# Criterion's runner does not start under TSan). Builds only those targets,
+# unoptimised (-O0 -g) to keep the build short on 2 cores.
+set -e
+. "$(dirname "$0")/../lib.sh"
+jobs=${HMEMREG_JOBS:-2}
+bad=0
+configure() { # DIR SANITIZERS TARGETS...
+	local dir=$1 san=$2; shift 2
+	cmake -S "$HMEMREG_TOP" -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DHMEMREG_SANITIZE="$san" >/dev/null
+	cmake --build "$dir" -j "$jobs" --target "$@" >/dev/null
+}
+asan="test_api test_cache_core test_cache_api test_cache_uffd test_cache_concurrency"
+# shellcheck disable=SC2086
+configure "$HMEMREG_TOP/build-asan" address,undefined $asan
+for s in $asan; do
+	echo "---- $s (address,undefined)"
+	ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		"$HMEMREG_TOP/build-asan/tests/unit/$s" --jobs 1 || bad=$((bad + 1))
+done
+configure "$HMEMREG_TOP/build-tsan" thread cache_stress
+echo "---- cache_stress (thread)"
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$HMEMREG_TOP/build-tsan/tests/unit/cache_stress" 100 ||
+	bad=$((bad + 1))
+exit $bad
