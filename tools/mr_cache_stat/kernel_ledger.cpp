@@ -156,27 +156,39 @@ const char *provider_name(uint32_t provider)
 	}
 }
 
-int read_ledger(Ledger &out, bool with_exports, uint32_t owner_pid, std::string &why)
+// One socket per request: a dump after a doit on the same socket can come
+// back empty (the doit's acknowledgement is still queued).
+static Sock connect(int &family, std::string &why)
 {
 	Sock sock(nl_socket_alloc());
 	if (!sock) {
 		why = "out of memory";
-		return -1;
+		return nullptr;
 	}
 	int rc = genl_connect(sock.get());
 	if (rc < 0) {
 		why = std::string("cannot open a generic netlink socket: ") + nl_geterror(rc);
-		return -1;
+		return nullptr;
 	}
-	int family = genl_ctrl_resolve(sock.get(), HMEMREG_GENL_NAME);
+	family = genl_ctrl_resolve(sock.get(), HMEMREG_GENL_NAME);
 	if (family < 0) {
 		why = "hmemreg.ko is not loaded (no generic netlink family \"" HMEMREG_GENL_NAME
 		      "\"); load it with 'modprobe hmemreg'";
-		return -1;
+		return nullptr;
 	}
-	if (request(sock.get(), family, HMEMREG_CMD_GET_STATS, 0, 0, on_stats, out, why))
+	return sock;
+}
+
+int read_ledger(Ledger &out, bool with_exports, uint32_t owner_pid, std::string &why)
+{
+	int family = 0;
+	Sock sock = connect(family, why);
+	if (!sock || request(sock.get(), family, HMEMREG_CMD_GET_STATS, 0, 0, on_stats, out, why))
 		return -1;
-	if (with_exports &&
+	if (!with_exports)
+		return 0;
+	sock = connect(family, why);
+	if (!sock ||
 	    request(sock.get(), family, HMEMREG_CMD_GET_EXPORTS, NLM_F_DUMP, owner_pid, on_export, out, why))
 		return -1;
 	return 0;
