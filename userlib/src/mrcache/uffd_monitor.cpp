@@ -89,7 +89,8 @@ int UffdMonitor::instance(std::shared_ptr<Monitor> &out)
 	return 0;
 }
 
-UffdMonitor::UffdMonitor(UniqueFd uffd, UniqueFd stop) : uffd_(std::move(uffd)), stop_(std::move(stop))
+UffdMonitor::UffdMonitor(UniqueFd uffd, UniqueFd stop)
+	: uffd_(std::move(uffd)), stop_(std::move(stop)), owner_(::getpid())
 {
 	pending_ = &busy_;
 	thread_ = std::thread([this] { run(); });
@@ -97,6 +98,12 @@ UffdMonitor::UffdMonitor(UniqueFd uffd, UniqueFd stop) : uffd_(std::move(uffd)),
 
 UffdMonitor::~UffdMonitor()
 {
+	if (::getpid() != owner_) {
+		// A fork child's copy: the thread is the parent's and the eventfd
+		// is shared with it; signalling would stop the parent's monitor.
+		thread_.detach();
+		return;
+	}
 	uint64_t one = 1;
 	if (::write(stop_.get(), &one, sizeof(one)) < 0) {
 		// eventfd write cannot fail short of a bug; the thread then never stops

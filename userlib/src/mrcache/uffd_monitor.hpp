@@ -47,6 +47,7 @@ private:
 	std::mutex cb_mu_; // guards caches_ against dispatch
 	std::array<Cache *, kMaxCaches> caches_{};
 	std::thread thread_;
+	pid_t owner_; // the process whose thread serves this monitor
 };
 
 } // namespace hmemreg::mr
