@@ -57,18 +57,26 @@ test-gpu: all
 	tests/run gpu
 
 demo: deps
+	@echo "==== demo: building everything"
 	$(MAKE) all
-	tests/vm/run tests/vm.d/10-kmod.sh
+	@echo "==== demo: booting Debian's kernel in qemu (software emulation; about a minute)"
+	tests/vm/run -t 900 tools/demo/in-vm.sh
 
 check-kmod:
 	kmod/check-style $(KVER)
+
+# Userspace install (libraries, headers, pkg-config, tools, udev rule, man
+# pages). PREFIX is baked into hmemreg.pc; DESTDIR stages for packaging.
+install: user
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
 
 clean:
 	$(MAKE) -C kmod clean
 	$(MAKE) -C tests/kmod/importer clean
 	rm -rf $(BUILD)
 
-.PHONY: all kmod user deps test test-host test-vm test-gpu demo check-kmod clean
+.PHONY: all kmod user deps test test-host test-vm test-gpu demo check-kmod install clean
 
 DKMS_VER := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 dkms-install:

@@ -4,7 +4,8 @@
 // provider's own cache is off: FI_MR_CACHE_MAX_COUNT=0, set by libhmemreg),
 // "miss" = a cache get that registers (after an explicit invalidate, so it
 // includes watching and deregistering), "hit" = a cached get+put.
-// speedup = cold / hit, from the same run.
+// speedup = cold / hit, from the same run. With --mem cuda: CUDA memory
+// (bench_reg_cuda.cpp).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,9 @@
 #include "hmemreg/hmemreg.h"
 
 namespace hmemreg::bench {
+
+// bench_reg_cuda.cpp
+int reg_cuda_main(int argc, char **argv);
 
 namespace {
 
@@ -67,6 +71,9 @@ double ns_per(long iters, F fn)
 
 int bench_reg(int argc, char **argv)
 {
+	for (int i = 1; i + 1 < argc; i++)
+		if (std::string(argv[i]) == "--mem" && std::string(argv[i + 1]) == "cuda")
+			return reg_cuda_main(argc, argv);
 	bool json = take_flag(argc, argv, "--json");
 	std::vector<std::string> provs{"tcp"};
 	std::vector<size_t> sizes{4 << 10, 64 << 10, 1 << 20, 16 << 20};
@@ -88,7 +95,8 @@ int bench_reg(int argc, char **argv)
 			iters = std::atol(v);
 			i++;
 		} else {
-			std::fprintf(stderr, "usage: hmemreg_bench reg [--json] [--prov tcp,verbs] [--sizes 4096,...] [--iters 200]\n");
+			std::fprintf(stderr, "usage: hmemreg_bench reg [--json] [--prov tcp,verbs] [--sizes 4096,...] [--iters 200]\n"
+					     "       hmemreg_bench reg --mem cuda [--json] [--provider tcp] [--sizes 2M,64M,1G] [--iters N]\n");
 			return 2;
 		}
 	}

@@ -12,5 +12,6 @@
 #include <hmemreg/common.h>
 #include <hmemreg/stats.h>
 #include <hmemreg/cache.h>
+#include <hmemreg/engine.h>
 
 #endif /* HMEMREG_HMEMREG_H */

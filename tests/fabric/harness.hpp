@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+// Shared helpers of the fabric suites: engines on real providers, byte
+// patterns, waiting with a bound.
+#pragma once
+
+#include <criterion/criterion.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "engine/engine.hpp"
+
+namespace fx {
+
+using namespace hmemreg::engine;
+using namespace std::chrono_literals;
+
+// Loopback configuration of a provider under test.
+inline Config loopback(const std::string &provider, unsigned threads = 1)
+{
+	Config c;
+	c.provider = provider;
+	if (provider.find("tcp") != std::string::npos)
+		c.node = "127.0.0.1";
+	c.progress_threads = threads;
+	c.idle_spin = 2000;
+	c.idle_sleep_us = 20;
+	return c;
+}
+
+// Page-aligned, zeroed memory.
+struct Buffer {
+	explicit Buffer(size_t n) : len(n)
+	{
+		void *p = nullptr;
+		cr_assert(posix_memalign(&p, 4096, n ? n : 1) == 0);
+		std::memset(p, 0, n);
+		ptr.reset(static_cast<uint8_t *>(p));
+	}
+	struct Free {
+		void operator()(uint8_t *p) const { std::free(p); }
+	};
+	std::unique_ptr<uint8_t, Free> ptr;
+	size_t len;
+	uint8_t *data() const { return ptr.get(); }
+};
+
+// Deterministic bytes: position- and seed-dependent so misplaced data shows.
+inline uint8_t pattern(uint64_t seed, size_t i)
+{
+	uint64_t x = (seed + i) * 0x9E3779B97F4A7C15ull;
+	return static_cast<uint8_t>(x >> 56);
+}
+inline void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = pattern(seed, i);
+}
+
+// Collects what an engine receives.
+struct Inbox {
+	std::mutex mu;
+	std::vector<Notification> notes;
+	std::vector<std::pair<PeerId, std::vector<uint8_t>>> msgs;
+	std::atomic<size_t> nnotes{0}, nmsgs{0};
+
+	void attach(Engine &e)
+	{
+		e.on_notify([this](const Notification &n) {
+			std::lock_guard l(mu);
+			notes.push_back(n);
+			nnotes++;
+		});
+		e.on_message([this](const Message &m) {
+			std::lock_guard l(mu);
+			msgs.emplace_back(m.from, std::vector<uint8_t>(m.data.begin(), m.data.end()));
+			nmsgs++;
+		});
+	}
+};
+
+// Until pred() or the timeout; drives progress of caller-driven engines.
+template <class Pred> bool eventually(Pred pred, std::chrono::milliseconds timeout = 20s,
+				       std::vector<Engine *> drive = {})
+{
+	auto end = std::chrono::steady_clock::now() + timeout;
+	while (!pred()) {
+		if (std::chrono::steady_clock::now() > end)
+			return false;
+		for (Engine *e : drive)
+			e->progress();
+		if (drive.empty())
+			std::this_thread::sleep_for(100us);
+	}
+	return true;
+}
+
+// Two engines that know each other: a writes into b.
+struct Pair {
+	Pair(const Config &ca, const Config &cb) : a(ca), b(cb)
+	{
+		in_b.attach(b);
+		in_a.attach(a);
+		b_at_a = a.add_peer(b.address());
+		a_at_b = b.add_peer(a.address());
+	}
+	explicit Pair(const std::string &prov) : Pair(loopback(prov), loopback(prov)) {}
+	Engine a, b;
+	Inbox in_a, in_b;
+	PeerId b_at_a = 0, a_at_b = 0;
+};
+
+// Runs body for each provider the lane tests on loopback.
+#define PROVIDER_TEST(suite, name)                                                                                     \
+	static void suite##_##name(const std::string &prov);                                                          \
+	Test(suite, name##_tcp, .timeout = 120) { suite##_##name("tcp;ofi_rxm"); }                                    \
+	Test(suite, name##_shm, .timeout = 120) { suite##_##name("shm"); }                                            \
+	static void suite##_##name(const std::string &prov)
+
+inline bool check_bytes(const uint8_t *got, uint64_t seed, size_t n, size_t seed_offset = 0)
+{
+	for (size_t i = 0; i < n; i++)
+		if (got[i] != pattern(seed, seed_offset + i)) {
+			cr_log_error("byte %zu differs: got %u want %u", i, got[i], pattern(seed, seed_offset + i));
+			return false;
+		}
+	return true;
+}
+
+} // namespace fx

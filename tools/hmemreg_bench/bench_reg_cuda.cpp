@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: MIT
+// hmemreg_bench reg --mem cuda: what registering CUDA memory costs cold, and
+// what the cache makes of it, in the same run (host memory: bench_reg.cpp).
+//
+//   hmemreg_bench reg --mem cuda [--provider NAME] [--sizes LIST] [--iters N] [--json]
+//
+// Cases per size (ns_per_op, and ratio = cold / this):
+//   cold_register  fi_mr_regattr + fi_close on the provider's domain (host
+//                  memory; CUDA memory only where the provider has FI_HMEM)
+//   dmabuf_export  CUDA only: cuMemGetHandleForAddressRange(DMA_BUF_FD) of
+//                  the whole allocation + close (the 20-40 us the cache hides)
+//   buffer_id      CUDA only: the per-hit validity check (one driver call)
+//   cached_hit     hmemreg cache get + put of a registered buffer (CUDA: the
+//                  hit includes the buffer-ID check)
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+#include "hmem/cuda_driver.hpp"
+#include "hmem/cuda_memory.hpp"
+#include "hmemreg/hmemreg.h"
+
+namespace hmemreg::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+	std::string mem = "cuda";
+	std::string provider = "tcp";
+	std::vector<size_t> sizes;
+	long iters = 0; // 0: per case default
+	bool json = false;
+};
+
+size_t parse_size(const char *s)
+{
+	char *end;
+	double v = std::strtod(s, &end);
+	switch (*end) {
+	case 'k': case 'K': v *= 1 << 10; break;
+	case 'm': case 'M': v *= 1 << 20; break;
+	case 'g': case 'G': v *= 1 << 30; break;
+	default: break;
+	}
+	return static_cast<size_t>(v);
+}
+
+template <class F> double ns_per_op(long iters, F &&op)
+{
+	auto t0 = Clock::now();
+	for (long i = 0; i < iters; i++)
+		op();
+	return std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(iters);
+}
+
+struct Fabric {
+	fi_info *info = nullptr;
+	fid_fabric *fabric = nullptr;
+	fid_domain *domain = nullptr;
+	~Fabric()
+	{
+		if (domain)
+			fi_close(&domain->fid);
+		if (fabric)
+			fi_close(&fabric->fid);
+		if (info)
+			fi_freeinfo(info);
+	}
+	int open(const std::string &prov)
+	{
+		fi_info *hints = fi_allocinfo();
+		hints->ep_attr->type = FI_EP_RDM;
+		hints->caps = FI_RMA | FI_MSG;
+		hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+		hints->fabric_attr->prov_name = strdup(prov.c_str());
+		int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+		fi_freeinfo(hints);
+		if (!rc)
+			rc = fi_fabric(info->fabric_attr, &fabric, nullptr);
+		if (!rc)
+			rc = fi_domain(fabric, info, &domain, nullptr);
+		return rc;
+	}
+	int reg(void *p, size_t n, fi_hmem_iface iface, int device, fid_mr **mr) const
+	{
+		iovec iov{p, n};
+		fi_mr_attr attr{};
+		attr.mr_iov = &iov;
+		attr.iov_count = 1;
+		attr.access = FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ | FI_SEND | FI_RECV;
+		attr.iface = iface;
+		attr.device.cuda = device;
+		return fi_mr_regattr(domain, &attr, 0, mr);
+	}
+};
+
+void emit(Printer &out, const Options &o, const char *prov, size_t bytes, const char *c, double ns, double cold,
+	  const char *note = "")
+{
+	Row r;
+	r.add("bench", "reg").add("provider", prov).add("mem", o.mem.c_str()).add("bytes", bytes).add("case", c);
+	r.add("ns_per_op", ns, 1).add("x_vs_cold", cold > 0 && ns > 0 ? cold / ns : 0.0, 1).add("note", note);
+	out.print(r);
+}
+
+// get+put of one buffer through a cache: the hit path.
+double cached_hit(hmemreg_cache *cache, const hmemreg_mr_request &rq, long iters)
+{
+	hmemreg_mr m{};
+	if (hmemreg_mr_get_req(cache, &rq, &m)) // warm: the one miss
+		return -1;
+	hmemreg_mr_put(cache, &m);
+	bool ok = true;
+	double ns = ns_per_op(iters, [&] {
+		ok &= hmemreg_mr_get_req(cache, &rq, &m) == 0;
+		hmemreg_mr_put(cache, &m);
+	});
+	return ok ? ns : -1;
+}
+
+int run_cuda(const Options &o, Printer &out)
+{
+	const cuda::Driver &d = cuda::Driver::get();
+	if (!d.loaded) {
+		std::fprintf(stderr, "reg --mem cuda: %s\n", d.why_not.c_str());
+		return 77;
+	}
+	if (cuda::use_device(0))
+		return 1;
+	Fabric fab;
+	bool have_fab = fab.open(o.provider) == 0;
+	bool hmem = have_fab && (fab.info->caps & FI_HMEM);
+	const char *prov = have_fab ? fab.info->fabric_attr->prov_name : o.provider.c_str();
+	// The cache over the in-memory registrar when the provider cannot reach
+	// CUDA memory: what is measured is the cache and its buffer-ID check.
+	hmemreg_cache *cache = nullptr;
+	hmemreg_cache_config cfg;
+	hmemreg_cache_config_init(&cfg);
+	cfg.monitor = HMEMREG_MONITOR_NONE;
+	int rc = hmem ? hmemreg_cache_create_fabric(fab.domain, &cfg, &cache) : hmemreg_cache_create_memory(&cfg, &cache);
+	if (rc) {
+		std::fprintf(stderr, "reg: cache: %s\n", hmemreg_strerror(rc));
+		return 1;
+	}
+	for (size_t n : o.sizes) {
+		CUdeviceptr p;
+		if (d.cuMemAlloc(&p, n) != CUDA_SUCCESS) {
+			std::fprintf(stderr, "reg: cuMemAlloc(%zu) failed\n", n);
+			return 1;
+		}
+		void *ptr = reinterpret_cast<void *>(static_cast<uintptr_t>(p));
+		cuda::PointerInfo info;
+		cuda::classify(ptr, n, info);
+		long it = o.iters ? o.iters : 200;
+		bool ok = true;
+		double exp = ns_per_op(it, [&] {
+			UniqueFd fd;
+			ok &= cuda::export_dmabuf(info, fd) == 0;
+		});
+		double cold = exp;
+		if (hmem) {
+			double r = ns_per_op(it, [&] {
+				fid_mr *mr = nullptr;
+				ok &= fab.reg(ptr, n, FI_HMEM_CUDA, 0, &mr) == 0;
+				if (mr)
+					fi_close(&mr->fid);
+			});
+			emit(out, o, prov, n, "cold_register", r, r);
+			cold = r;
+		}
+		emit(out, o, prov, n, "dmabuf_export", ok ? exp : -1, cold, hmem ? "" : "provider has no FI_HMEM: export is the cold cost");
+		double bid = ns_per_op(o.iters ? o.iters : 1000000, [&] { ok &= cuda::buffer_id(ptr) != 0; });
+		emit(out, o, prov, n, "buffer_id", bid, cold);
+		hmemreg_mr_request rq{};
+		rq.size = sizeof(rq);
+		rq.iface = HMEMREG_IFACE_CUDA;
+		rq.addr = ptr;
+		rq.len = n;
+		rq.dmabuf_fd = -1;
+		emit(out, o, prov, n, "cached_hit", cached_hit(cache, rq, o.iters ? o.iters : 1000000), cold,
+		     hmem ? "" : "memory registrar (cache + buffer-ID check)");
+		hmemreg_cache_invalidate(cache, HMEMREG_IFACE_CUDA, ptr, n);
+		d.cuMemFree(p);
+	}
+	hmemreg_cache_destroy(cache);
+	return 0;
+}
+
+} // namespace
+
+int reg_cuda_main(int argc, char **argv)
+{
+	Options o;
+	o.json = take_flag(argc, argv, "--json");
+	for (int i = 1; i < argc; i++) {
+		std::string a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
+		if (a == "--mem" && v) {
+			o.mem = v;
+			i++;
+		} else if (a == "--provider" && v) {
+			o.provider = v;
+			i++;
+		} else if (a == "--iters" && v) {
+			o.iters = std::atol(v);
+			i++;
+		} else if (a == "--sizes" && v) {
+			for (const char *p = v; *p;) {
+				o.sizes.push_back(parse_size(p));
+				p = std::strchr(p, ',') ? std::strchr(p, ',') + 1 : p + std::strlen(p);
+			}
+			i++;
+		} else {
+			std::fprintf(stderr, "usage: hmemreg_bench reg --mem cuda [--provider NAME] "
+					     "[--sizes 4K,2M,...] [--iters N] [--json]\n");
+			return 2;
+		}
+	}
+	if (o.sizes.empty())
+		o.sizes = {2 << 20, 64 << 20, 1 << 30};
+	Printer out(o.json);
+	out.section("registration: cold vs cached (cuda)");
+	return run_cuda(o, out);
+}
+
+
+} // namespace hmemreg::bench

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libhmemreg transfer engine: zero-copy RDMA WRITE of scattered chunks between
+ * processes over libfabric, with dynamic peers and small control messages.
+ *
+ *   engine   one or more rails (NICs) of one provider; its address is a blob
+ *   peer     added from the peer engine's address blob, removable at any time
+ *   region   local memory registered on every rail; its descriptor is a blob
+ *            the application ships to peers (address, length, keys)
+ *   write    chunks (local region+offset+len -> remote offset in a descriptor);
+ *            one RDMA WRITE per chunk, striped over rails; completes once for
+ *            the caller (callback and/or xfer handle) and once for the target
+ *            (notify callback with the writer's tag)
+ *   send     a control message; the target's message callback gets it
+ *
+ * Every function returns 0 or a negative HMEMREG_E* code; on failure,
+ * hmemreg_engine_last_error() gives the message for the calling thread.
+ * Callbacks run on the thread driving progress (a progress thread, or the
+ * caller of hmemreg_engine_progress / hmemreg_xfer_wait).
+ */
+#ifndef HMEMREG_ENGINE_H
+#define HMEMREG_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hmemreg/common.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Exported from libhmemreg.so (built with -fvisibility=hidden). */
+#pragma GCC visibility push(default)
+
+typedef struct hmemreg_engine hmemreg_engine_t;
+typedef struct hmemreg_region hmemreg_region_t;
+typedef struct hmemreg_xfer hmemreg_xfer_t;
+
+struct hmemreg_engine_config {
+	const char *provider;      /* "tcp;ofi_rxm", "shm", "verbs;ofi_rxm"; NULL: best */
+	const char *node;          /* address to open endpoints on; NULL: default */
+	const char *domain;        /* NIC name filter; NULL: any */
+	uint32_t rails;            /* 0 -> 1 */
+	uint32_t progress_threads; /* 0: the caller drives progress */
+	uint32_t queue_depth;      /* in-flight ops per rail; 0: provider's tx size */
+	uint32_t max_message;      /* control message payload; 0 -> 4096 */
+	uint32_t max_transfers;    /* active transfers; 0 -> 4096 */
+};
+
+/* Fills *cfg with the defaults (1 rail, 1 progress thread, best provider). */
+void hmemreg_engine_config_init(struct hmemreg_engine_config *cfg);
+
+int hmemreg_engine_create(const struct hmemreg_engine_config *cfg, hmemreg_engine_t **out);
+/* Fails pending transfers (their callbacks run), closes everything. */
+void hmemreg_engine_destroy(hmemreg_engine_t *engine);
+
+/* Provider, rails, capabilities and decisions, as text (NUL-terminated,
+ * truncated to len). Returns the full length. */
+size_t hmemreg_engine_describe(const hmemreg_engine_t *engine, char *buf, size_t len);
+
+/* Address blob: with buf NULL or *len too small, sets *len and returns
+ * -HMEMREG_EINVAL (buf NULL: 0). */
+int hmemreg_engine_address(const hmemreg_engine_t *engine, void *buf, size_t *len);
+
+int hmemreg_engine_add_peer(hmemreg_engine_t *engine, const void *addr, size_t len, int warmup, uint64_t *peer);
+int hmemreg_engine_remove_peer(hmemreg_engine_t *engine, uint64_t peer);
+
+int hmemreg_engine_reg(hmemreg_engine_t *engine, void *addr, size_t len, hmemreg_region_t **out);
+/* Safe while transfers use the region: they keep the registration alive. */
+void hmemreg_region_release(hmemreg_region_t *region);
+int hmemreg_region_descriptor(const hmemreg_region_t *region, void *buf, size_t *len);
+
+struct hmemreg_chunk {
+	const hmemreg_region_t *local;
+	uint64_t local_offset;
+	uint64_t len;
+	uint64_t remote_offset;
+};
+
+/* status: 0 or a negative HMEMREG_E* code. */
+typedef void (*hmemreg_xfer_cb)(void *arg, int status);
+/* Target side: `from` is 0 when the writer was not added as a peer. */
+typedef void (*hmemreg_notify_cb)(void *arg, uint64_t from, uint64_t tag, uint64_t bytes);
+typedef void (*hmemreg_message_cb)(void *arg, uint64_t from, const void *data, size_t len);
+
+int hmemreg_engine_set_callbacks(hmemreg_engine_t *engine, hmemreg_notify_cb notify, hmemreg_message_cb message,
+				 void *arg);
+
+/* xfer may be NULL (then cb reports completion). Bad input: nothing posted. */
+int hmemreg_engine_write(hmemreg_engine_t *engine, uint64_t peer, const struct hmemreg_chunk *chunks, size_t nchunks,
+			 const void *remote_desc, size_t desc_len, uint64_t tag, hmemreg_xfer_cb cb, void *arg,
+			 hmemreg_xfer_t **xfer);
+int hmemreg_engine_send(hmemreg_engine_t *engine, uint64_t peer, const void *data, size_t len, hmemreg_xfer_cb cb,
+			void *arg, hmemreg_xfer_t **xfer);
+
+/* -HMEMREG_EAGAIN while in progress, else the final status. */
+int hmemreg_xfer_test(const hmemreg_xfer_t *xfer);
+/* Waits (driving progress without threads); -HMEMREG_EAGAIN on timeout. */
+int hmemreg_xfer_wait(hmemreg_engine_t *engine, const hmemreg_xfer_t *xfer, uint32_t timeout_ms);
+void hmemreg_xfer_release(hmemreg_xfer_t *xfer);
+
+/* One progress turn; returns the events handled (>= 0). */
+int hmemreg_engine_progress(hmemreg_engine_t *engine);
+
+/* Message of the last failed call on this thread ("" if none). */
+const char *hmemreg_engine_last_error(void);
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HMEMREG_ENGINE_H */

@@ -1,0 +1,765 @@
+// SPDX-License-Identifier: MIT
+// The engine: provider selection, rails, peers, regions, transfers, progress.
+#include "engine/engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <unistd.h>
+
+#include <rdma/fi_domain.h>
+
+#include "engine/progress_thread.hpp"
+#include "engine/rail.hpp"
+#include "engine/registrar.hpp"
+#include "engine/topology.hpp"
+#include "engine/universe.hpp"
+#include "engine/wire.hpp"
+#include "fabric/info.hpp"
+
+namespace hmemreg::engine {
+
+namespace {
+
+uint64_t random_id()
+{
+	std::random_device rd;
+	uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+	v ^= static_cast<uint64_t>(getpid()) << 17;
+	v ^= static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+	return v ? v : 1;
+}
+
+std::string hex(uint64_t v)
+{
+	char b[20];
+	std::snprintf(b, sizeof(b), "%016llx", static_cast<unsigned long long>(v));
+	return b;
+}
+
+// Hints for an RDM endpoint with messages and RMA writes; mr_mode bits we
+// handle (we always register and pass descriptors, keys are carried in the
+// descriptor, addresses are virtual or offsets).
+fabric::InfoPtr make_hints(const Config &cfg)
+{
+	fabric::InfoPtr h = fabric::alloc_hints();
+	h->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
+	if (cfg.require_hmem)
+		h->caps |= FI_HMEM;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->ep_attr->type = FI_EP_RDM;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	if (!cfg.provider.empty())
+		h->fabric_attr->prov_name = strdup(cfg.provider.c_str());
+	if (!cfg.domain.empty())
+		h->domain_attr->name = strdup(cfg.domain.c_str());
+	return h;
+}
+
+class RegionImpl final : public Region, public std::enable_shared_from_this<RegionImpl> {
+public:
+	RegionImpl(uint64_t engine, void *addr, size_t len, std::vector<std::shared_ptr<DomainHolder>> domains,
+		   std::unique_ptr<LocalRegistration> reg)
+		: engine_id(engine), addr_(addr), len_(len), domains_(std::move(domains)), reg(std::move(reg))
+	{
+	}
+	void *addr() const override { return addr_; }
+	size_t length() const override { return len_; }
+
+	const uint64_t engine_id;
+
+private:
+	void *addr_;
+	size_t len_;
+	std::vector<std::shared_ptr<DomainHolder>> domains_; // outlive the registration
+
+public:
+	std::unique_ptr<LocalRegistration> reg;
+};
+
+} // namespace
+
+struct Engine::Impl {
+	Config cfg;
+	Capabilities caps;
+	uint64_t id = random_id();
+	bool virt_addr = false;
+	Topology topo;
+	std::vector<std::unique_ptr<Rail>> rails;
+	std::vector<RailCache *> caches;
+
+	mutable std::mutex peers_mu;
+	std::unordered_map<PeerId, std::shared_ptr<PeerState>> peers;
+	std::unordered_map<uint64_t, PeerId> by_engine;
+	std::vector<std::shared_ptr<PeerState>> retiring;
+	std::atomic<bool> has_retiring{false};
+	PeerId next_peer = 1;
+
+	std::mutex handlers_mu;
+	std::function<void(const Message &)> on_message;
+	std::function<void(const Notification &)> on_notify;
+
+	std::mutex active_mu;
+	std::unordered_set<TransferImpl *> active;
+	std::atomic<unsigned> next_rail{0};
+
+	std::unique_ptr<ProgressThreads> threads; // stopped first on destruction
+
+	explicit Impl(const Config &c);
+	void open_rails();
+	std::shared_ptr<PeerState> find_peer(PeerId p) const;
+	void admit(const std::shared_ptr<TransferImpl> &x);
+	void report(TransferImpl &x);
+	void finish(const std::shared_ptr<TransferImpl> &x);
+	void watchdog();
+	std::atomic<int64_t> last_watchdog{0};
+	std::atomic<uint64_t> doom_epoch{0};
+	void dispatch(Events &ev);
+	size_t turn(std::span<const unsigned> rail_ids);
+	void retire_peers();
+	std::shared_ptr<TransferImpl> make_send(const std::shared_ptr<PeerState> &peer, wire::MsgType type,
+						std::span<const uint8_t> data, unsigned rail, TransferCallback cb);
+};
+
+Engine::Impl::Impl(const Config &c) : cfg(c)
+{
+	if (cfg.rails == 0)
+		throw Error(HMEMREG_EINVAL, "engine: rails must be at least 1");
+	if (cfg.recv_buffers == 0 || cfg.send_buffers == 0 || cfg.post_batch == 0 || cfg.max_transfers == 0)
+		throw Error(HMEMREG_EINVAL, "engine: recv_buffers, send_buffers, post_batch and max_transfers must be > 0");
+	if (cfg.max_message == 0 || cfg.max_message > (1u << 20))
+		throw Error(HMEMREG_EINVAL, "engine: max_message must be 1 B..1 MiB");
+	open_rails();
+}
+
+void Engine::Impl::open_rails()
+{
+	std::string universe = fit_rxm_universe(cfg.provider);
+	if (!universe.empty())
+		caps.notes.push_back(universe);
+	fabric::InfoPtr hints = make_hints(cfg);
+	const char *node = cfg.node.empty() ? nullptr : cfg.node.c_str();
+	fabric::InfoPtr list = fabric::get_info(hints.get(), node, node ? FI_SOURCE : 0);
+	note_fabric_initialized();
+	if (!list) {
+		std::string want = cfg.provider.empty() ? "any provider" : "provider '" + cfg.provider + "'";
+		throw Error(HMEMREG_ENOTSUP, "engine: " + want + " offers no RDM endpoint with FI_MSG|FI_RMA" +
+						     (cfg.require_hmem ? "|FI_HMEM" : "") +
+						     (cfg.domain.empty() ? "" : " on domain '" + cfg.domain + "'") +
+						     (node ? std::string(" at node ") + node : "") +
+						     " (see fi_info -p PROVIDER -t FI_EP_RDM)");
+	}
+	// First entry decides provider and fabric; rails take distinct domains of it.
+	auto all = fabric::entries(list.get());
+	const fi_info *first = all.front();
+	std::string prov = first->fabric_attr->prov_name;
+	std::string fabname = first->fabric_attr->name;
+	std::vector<const fi_info *> distinct;
+	for (const fi_info *i : all) {
+		if (prov != i->fabric_attr->prov_name || fabname != i->fabric_attr->name)
+			continue;
+		bool seen = std::any_of(distinct.begin(), distinct.end(), [&](const fi_info *d) {
+			return std::strcmp(d->domain_attr->name, i->domain_attr->name) == 0;
+		});
+		if (!seen)
+			distinct.push_back(i);
+	}
+	caps.provider = prov;
+	caps.fabric = fabname;
+	if (distinct.size() < cfg.rails)
+		caps.notes.push_back(std::to_string(cfg.rails) + " rails requested, " + std::to_string(distinct.size()) +
+				     " NIC(s) found: rails share NICs round-robin");
+
+	caps.rma = (first->caps & FI_RMA) != 0;
+	caps.hmem = (first->caps & FI_HMEM) != 0;
+#ifdef FI_MR_DMABUF
+	caps.dmabuf = true;
+#endif
+	caps.cq_data_size = first->domain_attr->cq_data_size;
+	caps.remote_cq_data = caps.cq_data_size > 0;
+	caps.inject_size = first->tx_attr->inject_size;
+	if (cfg.require_remote_cq_data && !caps.remote_cq_data)
+		throw Error(HMEMREG_ENOTSUP, "engine: provider " + prov + " has no remote CQ data (cq_data_size 0)");
+	virt_addr = (first->domain_attr->mr_mode & (FI_MR_VIRT_ADDR | FI_MR_BASIC)) != 0;
+
+	// Completion semantics: the target is told (a control message sent once
+	// every write completed locally) only when the data is in place, so
+	// writes ask for FI_DELIVERY_COMPLETE. Transmit-complete writes ordered
+	// before the notice (FI_ORDER_SAW) are not enough: rxm reconnects
+	// silently, and writes lost with a broken connection would be followed
+	// by a notice delivered on the new one.
+	caps.delivery_complete = true;
+
+	size_t tx_size = first->tx_attr->size ? first->tx_attr->size : 1024;
+	size_t depth = cfg.queue_depth ? cfg.queue_depth : tx_size;
+	if (depth > tx_size) {
+		caps.notes.push_back("queue depth " + std::to_string(depth) + " capped to the provider's tx size " +
+				     std::to_string(tx_size));
+		depth = tx_size;
+	}
+	size_t rx_size = first->rx_attr->size ? first->rx_attr->size : 1024;
+	size_t recvs = cfg.recv_buffers;
+	if (recvs > rx_size) {
+		caps.notes.push_back("receive buffers " + std::to_string(recvs) + " capped to the provider's rx size " +
+				     std::to_string(rx_size));
+		recvs = rx_size;
+	}
+	size_t max_msg = first->ep_attr->max_msg_size;
+	caps.max_write = cfg.max_write ? std::min(cfg.max_write, max_msg) : max_msg;
+	caps.queue_depth = depth;
+	if (cfg.max_message + sizeof(wire::MsgHeader) > max_msg)
+		throw Error(HMEMREG_EINVAL, "engine: max_message exceeds the provider's max_msg_size");
+
+	size_t peer_depth = cfg.peer_queue_depth ? std::min(cfg.peer_queue_depth, depth) : std::max<size_t>(1, depth / 2);
+	caps.peer_queue_depth = peer_depth;
+	RailOptions ro{depth, static_cast<int64_t>(peer_depth * cfg.rails),
+		       cfg.max_message, recvs,
+		       cfg.send_buffers, cfg.post_batch,
+		       caps.delivery_complete, id,
+		       &doom_epoch};
+	for (unsigned r = 0; r < cfg.rails; r++) {
+		const fi_info *info = distinct[r % distinct.size()];
+		rails.push_back(std::make_unique<Rail>(r, info, ro, topo));
+		caches.push_back(rails.back()->cache());
+		caps.rail_domains.push_back(info->domain_attr->name);
+	}
+	caps.notes.push_back("local memory: " + rails.front()->cache()->describe());
+}
+
+std::shared_ptr<PeerState> Engine::Impl::find_peer(PeerId p) const
+{
+	std::lock_guard l(peers_mu);
+	auto it = peers.find(p);
+	if (it == peers.end())
+		throw Error(HMEMREG_ENOENT, "unknown peer " + std::to_string(p));
+	return it->second;
+}
+
+void Engine::Impl::admit(const std::shared_ptr<TransferImpl> &x)
+{
+	PeerState &p = *x->peer;
+	if (p.dead.load(std::memory_order_acquire))
+		throw Error(HMEMREG_EFABRIC, p.dead_reason);
+	std::lock_guard l(active_mu);
+	if (active.size() >= cfg.max_transfers)
+		throw Error(HMEMREG_EAGAIN, "engine: " + std::to_string(active.size()) +
+						    " transfers active (max_transfers); progress and retry");
+	active.insert(x.get());
+	x->self = x;
+	if (p.active.fetch_add(1) == 0 || p.inflight.load() == 0)
+		p.last_progress.store(PeerState::now_ns(), std::memory_order_relaxed);
+}
+
+// Tells the caller (status, callback, waiters), once.
+void Engine::Impl::report(TransferImpl &x)
+{
+	if (x.reported.exchange(true))
+		return;
+	int code = x.first_error();
+	x.set_status(code ? -code : 0);
+	if (x.callback)
+		x.callback(x);
+	x.callback = nullptr;
+	x.peer->active--;
+	x.mark_done();
+}
+
+// The transfer's operations are all resolved: report it (unless done
+// already) and release it.
+void Engine::Impl::finish(const std::shared_ptr<TransferImpl> &x)
+{
+	report(*x);
+	{
+		std::lock_guard l(active_mu);
+		active.erase(x.get());
+	}
+	x->regions.clear();
+	x->self.reset();
+}
+
+// Peers with unfinished transfers and no completion for peer_timeout are
+// declared dead: their queued operations fail, and their transfers are
+// reported failed now even if operations stay posted (a dead shm peer never
+// completes them; those are released when the endpoint closes).
+void Engine::Impl::watchdog()
+{
+	int64_t now = PeerState::now_ns();
+	int64_t last = last_watchdog.load(std::memory_order_relaxed);
+	if (now - last < 50'000'000 || !last_watchdog.compare_exchange_strong(last, now))
+		return;
+	const int64_t limit = static_cast<int64_t>(cfg.peer_timeout_ms) * 1'000'000;
+	std::vector<std::shared_ptr<PeerState>> dead;
+	{
+		std::lock_guard l(peers_mu);
+		for (auto &[id, p] : peers) {
+			// Only a peer with operations posted and none completing, or whose
+			// posts the provider keeps refusing, is blamed (one merely waiting
+			// behind other peers' work is not).
+			bool stuck = p->inflight.load() > 0 || p->refused.load();
+			if (p->dead || !stuck || p->active.load() == 0 || now - p->last_progress.load() < limit)
+				continue;
+			p->dead_reason = "peer " + std::to_string(id) + " (engine " + hex(p->engine_id) +
+					 ") made no progress for " + std::to_string(cfg.peer_timeout_ms) +
+					 " ms: dead or unreachable";
+			p->dead.store(true, std::memory_order_release);
+			dead.push_back(p);
+		}
+	}
+	if (dead.empty())
+		return;
+	doom_epoch++;
+	std::vector<std::shared_ptr<TransferImpl>> victims;
+	{
+		std::lock_guard l(active_mu);
+		for (TransferImpl *x : active)
+			if (x->peer->dead.load() && !x->reported.load())
+				victims.push_back(x->self);
+	}
+	for (auto &x : victims) {
+		x->fail(HMEMREG_EFABRIC, x->peer->dead_reason);
+		report(*x);
+	}
+}
+
+void Engine::Impl::dispatch(Events &ev)
+{
+	for (auto &m : ev.messages) {
+		PeerId from = kUnknownPeer;
+		{
+			std::lock_guard l(peers_mu);
+			auto it = by_engine.find(m.hdr.sender);
+			if (it != by_engine.end())
+				from = it->second;
+		}
+		std::function<void(const Message &)> msg_fn;
+		std::function<void(const Notification &)> notify_fn;
+		{
+			std::lock_guard l(handlers_mu);
+			msg_fn = on_message;
+			notify_fn = on_notify;
+		}
+		switch (static_cast<wire::MsgType>(m.hdr.type)) {
+		case wire::MsgType::User:
+			if (msg_fn)
+				msg_fn(Message{from, m.hdr.sender, m.data});
+			break;
+		case wire::MsgType::Done:
+			if (notify_fn)
+				notify_fn(Notification{from, m.hdr.sender, m.hdr.tag, m.hdr.bytes, m.hdr.chunks});
+			break;
+		case wire::MsgType::Hello:
+			break;
+		}
+	}
+	for (auto &x : ev.finished)
+		finish(x);
+}
+
+size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
+{
+	size_t n = 0;
+	for (unsigned r : rail_ids) {
+		Events ev;
+		rails[r]->progress(ev);
+		n += ev.handled + ev.messages.size() + ev.finished.size();
+		if (!ev.empty())
+			dispatch(ev);
+	}
+	if (has_retiring.load(std::memory_order_relaxed))
+		retire_peers();
+	if (cfg.peer_timeout_ms)
+		watchdog();
+	return n;
+}
+
+// Drops the addresses of removed peers once nothing is in flight to them.
+void Engine::Impl::retire_peers()
+{
+	std::vector<std::shared_ptr<PeerState>> done;
+	{
+		std::unique_lock l(peers_mu, std::try_to_lock);
+		if (!l)
+			return;
+		auto keep = std::partition(retiring.begin(), retiring.end(),
+					   [](const auto &p) { return p->inflight.load() != 0; });
+		done.assign(keep, retiring.end());
+		retiring.erase(keep, retiring.end());
+		has_retiring = !retiring.empty();
+	}
+	for (auto &p : done)
+		for (size_t r = 0; r < rails.size(); r++) {
+			try {
+				rails[r]->remove_peer(p->addr[r]);
+			} catch (const Error &) {
+				// Another peer may share the address entry; nothing to undo.
+			}
+		}
+}
+
+std::shared_ptr<TransferImpl> Engine::Impl::make_send(const std::shared_ptr<PeerState> &peer, wire::MsgType type,
+						      std::span<const uint8_t> data, unsigned rail,
+						      TransferCallback cb)
+{
+	auto x = std::make_shared<TransferImpl>();
+	x->kind = TransferImpl::Kind::Send;
+	x->peer = peer;
+	x->send_rail = rail;
+	x->total = data.size();
+	x->callback = std::move(cb);
+	wire::MsgHeader h{};
+	h.magic = wire::kMsgMagic;
+	h.type = static_cast<uint16_t>(type);
+	h.version = wire::kVersion;
+	h.sender = id;
+	h.length = static_cast<uint32_t>(data.size());
+	x->message.resize(sizeof(h) + data.size());
+	std::memcpy(x->message.data(), &h, sizeof(h));
+	if (!data.empty())
+		std::memcpy(x->message.data() + sizeof(h), data.data(), data.size());
+	return x;
+}
+
+// ---- public interface
+
+Engine::Engine(const Config &config) : impl_(std::make_unique<Impl>(config))
+{
+	Impl *im = impl_.get();
+	if (config.progress_threads == 0) {
+		im->caps.progress = "caller-driven (progress()/wait())";
+		return;
+	}
+	std::vector<const fi_info *> infos;
+	for (auto &r : im->rails)
+		infos.push_back(r->info());
+	im->threads = std::make_unique<ProgressThreads>(
+		config.progress_threads, infos, im->topo, config.idle_spin, config.idle_sleep_us,
+		[im](std::span<const unsigned> ids) { return im->turn(ids); });
+	im->caps.progress = im->threads->describe();
+}
+
+Engine::~Engine()
+{
+	Impl *im = impl_.get();
+	im->threads.reset();
+	std::vector<std::shared_ptr<TransferImpl>> left;
+	{
+		std::lock_guard l(im->active_mu);
+		for (TransferImpl *x : im->active)
+			left.push_back(x->self);
+	}
+	im->rails.clear(); // closes endpoints: nothing references a transfer any more
+	for (auto &x : left) {
+		x->fail(HMEMREG_EBUSY, "engine destroyed before the transfer completed");
+		im->finish(x);
+	}
+}
+
+const Capabilities &Engine::caps() const { return impl_->caps; }
+uint64_t Engine::id() const { return impl_->id; }
+
+Bytes Engine::address() const
+{
+	wire::PeerAddress a;
+	a.engine_id = impl_->id;
+	a.provider = impl_->caps.provider;
+	for (auto &r : impl_->rails)
+		a.rails.push_back(r->name());
+	return wire::encode(a);
+}
+
+uint64_t peer_engine_id(std::span<const uint8_t> address)
+{
+	return wire::decode_address(address).engine_id;
+}
+
+PeerId Engine::add_peer(std::span<const uint8_t> address, bool warmup, std::chrono::milliseconds timeout)
+{
+	Impl *im = impl_.get();
+	wire::PeerAddress a = wire::decode_address(address);
+	if (a.provider != im->caps.provider)
+		throw Error(HMEMREG_EINVAL, "peer address is for provider '" + a.provider + "', this engine uses '" +
+						    im->caps.provider + "'");
+	if (a.engine_id == im->id)
+		throw Error(HMEMREG_EINVAL, "peer address is this engine's own");
+	{
+		// Added again while its old incarnation is retiring: the AV may hand
+		// back the same entry, which must then not be removed.
+		std::lock_guard l(im->peers_mu);
+		std::erase_if(im->retiring, [&](const auto &old) { return old->engine_id == a.engine_id; });
+	}
+	auto p = std::make_shared<PeerState>();
+	p->engine_id = a.engine_id;
+	for (size_t r = 0; r < im->rails.size(); r++) {
+		try {
+			p->addr.push_back(im->rails[r]->insert_peer(a.rails[r % a.rails.size()]));
+		} catch (...) {
+			for (size_t k = 0; k < p->addr.size(); k++)
+				im->rails[k]->remove_peer(p->addr[k]);
+			throw;
+		}
+	}
+	{
+		std::lock_guard l(im->peers_mu);
+		if (im->by_engine.count(a.engine_id)) {
+			PeerId old = im->by_engine[a.engine_id];
+			for (size_t r = 0; r < im->rails.size(); r++)
+				im->rails[r]->remove_peer(p->addr[r]);
+			throw Error(HMEMREG_EBUSY, "engine " + hex(a.engine_id) + " is already peer " + std::to_string(old));
+		}
+		p->id = im->next_peer++;
+		im->peers[p->id] = p;
+		im->by_engine[a.engine_id] = p->id;
+	}
+	if (!warmup)
+		return p->id;
+	// One hello per rail: rxm and friends connect on first use.
+	std::vector<TransferRef> hellos;
+	for (unsigned r = 0; r < im->rails.size(); r++) {
+		auto x = im->make_send(p, wire::MsgType::Hello, {}, r, {});
+		im->admit(x);
+		im->rails[r]->enqueue_send(x);
+		hellos.push_back(x);
+	}
+	for (auto &h : hellos) {
+		if (!wait(*h, timeout) || h->status() != 0) {
+			std::string why = h->status() == -HMEMREG_EAGAIN ? "timed out" : h->error();
+			remove_peer(p->id);
+			throw Error(h->status() == -HMEMREG_EAGAIN ? HMEMREG_EAGAIN : -h->status(),
+				    "warm-up of peer " + hex(a.engine_id) + " failed: " + why);
+		}
+	}
+	return p->id;
+}
+
+void Engine::remove_peer(PeerId peer)
+{
+	Impl *im = impl_.get();
+	std::lock_guard l(im->peers_mu);
+	auto it = im->peers.find(peer);
+	if (it == im->peers.end())
+		throw Error(HMEMREG_ENOENT, "remove_peer: unknown peer " + std::to_string(peer));
+	auto p = it->second;
+	p->removed = true;
+	im->peers.erase(it);
+	im->by_engine.erase(p->engine_id);
+	im->retiring.push_back(p);
+	im->has_retiring = true;
+	im->doom_epoch++;
+}
+
+size_t Engine::peer_count() const
+{
+	std::lock_guard l(impl_->peers_mu);
+	return impl_->peers.size();
+}
+
+RegionRef Engine::register_region(void *addr, size_t len)
+{
+	Impl *im = impl_.get();
+	if (!addr || len == 0)
+		throw Error(HMEMREG_EINVAL, "register_region: null address or zero length");
+	std::vector<std::shared_ptr<DomainHolder>> holders;
+	for (auto &r : im->rails)
+		holders.push_back(r->domain_holder());
+	auto reg = register_local(im->caches, addr, len);
+	return std::make_shared<RegionImpl>(im->id, addr, len, std::move(holders), std::move(reg));
+}
+
+Bytes Engine::descriptor(const Region &region) const
+{
+	auto *r = dynamic_cast<const RegionImpl *>(&region);
+	if (!r || r->engine_id != impl_->id)
+		throw Error(HMEMREG_EINVAL, "descriptor: region was registered with another engine");
+	wire::RegionDescriptor d;
+	d.engine_id = impl_->id;
+	d.length = r->length();
+	const uintptr_t a = reinterpret_cast<uintptr_t>(r->addr());
+	for (size_t i = 0; i < impl_->rails.size(); i++) {
+		// Virtual addressing: the address itself; else the offset into the
+		// (possibly larger, cached) registration.
+		uint64_t base = impl_->virt_addr ? a : a - r->reg->start(i);
+		d.rails.push_back({base, r->reg->key(i)});
+	}
+	return wire::encode(d);
+}
+
+TransferRef Engine::write(PeerId peer, std::span<const Chunk> chunks, std::span<const uint8_t> remote, uint64_t tag,
+			  TransferCallback done)
+{
+	Impl *im = impl_.get();
+	auto p = im->find_peer(peer);
+	if (chunks.empty())
+		throw Error(HMEMREG_EINVAL, "write: no chunks");
+	wire::RegionDescriptor d = wire::decode_descriptor(remote);
+	if (d.engine_id != p->engine_id)
+		throw Error(HMEMREG_EINVAL, "write: the remote descriptor belongs to engine " + hex(d.engine_id) +
+						    ", not to peer " + std::to_string(peer) + " (engine " +
+						    hex(p->engine_id) + ")");
+	const size_t peer_rails = d.rails.size();
+	const size_t nrails = im->rails.size();
+
+	auto x = std::make_shared<TransferImpl>();
+	x->kind = TransferImpl::Kind::Write;
+	x->peer = p;
+	x->tag = tag;
+	x->chunks = static_cast<uint32_t>(chunks.size());
+	x->callback = std::move(done);
+
+	std::vector<size_t> order(chunks.size());
+	std::iota(order.begin(), order.end(), 0);
+	for (size_t i = 0; i < chunks.size(); i++) {
+		const Chunk &c = chunks[i];
+		auto *r = dynamic_cast<const RegionImpl *>(c.local);
+		if (!r)
+			throw Error(HMEMREG_EINVAL, "write: chunk " + std::to_string(i) + " has no local region");
+		if (r->engine_id != im->id)
+			throw Error(HMEMREG_EINVAL, "write: chunk " + std::to_string(i) +
+							    "'s local region was registered with another engine");
+		if (c.len == 0)
+			throw Error(HMEMREG_EINVAL, "write: chunk " + std::to_string(i) + " has zero length");
+		if (c.local_offset > r->length() || c.len > r->length() - c.local_offset)
+			throw Error(HMEMREG_EINVAL, "write: chunk " + std::to_string(i) + " [" +
+							    std::to_string(c.local_offset) + ", +" + std::to_string(c.len) +
+							    ") is outside its local region of " +
+							    std::to_string(r->length()) + " bytes");
+		if (c.remote_offset > d.length || c.len > d.length - c.remote_offset)
+			throw Error(HMEMREG_EINVAL, "write: chunk " + std::to_string(i) + " [" +
+							    std::to_string(c.remote_offset) + ", +" + std::to_string(c.len) +
+							    ") does not fit the remote region of " +
+							    std::to_string(d.length) + " bytes");
+	}
+	std::sort(order.begin(), order.end(),
+		  [&](size_t a, size_t b) { return chunks[a].remote_offset < chunks[b].remote_offset; });
+	for (size_t k = 1; k < order.size(); k++) {
+		const Chunk &a = chunks[order[k - 1]], &b = chunks[order[k]];
+		if (a.remote_offset + a.len > b.remote_offset)
+			throw Error(HMEMREG_EINVAL, "write: chunks " + std::to_string(order[k - 1]) + " and " +
+							    std::to_string(order[k]) + " overlap at the target (remote offset " +
+							    std::to_string(b.remote_offset) + ")");
+	}
+
+	// One write per chunk (split above max_write), round-robin over rails.
+	size_t nsegs = 0;
+	for (const Chunk &c : chunks)
+		nsegs += c.len / im->caps.max_write + (c.len % im->caps.max_write != 0);
+	if (nsegs > UINT32_MAX)
+		throw Error(HMEMREG_EINVAL, "write: too many chunks");
+	x->segs.resize(nsegs);
+	x->rail_segs.resize(nrails);
+	x->cursor.assign(nrails, 0);
+	unsigned rail = im->next_rail.fetch_add(1) % nrails;
+	size_t s = 0;
+	for (const Chunk &c : chunks) {
+		auto *r = static_cast<const RegionImpl *>(c.local);
+		// Hold a reference to every distinct region for the transfer's lifetime.
+		if (std::none_of(x->regions.begin(), x->regions.end(), [&](const RegionRef &h) { return h.get() == r; }))
+			x->regions.push_back(std::const_pointer_cast<RegionImpl>(r->shared_from_this()));
+		for (size_t off = 0; off < c.len; off += x->segs[s].len, s++) {
+			Segment &g = x->segs[s];
+			g.xfer = x.get();
+			g.local = static_cast<uint8_t *>(r->addr()) + c.local_offset + off;
+			g.len = std::min(im->caps.max_write, c.len - off);
+			g.desc = r->reg->desc(rail);
+			const auto &pr = d.rails[rail % peer_rails]; // the peer rail local rail `rail` talks to
+			g.raddr = pr.base + c.remote_offset + off;
+			g.key = pr.key;
+			x->rail_segs[rail].push_back(static_cast<uint32_t>(s));
+			x->total += g.len;
+			rail = (rail + 1) % nrails;
+		}
+	}
+	x->unresolved = static_cast<uint32_t>(nsegs);
+	im->admit(x);
+	for (unsigned r = 0; r < nrails; r++)
+		if (!x->rail_segs[r].empty())
+			im->rails[r]->enqueue_writes(x);
+	if (im->threads)
+		im->threads->kick();
+	return x;
+}
+
+TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, TransferCallback done)
+{
+	Impl *im = impl_.get();
+	auto p = im->find_peer(peer);
+	if (data.size() > im->cfg.max_message)
+		throw Error(HMEMREG_EINVAL, "send: " + std::to_string(data.size()) + " bytes exceed max_message " +
+						    std::to_string(im->cfg.max_message));
+	unsigned rail = im->next_rail.fetch_add(1) % im->rails.size();
+	auto x = im->make_send(p, wire::MsgType::User, data, rail, std::move(done));
+	im->admit(x);
+	im->rails[rail]->enqueue_send(x);
+	if (im->threads)
+		im->threads->kick();
+	return x;
+}
+
+void Engine::on_message(std::function<void(const Message &)> fn)
+{
+	std::lock_guard l(impl_->handlers_mu);
+	impl_->on_message = std::move(fn);
+}
+
+void Engine::on_notify(std::function<void(const Notification &)> fn)
+{
+	std::lock_guard l(impl_->handlers_mu);
+	impl_->on_notify = std::move(fn);
+}
+
+size_t Engine::progress()
+{
+	std::vector<unsigned> ids(impl_->rails.size());
+	std::iota(ids.begin(), ids.end(), 0u);
+	return impl_->turn(ids);
+}
+
+bool Engine::wait(const Transfer &t, std::chrono::milliseconds timeout)
+{
+	auto &x = static_cast<const TransferImpl &>(t);
+	if (impl_->threads)
+		return x.wait_for(timeout);
+	auto deadline = std::chrono::steady_clock::now() + timeout;
+	while (!x.done()) {
+		if (progress() == 0) {
+			if (std::chrono::steady_clock::now() > deadline)
+				return false;
+			std::this_thread::yield();
+		}
+	}
+	return true;
+}
+
+std::vector<RailStats> Engine::stats() const
+{
+	std::vector<RailStats> v;
+	for (auto &r : impl_->rails)
+		v.push_back(r->stats());
+	return v;
+}
+
+std::string Capabilities::describe() const
+{
+	std::ostringstream o;
+	o << "provider " << provider << ", fabric " << fabric << ", " << rail_domains.size() << " rail(s):";
+	for (size_t i = 0; i < rail_domains.size(); i++)
+		o << (i ? ", " : " ") << rail_domains[i];
+	o << "\n  FI_RMA " << (rma ? "yes" : "NO") << ", FI_HMEM " << (hmem ? "yes" : "no") << ", FI_MR_DMABUF "
+	  << (dmabuf ? "yes" : "no (libfabric < 1.20)") << ", remote CQ data "
+	  << (remote_cq_data ? std::to_string(cq_data_size) + " B" : std::string("no"))
+	  << ", delivery-complete writes " << (delivery_complete ? "yes" : "no");
+	o << "\n  queue depth " << queue_depth << "/rail (" << peer_queue_depth << " per peer), max write " << max_write << " B, inject " << inject_size
+	  << " B";
+	o << "\n  progress: " << progress;
+	for (const auto &n : notes)
+		o << "\n  note: " << n;
+	return o.str();
+}
+
+} // namespace hmemreg::engine

@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: MIT
+// hmemreg::engine: zero-copy transfers between processes over libfabric.
+//
+// Model
+//  - An Engine owns one or more rails (a rail = fabric + domain + endpoint +
+//    CQ + AV on one NIC). Its address() is a serializable blob; a peer is
+//    added from such a blob at any time and removed at any time (no static
+//    world). A removed or dead peer fails only its own operations.
+//  - register_region() registers local memory on every rail; descriptor()
+//    turns it into a blob (address, length, one key per rail) that the
+//    application ships to peers however it likes.
+//  - write() moves a scatter list of chunks (local region + offset + len ->
+//    remote descriptor + offset): one RDMA WRITE per chunk (split only above the
+//    provider's max message size), chunks striped round-robin over rails. The
+//    caller gets one completion per transfer (callback and/or Transfer handle);
+//    the target gets one Notification carrying the caller's tag, sent as a
+//    control message once every write of the transfer completed locally with
+//    delivery-complete semantics (so the data is in place; write order is never
+//    relied on, completions are counted).
+//  - send() posts a small control message; peers receive it through
+//    on_message() from pre-posted, recycled receive buffers.
+//  - Each rail has an application-level queue: what the provider refuses with
+//    -FI_EAGAIN (or what exceeds the rail's queue depth) stays queued and is
+//    posted on a later progress turn, in batches. Memory is bounded: at most
+//    Config::max_transfers transfers are active; beyond that write()/send()
+//    throw Error(HMEMREG_EAGAIN).
+//  - Progress: Config::progress_threads threads (rails split among them,
+//    pinned to CPUs near their NIC when hwloc knows the NIC's PCI locality), or
+//    0 threads and the caller drives progress() / wait().
+//
+// Threading: every public method is thread-safe. Callbacks run on the thread
+// that drives progress (a progress thread or the caller of progress()/wait()),
+// never with an engine lock held, so they may call back into the engine.
+//
+// Errors: bad input and fabric failures throw hmemreg::Error (code() is a
+// positive HMEMREG_E* value, what() says what was wrong). Nothing is posted
+// when a call throws.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fabric/error.hpp"
+
+namespace hmemreg::engine {
+
+using Bytes = std::vector<uint8_t>;
+using PeerId = uint64_t;              // engine-local handle of a peer, never 0
+constexpr PeerId kUnknownPeer = 0;    // messages from a sender not added here
+
+struct Config {
+	// libfabric provider, e.g. "tcp;ofi_rxm", "shm", "verbs;ofi_rxm". Empty:
+	// the first RDM provider offering FI_MSG|FI_RMA (reported in caps()).
+	std::string provider;
+	// Optional node (address or host name) to open the endpoints on, e.g. a
+	// veth address; empty: the provider's default.
+	std::string node;
+	// Optional domain (NIC) name filter, e.g. "lo", "rxe0".
+	std::string domain;
+	// Rails to open. Distinct NICs are used first; when fewer NICs than rails
+	// exist, rails share a NIC (reported in caps().notes).
+	unsigned rails = 1;
+	// 0: no threads, the caller drives progress()/wait(). N: N progress threads.
+	unsigned progress_threads = 1;
+	// In-flight operations per rail; 0 = the provider's tx queue size.
+	size_t queue_depth = 0;
+	// In-flight operations per peer per rail, so one stalled peer cannot
+	// take the whole queue; 0 = half the queue depth.
+	size_t peer_queue_depth = 0;
+	// Largest control message payload; receive buffers are this + header.
+	size_t max_message = 4096;
+	// Receive buffers pre-posted per rail and send buffers per rail.
+	size_t recv_buffers = 64;
+	size_t send_buffers = 64;
+	// Split writes larger than this (0 = the provider's max_msg_size).
+	size_t max_write = 0;
+	// Active transfers (writes and sends) before write()/send() say EAGAIN.
+	size_t max_transfers = 4096;
+	// Posts per rail per progress turn.
+	size_t post_batch = 32;
+	// A progress thread that found nothing to do for idle_spin turns sleeps
+	// idle_sleep_us between turns until work shows up again.
+	unsigned idle_spin = 20000;
+	unsigned idle_sleep_us = 50;
+	// A peer with unfinished transfers and no completion for this long is
+	// declared dead: its transfers fail (HMEMREG_EFABRIC) and new ones are
+	// refused until it is removed and added again. 0: never.
+	unsigned peer_timeout_ms = 10000;
+	// Fail creation unless the provider offers these.
+	bool require_hmem = false;
+	bool require_remote_cq_data = false;
+};
+
+// What the engine chose; describe() prints it.
+struct Capabilities {
+	std::string provider;
+	std::string fabric;
+	std::vector<std::string> rail_domains; // one per rail
+	bool rma = false;
+	bool hmem = false;               // FI_HMEM offered
+	bool dmabuf = false;             // FI_MR_DMABUF known to this libfabric build
+	bool remote_cq_data = false;     // cq_data_size > 0
+	size_t cq_data_size = 0;
+	bool delivery_complete = false;  // writes complete once data is at the target
+	size_t queue_depth = 0;          // in-flight ops per rail actually used
+	size_t peer_queue_depth = 0;     // of which one peer may use
+	size_t max_write = 0;
+	size_t inject_size = 0;
+	std::string progress;            // who drives progress, and thread pinning
+	std::vector<std::string> notes;  // capping and other decisions worth knowing
+	std::string describe() const;
+};
+
+class Engine;
+class Region;
+class Transfer;
+using RegionRef = std::shared_ptr<Region>;
+using TransferRef = std::shared_ptr<Transfer>;
+
+// Local memory registered on every rail of one engine. Deregistered when the
+// last reference (the application's and those of transfers using it) goes.
+class Region {
+public:
+	virtual ~Region() = default;
+	virtual void *addr() const = 0;
+	virtual size_t length() const = 0;
+};
+
+// One chunk of a write: [local_offset, +len) of `local` goes to
+// [remote_offset, +len) of the remote descriptor.
+struct Chunk {
+	const Region *local = nullptr;
+	size_t local_offset = 0;
+	size_t len = 0;
+	size_t remote_offset = 0;
+};
+
+// A transfer (write or send). Completes exactly once.
+class Transfer {
+public:
+	virtual ~Transfer() = default;
+	// -HMEMREG_EAGAIN while in progress, 0 on success, -HMEMREG_E* on failure.
+	virtual int status() const = 0;
+	// Why it failed (empty on success or while pending).
+	virtual std::string error() const = 0;
+	virtual size_t bytes() const = 0;
+};
+
+using TransferCallback = std::function<void(const Transfer &)>;
+
+struct Message {
+	PeerId from;          // kUnknownPeer when the sender was not added here
+	uint64_t sender;      // the sender engine's id (peer_engine_id(blob))
+	std::span<const uint8_t> data;
+};
+
+struct Notification {
+	PeerId from;
+	uint64_t sender;
+	uint64_t tag;         // the tag the writer passed to write()
+	uint64_t bytes;
+	uint32_t chunks;
+};
+
+// Per-rail counters (a snapshot).
+struct RailStats {
+	uint64_t writes_posted = 0, sends_posted = 0, recvs = 0;
+	uint64_t completions = 0, errors = 0;
+	uint64_t eagain = 0;       // posts the provider refused with -FI_EAGAIN
+	uint64_t deferred = 0;     // progress turns that left queued work for later
+	uint64_t queued = 0;       // ops waiting in the rail queue now
+	uint64_t inflight = 0;     // ops posted and not yet completed now
+};
+
+class Engine {
+public:
+	explicit Engine(const Config &config);
+	~Engine();
+	Engine(const Engine &) = delete;
+	Engine &operator=(const Engine &) = delete;
+
+	const Capabilities &caps() const;
+	uint64_t id() const;               // random, unique per engine instance
+	Bytes address() const;             // this engine's peer blob
+
+	// Adds a peer from its address blob; with warmup, also establishes the
+	// connections on every rail before returning (bounded by `timeout`).
+	PeerId add_peer(std::span<const uint8_t> address, bool warmup = false,
+			std::chrono::milliseconds timeout = std::chrono::seconds(10));
+	// Fails the peer's queued operations (HMEMREG_ENOENT), lets posted ones
+	// finish, then drops its addresses. Unknown id: throws HMEMREG_ENOENT.
+	// A dead peer (see Config::peer_timeout_ms) must be removed before it can
+	// be added again.
+	void remove_peer(PeerId peer);
+	size_t peer_count() const;
+
+	RegionRef register_region(void *addr, size_t len);
+	Bytes descriptor(const Region &region) const;
+
+	// Writes the chunks to the peer's region described by `remote`. `tag` is
+	// handed to the target's on_notify once every byte is in place.
+	TransferRef write(PeerId peer, std::span<const Chunk> chunks, std::span<const uint8_t> remote,
+			  uint64_t tag = 0, TransferCallback done = {});
+	// A control message of at most Config::max_message bytes.
+	TransferRef send(PeerId peer, std::span<const uint8_t> data, TransferCallback done = {});
+
+	// Set before adding peers; called from progress context.
+	void on_message(std::function<void(const Message &)> fn);
+	void on_notify(std::function<void(const Notification &)> fn);
+
+	// One progress turn over every rail (any mode); returns events handled.
+	size_t progress();
+	// Until the transfer completes or the timeout passes; drives progress
+	// itself when there are no progress threads. True when complete.
+	bool wait(const Transfer &t, std::chrono::milliseconds timeout);
+
+	std::vector<RailStats> stats() const;
+
+	struct Impl;
+
+private:
+	std::unique_ptr<Impl> impl_;
+};
+
+// The engine id inside an address blob (throws HMEMREG_EINVAL on a bad blob).
+uint64_t peer_engine_id(std::span<const uint8_t> address);
+
+} // namespace hmemreg::engine

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+#include "engine/progress_thread.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace hmemreg::engine {
+
+ProgressThreads::ProgressThreads(unsigned nthreads, const std::vector<const fi_info *> &rail_infos,
+				 const Topology &topo, unsigned idle_spin, unsigned idle_sleep_us, Turn turn)
+	: turn_(std::move(turn)), idle_spin_(idle_spin), idle_sleep_us_(idle_sleep_us), topo_(topo)
+{
+
+	size_t n = std::min<size_t>(nthreads, rail_infos.size());
+	groups_.resize(n);
+	placement_.resize(n);
+	for (unsigned r = 0; r < rail_infos.size(); r++)
+		groups_[r % n].push_back(r);
+	for (size_t t = 0; t < n; t++)
+		threads_.emplace_back([this, t, near = rail_infos[groups_[t].front()]] { run(t, near); });
+	// describe() reports the placement each thread chose.
+	while (started_.load(std::memory_order_acquire) < n)
+		std::this_thread::yield();
+}
+
+ProgressThreads::~ProgressThreads()
+{
+	stop_.store(true, std::memory_order_release);
+	for (auto &t : threads_)
+		t.join();
+}
+
+void ProgressThreads::run(size_t t, const fi_info *near)
+{
+	placement_[t] = topo_.pin_thread_near(near);
+	started_.fetch_add(1, std::memory_order_acq_rel);
+	unsigned idle = 0;
+	while (!stop_.load(std::memory_order_acquire)) {
+		if (turn_(groups_[t]) > 0 || kicked_.exchange(false, std::memory_order_acq_rel)) {
+			idle = 0;
+			continue;
+		}
+		if (++idle < idle_spin_) {
+			// Give the core away between empty turns: where threads outnumber
+			// cores, the peer's progress (or a copy) is what we are waiting for.
+			// Give the core away now and then: where threads outnumber cores,
+			// the peer's progress (or a copy) may be what we wait for. Not on
+			// every empty turn: the target of RMA writes sees no completions
+			// while it receives, and a yield on a busy machine costs a slice.
+			if (idle % 64 == 0)
+				std::this_thread::yield();
+			continue;
+		}
+		std::this_thread::sleep_for(std::chrono::microseconds(idle_sleep_us_));
+	}
+}
+
+std::string ProgressThreads::describe() const
+{
+	std::string s = std::to_string(threads_.size()) + " progress thread(s)";
+	for (size_t t = 0; t < threads_.size(); t++) {
+		s += "; thread " + std::to_string(t) + " rails";
+		for (unsigned r : groups_[t])
+			s += " " + std::to_string(r);
+		s += ": " + placement_[t];
+	}
+	return s;
+}
+
+} // namespace hmemreg::engine

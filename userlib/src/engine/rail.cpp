@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: MIT
+#include "engine/rail.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_rma.h>
+
+#include "fabric/error.hpp"
+
+namespace hmemreg::engine {
+
+namespace {
+
+constexpr size_t kCqReadBatch = 16;
+constexpr int kCqReadsPerTurn = 8;
+
+std::string peer_text(const TransferImpl *x)
+{
+	return "peer " + std::to_string(x->peer->id);
+}
+
+} // namespace
+
+Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const Topology &topo)
+	: index_(index), opt_(opt), info_(fabric::dup_info(info)),
+	  slot_size_(sizeof(wire::MsgHeader) + opt.max_message)
+{
+	dom_ = std::make_shared<DomainHolder>();
+	dom_->fabric = fabric::open_fabric(info_.get());
+	dom_->domain = fabric::open_domain(dom_->fabric, info_.get());
+	dom_->cache = std::make_unique<RailCache>(domain(), info_->fabric_attr->prov_name);
+	size_t cq_size = opt_.queue_depth + opt_.recv_buffers + opt_.send_buffers;
+	cq_ = fabric::CompletionQueue(domain(), cq_size);
+	av_ = fabric::AddressVector(domain(), 64);
+
+	size_t nslots = opt_.recv_buffers + opt_.send_buffers;
+	ctrl_mem_ = topo.alloc_near(info_.get(), nslots * slot_size_);
+	ctrl_mr_ = fabric::MemoryRegion(domain(), ctrl_mem_.get(), nslots * slot_size_, FI_SEND | FI_RECV, 0);
+	ep_ = fabric::Endpoint(domain(), info_.get(), cq_, av_);
+	name_ = ep_.name();
+
+	recv_slots_.resize(opt_.recv_buffers);
+	for (size_t i = 0; i < recv_slots_.size(); i++) {
+		recv_slots_[i].buf = ctrl_mem_.get() + i * slot_size_;
+		fabric::check(post_recv(recv_slots_[i]), "fi_recv (pre-posting control buffers)");
+	}
+	send_slots_.resize(opt_.send_buffers);
+	for (size_t i = 0; i < send_slots_.size(); i++) {
+		send_slots_[i].buf = ctrl_mem_.get() + (opt_.recv_buffers + i) * slot_size_;
+		free_send_.push_back(&send_slots_[i]);
+	}
+}
+
+Rail::~Rail() = default;
+
+fi_addr_t Rail::insert_peer(const std::vector<uint8_t> &name)
+{
+	std::lock_guard l(mu_);
+	return av_.insert(name.data());
+}
+
+void Rail::remove_peer(fi_addr_t addr)
+{
+	std::lock_guard l(mu_);
+	av_.remove(addr);
+}
+
+void Rail::enqueue_writes(std::shared_ptr<TransferImpl> x)
+{
+	std::lock_guard l(mu_);
+	queue_.push_back({std::move(x), true});
+}
+
+void Rail::enqueue_send(std::shared_ptr<TransferImpl> x)
+{
+	std::lock_guard l(mu_);
+	queue_.push_back({std::move(x), false});
+}
+
+int Rail::post_recv(RecvSlot &slot)
+{
+	return static_cast<int>(fi_recv(ep_.get(), slot.buf, slot_size_, ctrl_mr_.desc(), FI_ADDR_UNSPEC, &slot.ctx));
+}
+
+void Rail::progress(Events &ev)
+{
+	std::lock_guard l(mu_);
+	poll(ev);
+	post(ev);
+}
+
+void Rail::poll(Events &ev)
+{
+	fi_cq_data_entry e[kCqReadBatch];
+	for (int turn = 0; turn < kCqReadsPerTurn; turn++) {
+		ssize_t n = cq_.read(e, kCqReadBatch);
+		if (n == -FI_EAVAIL) {
+			std::string text;
+			fi_cq_err_entry err = cq_.read_error(text);
+			stats_.errors++;
+			handle(static_cast<OpContext *>(err.op_context), err.err ? err.err : FI_EIO, text, 0, ev);
+			ev.handled++;
+			continue;
+		}
+		for (ssize_t i = 0; i < n; i++)
+			handle(static_cast<OpContext *>(e[i].op_context), 0, {}, e[i].len, ev);
+		ev.handled += static_cast<size_t>(n);
+		stats_.completions += static_cast<uint64_t>(n);
+		if (static_cast<size_t>(n) < kCqReadBatch)
+			break;
+	}
+}
+
+void Rail::handle(OpContext *op, int err, const std::string &text, size_t len, Events &ev)
+{
+	if (!op)
+		return;
+	switch (op->kind) {
+	case OpContext::Kind::Write: {
+		auto *s = static_cast<Segment *>(op);
+		TransferImpl *x = s->xfer;
+		inflight_--;
+		x->peer->completed();
+		if (err)
+			x->fail(fabric::to_hmemreg_code(-err),
+				"RDMA write to " + peer_text(x) + " on rail " + std::to_string(index_) + " failed: " + text);
+		resolve(x, 1, ev);
+		break;
+	}
+	case OpContext::Kind::Send: {
+		auto *s = static_cast<SendSlot *>(op);
+		TransferImpl *x = std::exchange(s->xfer, nullptr);
+		free_send_.push_back(s);
+		inflight_--;
+		x->peer->completed();
+		if (err)
+			x->fail(fabric::to_hmemreg_code(-err),
+				"control message to " + peer_text(x) + " on rail " + std::to_string(index_) +
+					" failed: " + text);
+		ev.finished.push_back(x->self);
+		break;
+	}
+	case OpContext::Kind::Recv: {
+		auto *s = static_cast<RecvSlot *>(op);
+		if (err == FI_ECANCELED)
+			return; // endpoint closing
+		if (!err && len >= sizeof(wire::MsgHeader)) {
+			Events::Msg m;
+			std::memcpy(&m.hdr, s->buf, sizeof(m.hdr));
+			if (m.hdr.magic == wire::kMsgMagic && m.hdr.version == wire::kVersion &&
+			    m.hdr.length <= len - sizeof(m.hdr)) {
+				const uint8_t *p = s->buf + sizeof(m.hdr);
+				m.data.assign(p, p + m.hdr.length);
+				ev.messages.push_back(std::move(m));
+				stats_.recvs++;
+			}
+		}
+		if (post_recv(*s) < 0)
+			recv_repost_.push_back(s);
+		break;
+	}
+	}
+}
+
+// n segments of x are done (completed, failed or skipped) on this rail.
+void Rail::resolve(TransferImpl *x, size_t n, Events &ev)
+{
+	if (x->unresolved.fetch_sub(static_cast<uint32_t>(n)) != n)
+		return;
+	if (x->failed.load(std::memory_order_acquire)) {
+		ev.finished.push_back(x->self);
+		return;
+	}
+	// Every write is in place at the target (delivery complete): tell it.
+	wire::MsgHeader h{};
+	h.magic = wire::kMsgMagic;
+	h.type = static_cast<uint16_t>(wire::MsgType::Done);
+	h.version = wire::kVersion;
+	h.sender = opt_.engine_id;
+	h.tag = x->tag;
+	h.bytes = x->total;
+	h.chunks = x->chunks;
+	x->message.resize(sizeof(h));
+	std::memcpy(x->message.data(), &h, sizeof(h));
+	queue_.push_back({x->self, false});
+}
+
+void Rail::post(Events &ev)
+{
+	while (!recv_repost_.empty()) {
+		if (post_recv(*recv_repost_.back()) < 0)
+			break;
+		recv_repost_.pop_back();
+	}
+	uint64_t epoch = opt_.doom_epoch->load(std::memory_order_acquire);
+	if (epoch != seen_doom_epoch_) {
+		seen_doom_epoch_ = epoch;
+		for (auto it = queue_.begin(); it != queue_.end();) {
+			const PeerState &p = *it->xfer->peer;
+			if (!p.removed.load() && !p.dead.load()) {
+				++it;
+				continue;
+			}
+			size_t no_budget = 0; // a doomed item posts nothing: it only fails
+			if (it->writes)
+				post_writes(*it, no_budget, ev);
+			else
+				post_send(*it, ev);
+			it = queue_.erase(it);
+		}
+	}
+	size_t budget = opt_.post_batch;
+	// Items of one peer stay in order; a peer whose item could not finish
+	// (provider -FI_EAGAIN, e.g. a dead or reconnecting peer) is skipped for
+	// the rest of the turn so the other peers' work still goes out.
+	std::vector<const PeerState *> blocked;
+	for (auto it = queue_.begin(); it != queue_.end() && budget > 0 && inflight_ < opt_.queue_depth;) {
+		const PeerState *peer = it->xfer->peer.get();
+		if (std::find(blocked.begin(), blocked.end(), peer) != blocked.end()) {
+			++it;
+			continue;
+		}
+		bool finished = it->writes ? post_writes(*it, budget, ev) : post_send(*it, ev);
+		if (finished) {
+			if (!it->writes)
+				budget--;
+			it = queue_.erase(it);
+		} else {
+			blocked.push_back(peer);
+			++it;
+		}
+	}
+	if (!queue_.empty())
+		stats_.deferred++; // left for the next turn: provider EAGAIN, depth, buffers or batch
+}
+
+// Posts this rail's remaining writes of one transfer. False when posting must
+// stop for this turn (provider -FI_EAGAIN, depth or budget reached): the item
+// stays at the head and resumes where it stopped.
+bool Rail::post_writes(Item &it, size_t &budget, Events &ev)
+{
+	TransferImpl *x = it.xfer.get();
+	const auto &list = x->rail_segs[index_];
+	size_t &cur = x->cursor[index_];
+	const uint64_t flags = FI_COMPLETION | (opt_.delivery_complete ? FI_DELIVERY_COMPLETE : 0);
+	fi_addr_t dest = x->peer->addr[index_];
+	while (cur < list.size()) {
+		if (x->peer->removed.load(std::memory_order_acquire))
+			x->fail(HMEMREG_ENOENT, peer_text(x) + " was removed before the transfer completed");
+		if (x->peer->dead.load(std::memory_order_acquire))
+			x->fail(HMEMREG_EFABRIC, x->peer->dead_reason);
+		if (x->failed.load(std::memory_order_acquire)) {
+			size_t left = list.size() - cur;
+			cur = list.size();
+			resolve(x, left, ev); // nothing more is posted for a failed transfer
+			return true;
+		}
+		if (budget == 0 || inflight_ >= opt_.queue_depth || x->peer->inflight.load() >= opt_.peer_cap)
+			return false;
+		Segment &s = x->segs[list[cur]];
+		iovec iov{s.local, s.len};
+		fi_rma_iov rma{s.raddr, s.len, s.key};
+		fi_msg_rma msg{};
+		msg.msg_iov = &iov;
+		msg.desc = &s.desc;
+		msg.iov_count = 1;
+		msg.addr = dest;
+		msg.rma_iov = &rma;
+		msg.rma_iov_count = 1;
+		msg.context = &s.ctx;
+		ssize_t rc = fi_writemsg(ep_.get(), &msg, flags);
+		if (rc == -FI_EAGAIN) {
+			stats_.eagain++;
+			x->peer->refused.store(true, std::memory_order_relaxed);
+			return false;
+		}
+		x->peer->refused.store(false, std::memory_order_relaxed);
+		cur++;
+		if (rc < 0) {
+			x->fail(fabric::to_hmemreg_code(static_cast<int>(rc)),
+				"fi_writemsg to " + peer_text(x) + ": " + fi_strerror(static_cast<int>(-rc)));
+			resolve(x, 1, ev);
+			continue;
+		}
+		inflight_++;
+		x->peer->inflight++;
+		stats_.writes_posted++;
+		budget--;
+	}
+	return true;
+}
+
+// Posts the transfer's control message. False to stop posting this turn.
+bool Rail::post_send(Item &it, Events &ev)
+{
+	TransferImpl *x = it.xfer.get();
+	if (x->peer->removed.load(std::memory_order_acquire) || x->peer->dead.load(std::memory_order_acquire)) {
+		if (x->peer->dead.load(std::memory_order_acquire))
+			x->fail(HMEMREG_EFABRIC, x->peer->dead_reason);
+		else
+			x->fail(HMEMREG_ENOENT, peer_text(x) + " was removed before the message was sent");
+		ev.finished.push_back(it.xfer);
+		return true;
+	}
+	if (free_send_.empty() || x->peer->inflight.load() >= opt_.peer_cap)
+		return false; // all control buffers in flight; completions free them
+	SendSlot *s = free_send_.back();
+	std::memcpy(s->buf, x->message.data(), x->message.size());
+	// Delivery-complete: the caller's completion means the target has the
+	// message and, ordered before it or delivery-complete themselves, the
+	// transfer's writes.
+	iovec iov{s->buf, x->message.size()};
+	void *desc = ctrl_mr_.desc();
+	fi_msg msg{};
+	msg.msg_iov = &iov;
+	msg.desc = &desc;
+	msg.iov_count = 1;
+	msg.addr = x->peer->addr[index_];
+	msg.context = &s->ctx;
+	ssize_t rc = fi_sendmsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+	if (rc == -FI_EAGAIN) {
+		stats_.eagain++;
+		x->peer->refused.store(true, std::memory_order_relaxed);
+		return false;
+	}
+	x->peer->refused.store(false, std::memory_order_relaxed);
+	if (rc < 0) {
+		x->fail(fabric::to_hmemreg_code(static_cast<int>(rc)),
+			"fi_send to " + peer_text(x) + ": " + fi_strerror(static_cast<int>(-rc)));
+		ev.finished.push_back(it.xfer);
+		return true;
+	}
+	free_send_.pop_back();
+	s->xfer = x;
+	inflight_++;
+	x->peer->inflight++;
+	stats_.sends_posted++;
+	return true;
+}
+
+RailStats Rail::stats() const
+{
+	std::lock_guard l(mu_);
+	RailStats s = stats_;
+	s.queued = queue_.size();
+	s.inflight = inflight_;
+	return s;
+}
+
+} // namespace hmemreg::engine

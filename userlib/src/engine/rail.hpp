@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT
+// One rail: a NIC's fabric, domain, CQ, AV and RDM endpoint, its control
+// message buffers, and its queue of operations waiting to be posted.
+//
+// Everything here runs under the rail's mutex (the provider is opened with
+// FI_THREAD_DOMAIN, so this lock is what serializes calls into it).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "engine/registrar.hpp"
+#include "engine/topology.hpp"
+#include "engine/transfer.hpp"
+#include "engine/wire.hpp"
+#include "fabric/av.hpp"
+#include "fabric/cq.hpp"
+#include "fabric/ep.hpp"
+#include "fabric/fabric.hpp"
+#include "fabric/info.hpp"
+#include "fabric/mr.hpp"
+
+namespace hmemreg::engine {
+
+// The fabric and domain outlive the engine while registered regions exist
+// (a region holds a reference), so closing never finds an open MR.
+struct DomainHolder {
+	fabric::Fabric fabric;
+	fabric::Domain domain;
+	std::unique_ptr<RailCache> cache; // destroyed first: deregisters before the domain closes
+};
+
+// What a progress turn produced; handled by the engine outside rail locks.
+struct Events {
+	struct Msg {
+		wire::MsgHeader hdr;
+		std::vector<uint8_t> data;
+	};
+	std::vector<std::shared_ptr<TransferImpl>> finished;
+	std::vector<Msg> messages;
+	size_t handled = 0;
+	bool empty() const { return finished.empty() && messages.empty(); }
+};
+
+struct RailOptions {
+	size_t queue_depth;
+	int64_t peer_cap; // in-flight ops to one peer, all rails together
+	size_t max_message;
+	size_t recv_buffers;
+	size_t send_buffers;
+	size_t post_batch;
+	bool delivery_complete;
+	uint64_t engine_id;
+	// Bumped by the engine when a peer is removed or declared dead: the next
+	// turn drains that peer's queued items even if the queue depth is used up.
+	const std::atomic<uint64_t> *doom_epoch;
+};
+
+class Rail {
+public:
+	Rail(unsigned index, const fi_info *info, const RailOptions &opt, const Topology &topo);
+	~Rail();
+
+	unsigned index() const { return index_; }
+	const fi_info *info() const { return info_.get(); }
+	fid_domain *domain() const { return dom_->domain.get(); }
+	RailCache *cache() const { return dom_->cache.get(); }
+	std::shared_ptr<DomainHolder> domain_holder() const { return dom_; }
+	std::vector<uint8_t> name() const { return name_; }
+	size_t queue_depth() const { return opt_.queue_depth; }
+
+	fi_addr_t insert_peer(const std::vector<uint8_t> &name);
+	void remove_peer(fi_addr_t addr);
+
+	// Queue the transfer's writes for this rail, or its control message.
+	void enqueue_writes(std::shared_ptr<TransferImpl> x);
+	void enqueue_send(std::shared_ptr<TransferImpl> x);
+
+	// Poll the CQ, then post what is queued (up to post_batch, within depth).
+	void progress(Events &ev);
+	RailStats stats() const;
+
+private:
+	struct RecvSlot : OpContext {
+		RecvSlot() : OpContext(Kind::Recv) {}
+		uint8_t *buf = nullptr;
+	};
+	struct SendSlot : OpContext {
+		SendSlot() : OpContext(Kind::Send) {}
+		uint8_t *buf = nullptr;
+		TransferImpl *xfer = nullptr;
+	};
+	struct Item {
+		std::shared_ptr<TransferImpl> xfer;
+		bool writes; // else: the transfer's control message
+	};
+
+	void poll(Events &ev);
+	void handle(OpContext *op, int err, const std::string &text, size_t len, Events &ev);
+	void post(Events &ev);
+	bool post_writes(Item &it, size_t &budget, Events &ev); // false: not finished this turn
+	bool post_send(Item &it, Events &ev);
+	int post_recv(RecvSlot &slot);
+	void resolve(TransferImpl *x, size_t n, Events &ev);
+
+	unsigned index_;
+	RailOptions opt_;
+	fabric::InfoPtr info_;
+	size_t slot_size_;
+
+	mutable std::mutex mu_;
+	std::shared_ptr<DomainHolder> dom_;
+	fabric::CompletionQueue cq_;
+	fabric::AddressVector av_;
+	Topology::Buffer ctrl_mem_;
+	fabric::MemoryRegion ctrl_mr_;
+	fabric::Endpoint ep_;
+	std::vector<uint8_t> name_;
+
+	std::vector<RecvSlot> recv_slots_;
+	std::vector<RecvSlot *> recv_repost_; // reposts refused with -FI_EAGAIN
+	std::vector<SendSlot> send_slots_;
+	std::vector<SendSlot *> free_send_;
+	std::list<Item> queue_; // FIFO per peer; a blocked peer does not block others
+	size_t inflight_ = 0;
+	uint64_t seen_doom_epoch_ = 0;
+	RailStats stats_;
+};
+
+} // namespace hmemreg::engine

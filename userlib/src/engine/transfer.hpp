@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+// Engine internals: operation contexts handed to libfabric, peers, and the
+// state of one transfer.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <rdma/fabric.h>
+
+#include "engine/engine.hpp"
+
+namespace hmemreg::engine {
+
+// Every posted operation passes one of these as its context; fi_context2
+// first, so providers that need FI_CONTEXT/FI_CONTEXT2 scratch space get it.
+struct OpContext {
+	fi_context2 ctx{};
+	enum class Kind : uint8_t { Write, Send, Recv } kind;
+	explicit OpContext(Kind k) : kind(k) {}
+};
+
+struct TransferImpl;
+
+// One RDMA WRITE.
+struct Segment : OpContext {
+	Segment() : OpContext(Kind::Write) {}
+	TransferImpl *xfer = nullptr;
+	void *local = nullptr;
+	size_t len = 0;
+	void *desc = nullptr;
+	uint64_t raddr = 0;
+	uint64_t key = 0;
+};
+
+struct PeerState {
+	PeerId id = 0;
+	uint64_t engine_id = 0;
+	std::vector<fi_addr_t> addr;            // per local rail
+	std::atomic<bool> removed{false};
+	std::atomic<int64_t> inflight{0};       // ops posted to it, all rails
+	std::atomic<int64_t> active{0};         // its transfers not yet finished
+	std::atomic<int64_t> last_progress{0};  // steady_clock ns of its last completion
+	std::atomic<bool> refused{false};       // its last post got -FI_EAGAIN
+	// Set once by the stall watchdog (dead_reason written before the flag).
+	std::atomic<bool> dead{false};
+	std::string dead_reason;
+
+	static int64_t now_ns()
+	{
+		return std::chrono::duration_cast<std::chrono::nanoseconds>(
+			       std::chrono::steady_clock::now().time_since_epoch())
+			.count();
+	}
+	void completed()
+	{
+		inflight--;
+		last_progress.store(now_ns(), std::memory_order_relaxed);
+	}
+};
+
+struct TransferImpl final : Transfer {
+	enum class Kind { Write, Send } kind;
+	std::shared_ptr<PeerState> peer;
+	std::vector<RegionRef> regions;         // keeps local registrations alive
+	std::vector<Segment> segs;
+	std::vector<std::vector<uint32_t>> rail_segs; // segment indices per rail
+	std::vector<size_t> cursor;             // next of rail_segs[r] to post (rail lock)
+	std::atomic<uint32_t> unresolved{0};    // segments not yet completed/failed/skipped
+	std::vector<uint8_t> message;           // Send: header + payload
+	unsigned send_rail = 0;
+	uint64_t tag = 0;
+	uint64_t total = 0;
+	uint32_t chunks = 0;
+	TransferCallback callback;
+	std::shared_ptr<TransferImpl> self;     // alive while the engine uses it
+	// The caller was told (status, callback); once only. A transfer to a dead
+	// peer is reported before its posted operations resolve.
+	std::atomic<bool> reported{false};
+
+	// First failure wins.
+	void fail(int code, const std::string &why)
+	{
+		std::lock_guard l(mu_);
+		if (first_error_ == 0) {
+			first_error_ = code;
+			error_text_ = why;
+		}
+		failed.store(true, std::memory_order_release);
+	}
+	std::atomic<bool> failed{false};
+	int first_error() const
+	{
+		std::lock_guard l(mu_);
+		return first_error_;
+	}
+
+	// Final status first (pollers see it), then, after the callback ran,
+	// done: wait() returns only once the callback is over.
+	void set_status(int status) { status_.store(status, std::memory_order_release); }
+	void mark_done()
+	{
+		{
+			std::lock_guard l(mu_);
+			done_ = true;
+		}
+		cv_.notify_all();
+	}
+	bool done() const
+	{
+		std::lock_guard l(mu_);
+		return done_;
+	}
+	bool wait_for(std::chrono::milliseconds t) const
+	{
+		std::unique_lock l(mu_);
+		return cv_.wait_for(l, t, [&] { return done_; });
+	}
+
+	int status() const override { return status_.load(std::memory_order_acquire); }
+	std::string error() const override
+	{
+		std::lock_guard l(mu_);
+		return status_.load() < 0 && status_.load() != -HMEMREG_EAGAIN ? error_text_ : std::string();
+	}
+	size_t bytes() const override { return total; }
+
+private:
+	mutable std::mutex mu_;
+	mutable std::condition_variable cv_;
+	std::atomic<int> status_{-HMEMREG_EAGAIN};
+	bool done_ = false;
+	int first_error_ = 0;
+	std::string error_text_;
+};
+
+} // namespace hmemreg::engine

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+// What engines exchange: peer address blobs, remote region descriptors and
+// control message headers. Little-endian, versioned, validated on parse.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hmemreg::engine::wire {
+
+constexpr uint16_t kVersion = 1;
+
+struct PeerAddress {
+	uint64_t engine_id = 0;
+	std::string provider;
+	std::vector<std::vector<uint8_t>> rails; // raw endpoint names, one per rail
+};
+
+struct RegionDescriptor {
+	uint64_t engine_id = 0;
+	uint64_t length = 0;
+	struct Rail {
+		uint64_t base; // RMA address of the region's byte 0 on this rail
+		uint64_t key;
+	};
+	std::vector<Rail> rails; // one per rail of the owning engine
+};
+
+enum class MsgType : uint16_t { User = 1, Done = 2, Hello = 3 };
+
+// Header in front of every control message.
+struct MsgHeader {
+	uint32_t magic;
+	uint16_t type;
+	uint16_t version;
+	uint64_t sender;   // engine id
+	uint64_t tag;      // Done: the writer's tag
+	uint64_t bytes;    // Done: bytes written
+	uint32_t chunks;   // Done: chunks written
+	uint32_t length;   // payload bytes after the header
+};
+constexpr uint32_t kMsgMagic = 0x434d5248; // "HRMC"
+
+std::vector<uint8_t> encode(const PeerAddress &a);
+std::vector<uint8_t> encode(const RegionDescriptor &d);
+// Throw Error(HMEMREG_EINVAL, why) on anything malformed.
+PeerAddress decode_address(std::span<const uint8_t> blob);
+RegionDescriptor decode_descriptor(std::span<const uint8_t> blob);
+
+} // namespace hmemreg::engine::wire

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: MIT
+// An enabled FI_EP_RDM endpoint bound to one CQ (send and recv) and one AV.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_endpoint.h>
+
+#include "fabric/av.hpp"
+#include "fabric/cq.hpp"
+#include "fabric/fid.hpp"
+
+namespace hmemreg::fabric {
+
+class Endpoint {
+public:
+	Endpoint() = default;
+	Endpoint(fid_domain *domain, fi_info *info, CompletionQueue &cq, AddressVector &av);
+
+	// The endpoint's raw address, to be inserted into a peer's AV.
+	std::vector<uint8_t> name() const;
+	fid_ep *get() const { return ep_.get(); }
+
+private:
+	Fid<fid_ep> ep_;
+};
+
+} // namespace hmemreg::fabric
