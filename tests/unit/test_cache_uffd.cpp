@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <cstdlib>
 #include <sys/mman.h>
+#include <sys/wait.h>
 
 #include "cache_test_util.hpp"
 #include "mrcache/uffd_monitor.hpp"
@@ -171,4 +172,41 @@ Test(cache_uffd, two_caches_share_the_monitor)
 	a->put(get(*a, m.p, 8));
 	cr_assert_eq(stats(*a).invalidations[HMEMREG_INVAL_UNMAP], 1);
 	cr_assert_eq(stats(*b).invalidations[HMEMREG_INVAL_UNMAP], 1);
+}
+
+// Before the fix the parent hung in munmap (its reader thread had been stopped by
+// the child): the timeout turns a regression into a failure.
+Test(cache_uffd, fork_child_leaves_the_parents_monitor_running, .timeout = 60)
+{
+	auto c = make_uffd_cache();
+	size_t len = 4 * page();
+	char *p = static_cast<char *>(::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	stamp(p, 21);
+	c->put(get(*c, p, len));
+	pid_t pid = ::fork();
+	if (pid == 0) {
+		// The child drops its (inherited) cache and makes and uses a new one.
+		c.reset();
+		std::shared_ptr<Monitor> m;
+		int bad = UffdMonitor::instance(m) ? 1 : 0;
+		std::unique_ptr<Cache> d;
+		bad |= Cache::create(std::make_unique<StampRegistrar>(), config(16, 1ULL << 40, HMEMREG_MONITOR_UFFD), m, d) ? 2 : 0;
+		Mapping x(page());
+		Entry *e = nullptr;
+		bad |= d && d->get(req(x.p, 8), e) ? 4 : 0;
+		if (e)
+			d->put(e);
+		d.reset();
+		_exit(bad);
+	}
+	int st;
+	::waitpid(pid, &st, 0);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed: %d", st);
+	::munmap(p, len);
+	char *q = static_cast<char *>(::mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+	stamp(q, 22);
+	Entry *e = get(*c, q, len);
+	cr_assert_eq(e->reg.cookie, 22u, "the parent's monitor stopped after the child exited");
+	c->put(e);
+	::munmap(q, len);
 }

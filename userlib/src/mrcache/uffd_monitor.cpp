@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -89,7 +90,8 @@ int UffdMonitor::instance(std::shared_ptr<Monitor> &out)
 	return 0;
 }
 
-UffdMonitor::UffdMonitor(UniqueFd uffd, UniqueFd stop) : uffd_(std::move(uffd)), stop_(std::move(stop))
+UffdMonitor::UffdMonitor(UniqueFd uffd, UniqueFd stop)
+	: uffd_(std::move(uffd)), stop_(std::move(stop)), owner_(::getpid())
 {
 	pending_ = &busy_;
 	thread_ = std::thread([this] { run(); });
@@ -97,6 +99,12 @@ UffdMonitor::UffdMonitor(UniqueFd uffd, UniqueFd stop) : uffd_(std::move(uffd)),
 
 UffdMonitor::~UffdMonitor()
 {
+	if (::getpid() != owner_) {
+		// A fork child's copy: the thread is the parent's and the eventfd
+		// is shared with it; signalling would stop the parent's monitor.
+		thread_.detach();
+		return;
+	}
 	uint64_t one = 1;
 	if (::write(stop_.get(), &one, sizeof(one)) < 0) {
 		// eventfd write cannot fail short of a bug; the thread then never stops
@@ -140,8 +148,28 @@ int UffdMonitor::subscribe(Entry &e)
 	// Registering an already registered range with the same uffd succeeds;
 	// ranges are never unregistered (another entry may share the VMA): the
 	// registration ends with the mapping or the monitor.
+	uintptr_t s = e.range.start, end = e.range.end;
+	std::lock_guard g(reg_mu_);
+	uint64_t gen = unmap_gen_.load(std::memory_order_acquire);
+	if (gen != registered_gen_) {
+		registered_.clear();
+		registered_gen_ = gen;
+	}
+	auto it = registered_.upper_bound(s);
+	if (it != registered_.begin() && std::prev(it)->second >= end)
+		return 0; // still registered: nothing was unmapped since
 	if (::ioctl(uffd_.get(), UFFDIO_REGISTER, &r) != 0)
 		return -HMEMREG_ENOTSUP; // unmapped, or memory uffd cannot watch
+	// Merge [s, end) into the disjoint set.
+	it = registered_.upper_bound(s);
+	if (it != registered_.begin() && std::prev(it)->second >= s)
+		--it;
+	while (it != registered_.end() && it->first <= end) {
+		s = std::min(s, it->first);
+		end = std::max(end, it->second);
+		it = registered_.erase(it);
+	}
+	registered_.emplace(s, end);
 	return 0;
 }
 
@@ -186,6 +214,8 @@ void UffdMonitor::run()
 			std::lock_guard g(cb_mu_);
 			for (size_t i = 0; i < static_cast<size_t>(n) / sizeof(uffd_msg); i++) {
 				const uffd_msg &m = msgs[i];
+				if (m.event == UFFD_EVENT_UNMAP || m.event == UFFD_EVENT_REMAP)
+					unmap_gen_.fetch_add(1, std::memory_order_release); // before busy_ drops
 				switch (m.event) {
 				case UFFD_EVENT_UNMAP:
 					dispatch(m.arg.remove.start, m.arg.remove.end, HMEMREG_INVAL_UNMAP);

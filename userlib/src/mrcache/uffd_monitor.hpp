@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -46,7 +47,16 @@ private:
 	std::atomic<uint64_t> busy_{0};
 	std::mutex cb_mu_; // guards caches_ against dispatch
 	std::array<Cache *, kMaxCaches> caches_{};
+	// Ranges registered with uffd since the last UNMAP/REMAP event, so that
+	// re-registering them (after an eviction) skips the ioctl. The reader
+	// thread never takes reg_mu_: it only bumps unmap_gen_, and the next
+	// subscribe then forgets the whole set.
+	std::mutex reg_mu_;
+	std::map<uintptr_t, uintptr_t> registered_; // start -> end, disjoint
+	uint64_t registered_gen_ = 0;
+	std::atomic<uint64_t> unmap_gen_{0};
 	std::thread thread_;
+	pid_t owner_; // the process whose thread serves this monitor
 };
 
 } // namespace hmemreg::mr
