@@ -167,7 +167,7 @@ typedef struct {
  * Not part of NCCL's ABI: counters of this plugin for its own tests and
  * diagnostics (exported as hmemreg_nccl_stats()).
  */
-struct hmemreg_nccl_stats {
+struct hmemreg_nccl_counters {
 	uint64_t regions_live;     /* engine registrations held now */
 	uint64_t region_hits;      /* regMr served by an existing registration */
 	uint64_t region_misses;    /* regMr that registered */
@@ -177,7 +177,7 @@ struct hmemreg_nccl_stats {
 	uint64_t bytes_sent;
 	uint64_t bytes_received;
 };
-int hmemreg_nccl_stats(struct hmemreg_nccl_stats *out);
+int hmemreg_nccl_stats(struct hmemreg_nccl_counters *out);
 
 #ifdef __cplusplus
 }

@@ -429,14 +429,26 @@ ncclResult_t Plugin::isend(void *send_comm, void *data, size_t size, int tag, vo
 	*request = nullptr;
 	bool missing = false;
 	ncclResult_t r = try_isend(send_comm, data, size, tag, mhandle, request, missing);
-	if (r != ncclSuccess || !missing)
-		return r;
-	poll(); // the receive may be advertised by now
-	return try_isend(send_comm, data, size, tag, mhandle, request, missing);
+	if (r == ncclSuccess && missing) {
+		poll(); // the receive may be advertised by now
+		r = try_isend(send_comm, data, size, tag, mhandle, request, missing);
+	}
+	if (r == ncclSuccess && *request)
+		poll(); // start the write now
+	return r;
 }
 
 ncclResult_t Plugin::irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			   void **request)
+{
+	ncclResult_t r = post_recv(recv_comm, n, data, sizes, tags, mhandles, request);
+	if (r == ncclSuccess && *request)
+		poll(); // get the advertisement on the wire now, not at the next test()
+	return r;
+}
+
+ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+			       void **request)
 {
 	if (!request)
 		return ncclInvalidArgument;
@@ -577,6 +589,7 @@ ncclResult_t Plugin::close_send(void *send_comm)
 		owned = std::move(it->second);
 		comms_.erase(it);
 	}
+	poll(); // send the close now
 	return ncclSuccess;
 }
 
@@ -602,6 +615,7 @@ ncclResult_t Plugin::close_recv(void *recv_comm)
 		owned = std::move(it->second);
 		comms_.erase(it);
 	}
+	poll(); // send the close now
 	return ncclSuccess;
 }
 
@@ -745,7 +759,7 @@ void Plugin::on_message(const engine::Message &msg)
 	NWARN("control message of unknown type %u dropped", static_cast<unsigned>(m->type));
 }
 
-void Plugin::stats(struct hmemreg_nccl_stats &out)
+void Plugin::stats(struct hmemreg_nccl_counters &out)
 {
 	std::memset(&out, 0, sizeof(out));
 	out.regions_live = regs_->live();

@@ -117,7 +117,7 @@ public:
 	ncclResult_t close_recv(void *recv_comm);
 	ncclResult_t close_listen(void *listen_comm);
 
-	void stats(struct hmemreg_nccl_stats &out);
+	void stats(struct hmemreg_nccl_counters &out);
 	size_t live_comms();
 
 private:
@@ -129,6 +129,8 @@ private:
 	void on_notify(const engine::Notification &n);
 	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
 	void send_control_locked(engine::PeerId peer, const std::vector<uint8_t> &msg);
+	ncclResult_t post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+			       void **request);
 	ncclResult_t try_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request,
 			       bool &missing_cts);
 

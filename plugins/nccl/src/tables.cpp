@@ -288,7 +288,7 @@ HMEMREG_EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {
 	nullptr,
 };
 
-HMEMREG_EXPORT int hmemreg_nccl_stats(struct hmemreg_nccl_stats *out)
+HMEMREG_EXPORT int hmemreg_nccl_stats(struct hmemreg_nccl_counters *out)
 {
 	Plugin *p = g_plugin.load();
 	if (!out || !p)
