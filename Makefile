@@ -62,11 +62,17 @@ demo: deps
 check-kmod:
 	kmod/check-style $(KVER)
 
+# Userspace install (libraries, headers, pkg-config, tools, udev rule, man
+# pages). PREFIX is baked into hmemreg.pc; DESTDIR stages for packaging.
+install: user
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
+
 clean:
 	$(MAKE) -C kmod clean
 	rm -rf $(BUILD)
 
-.PHONY: all kmod user deps test test-host test-vm test-gpu demo check-kmod clean
+.PHONY: all kmod user deps test test-host test-vm test-gpu demo check-kmod install clean
 
 DKMS_VER := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 dkms-install:

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+// Reading stats blocks from outside their process. A block may be of another
+// version, truncated, half-written or of a dead process: none of that may
+// crash us, so sizes are checked before every access.
+#include "process_stats.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include "hmemreg/common.h"
+
+namespace mr_cache_stat {
+
+namespace {
+
+constexpr const char *kShmDir = "/dev/shm";
+
+std::string comm_of(int pid)
+{
+	std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+	std::string s;
+	std::getline(f, s);
+	return s;
+}
+
+std::string field(const char *s, size_t n)
+{
+	return std::string(s, strnlen(s, n));
+}
+
+struct Mapping {
+	void *addr = MAP_FAILED;
+	size_t len = 0;
+	~Mapping()
+	{
+		if (addr != MAP_FAILED)
+			munmap(addr, len);
+	}
+};
+
+// Nearest-rank p99 over log2 buckets; the bucket's upper bound is reported.
+uint64_t p99_from_hist(const uint64_t *hist, size_t buckets)
+{
+	uint64_t total = 0;
+	for (size_t i = 0; i < buckets; i++)
+		total += hist[i];
+	if (!total)
+		return 0;
+	uint64_t rank = total - total / 100, seen = 0;
+	for (size_t i = 0; i < buckets; i++) {
+		seen += hist[i];
+		if (seen >= rank)
+			return i >= 63 ? UINT64_MAX : (uint64_t{1} << (i + 1));
+	}
+	return 0;
+}
+
+void read_block(const std::string &path, int want_pid, Scan &scan)
+{
+	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		if (errno == EACCES || errno == EPERM)
+			scan.unreadable++;
+		return;
+	}
+	struct stat st;
+	Mapping m;
+	if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= sizeof(hmemreg_stats_block)) {
+		m.len = sizeof(hmemreg_stats_block);
+		m.addr = mmap(nullptr, m.len, PROT_READ, MAP_SHARED, fd, 0);
+	}
+	close(fd);
+	if (m.addr == MAP_FAILED) {
+		scan.foreign++;
+		return;
+	}
+	const auto *b = static_cast<const hmemreg_stats_block *>(m.addr);
+	int rc = hmemreg_stats_block_check(b, static_cast<size_t>(st.st_size));
+	if (rc == -HMEMREG_ESTALE) {
+		scan.stale++;
+		return;
+	}
+	if (rc) {
+		scan.foreign++;
+		return;
+	}
+	if (want_pid > 0 && b->pid != want_pid)
+		return;
+	ProcessView p;
+	p.pid = b->pid;
+	p.comm = comm_of(b->pid);
+	const uint32_t n = b->max_caches < HMEMREG_STATS_MAX_CACHES ? b->max_caches : HMEMREG_STATS_MAX_CACHES;
+	for (uint32_t i = 0; i < n; i++) {
+		const hmemreg_stats_cache &slot = b->caches[i];
+		if (__atomic_load_n(&slot.state, __ATOMIC_ACQUIRE) != 1)
+			continue;
+		CacheView c;
+		c.name = field(slot.name, sizeof(slot.name));
+		hmemreg_stats_sum(&slot, &c.sum);
+		c.monitor = field(c.sum.monitor, sizeof(c.sum.monitor));
+		c.registrar = field(c.sum.registrar, sizeof(c.sum.registrar));
+		c.reg_p99_ns = p99_from_hist(slot.registration_hist, HMEMREG_STATS_REG_HIST_BUCKETS);
+		p.caches.push_back(std::move(c));
+	}
+	scan.live.push_back(std::move(p));
+}
+
+} // namespace
+
+Scan scan_processes(int pid)
+{
+	Scan scan;
+	const std::string prefix = HMEMREG_STATS_SHM_PREFIX + 1; // without the leading '/'
+	std::unique_ptr<DIR, int (*)(DIR *)> dir(opendir(kShmDir), closedir);
+	if (!dir)
+		return scan;
+	while (dirent *e = readdir(dir.get())) {
+		if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0)
+			continue;
+		read_block(std::string(kShmDir) + "/" + e->d_name, pid, scan);
+	}
+	return scan;
+}
+
+} // namespace mr_cache_stat
