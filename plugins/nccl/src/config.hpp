@@ -13,7 +13,11 @@ struct Config {
 	std::string node = "";          // NODE: address/host to open endpoints on ("" = provider default)
 	std::string domain = "";        // DOMAIN: NIC / domain name filter
 	unsigned rails = 1;             // RAILS: rails (NICs) striped per transfer
-	unsigned progress_threads = 0;  // PROGRESS_THREADS: 0 = NCCL's calls (test/isend/accept) drive progress
+	// PROGRESS_THREADS: engine progress threads. 1 (default): the network
+	// moves on its own, as NCCL assumes (a connect or a close reaches the
+	// peer even if nothing of ours is tested for a while). 0: only NCCL's
+	// calls (test/isend/irecv/accept/connect/close) drive progress.
+	unsigned progress_threads = 1;
 	int speed_mbps = 100000;        // SPEED_MBPS: reported port speed
 	double latency_us = 0;          // LATENCY_US: reported latency
 	size_t max_requests = 256;      // MAX_REQUESTS: outstanding requests per comm before isend/irecv say "later"

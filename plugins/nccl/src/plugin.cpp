@@ -204,6 +204,7 @@ ncclResult_t Plugin::connect(int dev, void *handle, void **send_comm)
 		NWARN("connect: %s", e.what());
 		return result_of(e);
 	}
+	poll(); // get the request on the wire
 	return ncclSuccess;
 }
 
