@@ -10,6 +10,8 @@
 #define HMEMREG_HMEMREG_H
 
 #include <hmemreg/common.h>
+#include <hmemreg/stats.h>
+#include <hmemreg/cache.h>
 #include <hmemreg/engine.h>
 
 #endif /* HMEMREG_HMEMREG_H */

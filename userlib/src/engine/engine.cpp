@@ -26,8 +26,6 @@ namespace hmemreg::engine {
 
 namespace {
 
-constexpr uint64_t kRegionAccess = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
-
 uint64_t random_id()
 {
 	std::random_device rd;
@@ -94,7 +92,7 @@ struct Engine::Impl {
 	bool virt_addr = false;
 	Topology topo;
 	std::vector<std::unique_ptr<Rail>> rails;
-	std::vector<fid_domain *> domains;
+	std::vector<RailCache *> caches;
 
 	mutable std::mutex peers_mu;
 	std::unordered_map<PeerId, std::shared_ptr<PeerState>> peers;
@@ -109,7 +107,6 @@ struct Engine::Impl {
 
 	std::mutex active_mu;
 	std::unordered_set<TransferImpl *> active;
-	std::atomic<uint64_t> next_key{1};
 	std::atomic<unsigned> next_rail{0};
 
 	std::unique_ptr<ProgressThreads> threads; // stopped first on destruction
@@ -118,7 +115,11 @@ struct Engine::Impl {
 	void open_rails();
 	std::shared_ptr<PeerState> find_peer(PeerId p) const;
 	void admit(const std::shared_ptr<TransferImpl> &x);
+	void report(TransferImpl &x);
 	void finish(const std::shared_ptr<TransferImpl> &x);
+	void watchdog();
+	std::atomic<int64_t> last_watchdog{0};
+	std::atomic<uint64_t> doom_epoch{0};
 	void dispatch(Events &ev);
 	size_t turn(std::span<const unsigned> rail_ids);
 	void retire_peers();
@@ -183,12 +184,13 @@ void Engine::Impl::open_rails()
 		throw Error(HMEMREG_ENOTSUP, "engine: provider " + prov + " has no remote CQ data (cq_data_size 0)");
 	virt_addr = (first->domain_attr->mr_mode & (FI_MR_VIRT_ADDR | FI_MR_BASIC)) != 0;
 
-	// Completion semantics: the target is told once data is in place. Writes
-	// ask for FI_DELIVERY_COMPLETE; providers without it are refused unless
-	// they order a send after writes (FI_ORDER_SAW).
+	// Completion semantics: the target is told (a control message sent once
+	// every write completed locally) only when the data is in place, so
+	// writes ask for FI_DELIVERY_COMPLETE. Transmit-complete writes ordered
+	// before the notice (FI_ORDER_SAW) are not enough: rxm reconnects
+	// silently, and writes lost with a broken connection would be followed
+	// by a notice delivered on the new one.
 	caps.delivery_complete = true;
-	if (!(first->tx_attr->msg_order & FI_ORDER_SAW))
-		caps.notes.push_back("provider does not order send-after-write; relying on FI_DELIVERY_COMPLETE");
 
 	size_t tx_size = first->tx_attr->size ? first->tx_attr->size : 1024;
 	size_t depth = cfg.queue_depth ? cfg.queue_depth : tx_size;
@@ -210,13 +212,20 @@ void Engine::Impl::open_rails()
 	if (cfg.max_message + sizeof(wire::MsgHeader) > max_msg)
 		throw Error(HMEMREG_EINVAL, "engine: max_message exceeds the provider's max_msg_size");
 
-	RailOptions ro{depth, cfg.max_message, recvs, cfg.send_buffers, cfg.post_batch, caps.delivery_complete, id};
+	size_t peer_depth = cfg.peer_queue_depth ? std::min(cfg.peer_queue_depth, depth) : std::max<size_t>(1, depth / 2);
+	caps.peer_queue_depth = peer_depth;
+	RailOptions ro{depth, static_cast<int64_t>(peer_depth * cfg.rails),
+		       cfg.max_message, recvs,
+		       cfg.send_buffers, cfg.post_batch,
+		       caps.delivery_complete, id,
+		       &doom_epoch};
 	for (unsigned r = 0; r < cfg.rails; r++) {
 		const fi_info *info = distinct[r % distinct.size()];
 		rails.push_back(std::make_unique<Rail>(r, info, ro, topo));
-		domains.push_back(rails.back()->domain());
+		caches.push_back(rails.back()->cache());
 		caps.rail_domains.push_back(info->domain_attr->name);
 	}
+	caps.notes.push_back("local memory: " + rails.front()->cache()->describe());
 }
 
 std::shared_ptr<PeerState> Engine::Impl::find_peer(PeerId p) const
@@ -230,29 +239,88 @@ std::shared_ptr<PeerState> Engine::Impl::find_peer(PeerId p) const
 
 void Engine::Impl::admit(const std::shared_ptr<TransferImpl> &x)
 {
+	PeerState &p = *x->peer;
+	if (p.dead.load(std::memory_order_acquire))
+		throw Error(HMEMREG_EFABRIC, p.dead_reason);
 	std::lock_guard l(active_mu);
 	if (active.size() >= cfg.max_transfers)
 		throw Error(HMEMREG_EAGAIN, "engine: " + std::to_string(active.size()) +
 						    " transfers active (max_transfers); progress and retry");
 	active.insert(x.get());
 	x->self = x;
+	if (p.active.fetch_add(1) == 0 || p.inflight.load() == 0)
+		p.last_progress.store(PeerState::now_ns(), std::memory_order_relaxed);
 }
 
-// The transfer's last event: status, callback, then waiters and release.
+// Tells the caller (status, callback, waiters), once.
+void Engine::Impl::report(TransferImpl &x)
+{
+	if (x.reported.exchange(true))
+		return;
+	int code = x.first_error();
+	x.set_status(code ? -code : 0);
+	if (x.callback)
+		x.callback(x);
+	x.callback = nullptr;
+	x.peer->active--;
+	x.mark_done();
+}
+
+// The transfer's operations are all resolved: report it (unless done
+// already) and release it.
 void Engine::Impl::finish(const std::shared_ptr<TransferImpl> &x)
 {
-	int code = x->first_error();
-	x->set_status(code ? -code : 0);
-	if (x->callback)
-		x->callback(*x);
-	x->callback = nullptr;
+	report(*x);
 	{
 		std::lock_guard l(active_mu);
 		active.erase(x.get());
 	}
 	x->regions.clear();
 	x->self.reset();
-	x->mark_done();
+}
+
+// Peers with unfinished transfers and no completion for peer_timeout are
+// declared dead: their queued operations fail, and their transfers are
+// reported failed now even if operations stay posted (a dead shm peer never
+// completes them; those are released when the endpoint closes).
+void Engine::Impl::watchdog()
+{
+	int64_t now = PeerState::now_ns();
+	int64_t last = last_watchdog.load(std::memory_order_relaxed);
+	if (now - last < 50'000'000 || !last_watchdog.compare_exchange_strong(last, now))
+		return;
+	const int64_t limit = static_cast<int64_t>(cfg.peer_timeout_ms) * 1'000'000;
+	std::vector<std::shared_ptr<PeerState>> dead;
+	{
+		std::lock_guard l(peers_mu);
+		for (auto &[id, p] : peers) {
+			// Only a peer with operations posted and none completing, or whose
+			// posts the provider keeps refusing, is blamed (one merely waiting
+			// behind other peers' work is not).
+			bool stuck = p->inflight.load() > 0 || p->refused.load();
+			if (p->dead || !stuck || p->active.load() == 0 || now - p->last_progress.load() < limit)
+				continue;
+			p->dead_reason = "peer " + std::to_string(id) + " (engine " + hex(p->engine_id) +
+					 ") made no progress for " + std::to_string(cfg.peer_timeout_ms) +
+					 " ms: dead or unreachable";
+			p->dead.store(true, std::memory_order_release);
+			dead.push_back(p);
+		}
+	}
+	if (dead.empty())
+		return;
+	doom_epoch++;
+	std::vector<std::shared_ptr<TransferImpl>> victims;
+	{
+		std::lock_guard l(active_mu);
+		for (TransferImpl *x : active)
+			if (x->peer->dead.load() && !x->reported.load())
+				victims.push_back(x->self);
+	}
+	for (auto &x : victims) {
+		x->fail(HMEMREG_EFABRIC, x->peer->dead_reason);
+		report(*x);
+	}
 }
 
 void Engine::Impl::dispatch(Events &ev)
@@ -301,6 +369,8 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 	}
 	if (has_retiring.load(std::memory_order_relaxed))
 		retire_peers();
+	if (cfg.peer_timeout_ms)
+		watchdog();
 	return n;
 }
 
@@ -413,6 +483,12 @@ PeerId Engine::add_peer(std::span<const uint8_t> address, bool warmup, std::chro
 						    im->caps.provider + "'");
 	if (a.engine_id == im->id)
 		throw Error(HMEMREG_EINVAL, "peer address is this engine's own");
+	{
+		// Added again while its old incarnation is retiring: the AV may hand
+		// back the same entry, which must then not be removed.
+		std::lock_guard l(im->peers_mu);
+		std::erase_if(im->retiring, [&](const auto &old) { return old->engine_id == a.engine_id; });
+	}
 	auto p = std::make_shared<PeerState>();
 	p->engine_id = a.engine_id;
 	for (size_t r = 0; r < im->rails.size(); r++) {
@@ -470,6 +546,7 @@ void Engine::remove_peer(PeerId peer)
 	im->by_engine.erase(p->engine_id);
 	im->retiring.push_back(p);
 	im->has_retiring = true;
+	im->doom_epoch++;
 }
 
 size_t Engine::peer_count() const
@@ -486,7 +563,7 @@ RegionRef Engine::register_region(void *addr, size_t len)
 	std::vector<std::shared_ptr<DomainHolder>> holders;
 	for (auto &r : im->rails)
 		holders.push_back(r->domain_holder());
-	auto reg = register_local(im->domains, addr, len, kRegionAccess, im->next_key++);
+	auto reg = register_local(im->caches, addr, len);
 	return std::make_shared<RegionImpl>(im->id, addr, len, std::move(holders), std::move(reg));
 }
 
@@ -497,10 +574,14 @@ Bytes Engine::descriptor(const Region &region) const
 		throw Error(HMEMREG_EINVAL, "descriptor: region was registered with another engine");
 	wire::RegionDescriptor d;
 	d.engine_id = impl_->id;
-	d.base = impl_->virt_addr ? reinterpret_cast<uint64_t>(r->addr()) : 0;
 	d.length = r->length();
-	for (size_t i = 0; i < impl_->rails.size(); i++)
-		d.keys.push_back(r->reg->key(i));
+	const uintptr_t a = reinterpret_cast<uintptr_t>(r->addr());
+	for (size_t i = 0; i < impl_->rails.size(); i++) {
+		// Virtual addressing: the address itself; else the offset into the
+		// (possibly larger, cached) registration.
+		uint64_t base = impl_->virt_addr ? a : a - r->reg->start(i);
+		d.rails.push_back({base, r->reg->key(i)});
+	}
 	return wire::encode(d);
 }
 
@@ -516,7 +597,7 @@ TransferRef Engine::write(PeerId peer, std::span<const Chunk> chunks, std::span<
 		throw Error(HMEMREG_EINVAL, "write: the remote descriptor belongs to engine " + hex(d.engine_id) +
 						    ", not to peer " + std::to_string(peer) + " (engine " +
 						    hex(p->engine_id) + ")");
-	const size_t peer_rails = d.keys.size();
+	const size_t peer_rails = d.rails.size();
 	const size_t nrails = im->rails.size();
 
 	auto x = std::make_shared<TransferImpl>();
@@ -581,8 +662,9 @@ TransferRef Engine::write(PeerId peer, std::span<const Chunk> chunks, std::span<
 			g.local = static_cast<uint8_t *>(r->addr()) + c.local_offset + off;
 			g.len = std::min(im->caps.max_write, c.len - off);
 			g.desc = r->reg->desc(rail);
-			g.raddr = d.base + c.remote_offset + off;
-			g.key = d.keys[rail % peer_rails]; // the peer rail local rail `rail` talks to
+			const auto &pr = d.rails[rail % peer_rails]; // the peer rail local rail `rail` talks to
+			g.raddr = pr.base + c.remote_offset + off;
+			g.key = pr.key;
 			x->rail_segs[rail].push_back(static_cast<uint32_t>(s));
 			x->total += g.len;
 			rail = (rail + 1) % nrails;
@@ -667,7 +749,7 @@ std::string Capabilities::describe() const
 	  << (dmabuf ? "yes" : "no (libfabric < 1.20)") << ", remote CQ data "
 	  << (remote_cq_data ? std::to_string(cq_data_size) + " B" : std::string("no"))
 	  << ", delivery-complete writes " << (delivery_complete ? "yes" : "no");
-	o << "\n  queue depth " << queue_depth << "/rail, max write " << max_write << " B, inject " << inject_size
+	o << "\n  queue depth " << queue_depth << "/rail (" << peer_queue_depth << " per peer), max write " << max_write << " B, inject " << inject_size
 	  << " B";
 	o << "\n  progress: " << progress;
 	for (const auto &n : notes)

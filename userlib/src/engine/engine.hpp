@@ -70,6 +70,9 @@ struct Config {
 	unsigned progress_threads = 1;
 	// In-flight operations per rail; 0 = the provider's tx queue size.
 	size_t queue_depth = 0;
+	// In-flight operations per peer per rail, so one stalled peer cannot
+	// take the whole queue; 0 = half the queue depth.
+	size_t peer_queue_depth = 0;
 	// Largest control message payload; receive buffers are this + header.
 	size_t max_message = 4096;
 	// Receive buffers pre-posted per rail and send buffers per rail.
@@ -85,6 +88,10 @@ struct Config {
 	// idle_sleep_us between turns until work shows up again.
 	unsigned idle_spin = 20000;
 	unsigned idle_sleep_us = 50;
+	// A peer with unfinished transfers and no completion for this long is
+	// declared dead: its transfers fail (HMEMREG_EFABRIC) and new ones are
+	// refused until it is removed and added again. 0: never.
+	unsigned peer_timeout_ms = 10000;
 	// Fail creation unless the provider offers these.
 	bool require_hmem = false;
 	bool require_remote_cq_data = false;
@@ -102,6 +109,7 @@ struct Capabilities {
 	size_t cq_data_size = 0;
 	bool delivery_complete = false;  // writes complete once data is at the target
 	size_t queue_depth = 0;          // in-flight ops per rail actually used
+	size_t peer_queue_depth = 0;     // of which one peer may use
 	size_t max_write = 0;
 	size_t inject_size = 0;
 	std::string progress;            // who drives progress, and thread pinning
@@ -187,6 +195,8 @@ public:
 			std::chrono::milliseconds timeout = std::chrono::seconds(10));
 	// Fails the peer's queued operations (HMEMREG_ENOENT), lets posted ones
 	// finish, then drops its addresses. Unknown id: throws HMEMREG_ENOENT.
+	// A dead peer (see Config::peer_timeout_ms) must be removed before it can
+	// be added again.
 	void remove_peer(PeerId peer);
 	size_t peer_count() const;
 

@@ -40,8 +40,9 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 			continue;
 		}
 		if (++idle < idle_spin_) {
-			if ((idle & 63) == 0)
-				std::this_thread::yield();
+			// Give the core away between empty turns: where threads outnumber
+			// cores, the peer's progress (or a copy) is what we are waiting for.
+			std::this_thread::yield();
 			continue;
 		}
 		std::this_thread::sleep_for(std::chrono::microseconds(idle_sleep_us_));

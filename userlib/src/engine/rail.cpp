@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "engine/rail.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <rdma/fi_endpoint.h>
@@ -29,6 +30,7 @@ Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const To
 	dom_ = std::make_shared<DomainHolder>();
 	dom_->fabric = fabric::open_fabric(info_.get());
 	dom_->domain = fabric::open_domain(dom_->fabric, info_.get());
+	dom_->cache = std::make_unique<RailCache>(domain(), info_->fabric_attr->prov_name);
 	size_t cq_size = opt_.queue_depth + opt_.recv_buffers + opt_.send_buffers;
 	cq_ = fabric::CompletionQueue(domain(), cq_size);
 	av_ = fabric::AddressVector(domain(), 64);
@@ -120,7 +122,7 @@ void Rail::handle(OpContext *op, int err, const std::string &text, size_t len, E
 		auto *s = static_cast<Segment *>(op);
 		TransferImpl *x = s->xfer;
 		inflight_--;
-		x->peer->inflight--;
+		x->peer->completed();
 		if (err)
 			x->fail(fabric::to_hmemreg_code(-err),
 				"RDMA write to " + peer_text(x) + " on rail " + std::to_string(index_) + " failed: " + text);
@@ -132,7 +134,7 @@ void Rail::handle(OpContext *op, int err, const std::string &text, size_t len, E
 		TransferImpl *x = std::exchange(s->xfer, nullptr);
 		free_send_.push_back(s);
 		inflight_--;
-		x->peer->inflight--;
+		x->peer->completed();
 		if (err)
 			x->fail(fabric::to_hmemreg_code(-err),
 				"control message to " + peer_text(x) + " on rail " + std::to_string(index_) +
@@ -192,18 +194,43 @@ void Rail::post(Events &ev)
 			break;
 		recv_repost_.pop_back();
 	}
-	size_t budget = opt_.post_batch;
-	while (!queue_.empty() && budget > 0 && inflight_ < opt_.queue_depth) {
-		Item &it = queue_.front();
-		if (it.writes) {
-			if (!post_writes(it, budget, ev))
-				break;
-		} else {
-			if (!post_send(it, ev))
-				break;
-			budget--;
+	uint64_t epoch = opt_.doom_epoch->load(std::memory_order_acquire);
+	if (epoch != seen_doom_epoch_) {
+		seen_doom_epoch_ = epoch;
+		for (auto it = queue_.begin(); it != queue_.end();) {
+			const PeerState &p = *it->xfer->peer;
+			if (!p.removed.load() && !p.dead.load()) {
+				++it;
+				continue;
+			}
+			size_t no_budget = 0; // a doomed item posts nothing: it only fails
+			if (it->writes)
+				post_writes(*it, no_budget, ev);
+			else
+				post_send(*it, ev);
+			it = queue_.erase(it);
 		}
-		queue_.pop_front();
+	}
+	size_t budget = opt_.post_batch;
+	// Items of one peer stay in order; a peer whose item could not finish
+	// (provider -FI_EAGAIN, e.g. a dead or reconnecting peer) is skipped for
+	// the rest of the turn so the other peers' work still goes out.
+	std::vector<const PeerState *> blocked;
+	for (auto it = queue_.begin(); it != queue_.end() && budget > 0 && inflight_ < opt_.queue_depth;) {
+		const PeerState *peer = it->xfer->peer.get();
+		if (std::find(blocked.begin(), blocked.end(), peer) != blocked.end()) {
+			++it;
+			continue;
+		}
+		bool finished = it->writes ? post_writes(*it, budget, ev) : post_send(*it, ev);
+		if (finished) {
+			if (!it->writes)
+				budget--;
+			it = queue_.erase(it);
+		} else {
+			blocked.push_back(peer);
+			++it;
+		}
 	}
 	if (!queue_.empty())
 		stats_.deferred++; // left for the next turn: provider EAGAIN, depth, buffers or batch
@@ -222,13 +249,15 @@ bool Rail::post_writes(Item &it, size_t &budget, Events &ev)
 	while (cur < list.size()) {
 		if (x->peer->removed.load(std::memory_order_acquire))
 			x->fail(HMEMREG_ENOENT, peer_text(x) + " was removed before the transfer completed");
+		if (x->peer->dead.load(std::memory_order_acquire))
+			x->fail(HMEMREG_EFABRIC, x->peer->dead_reason);
 		if (x->failed.load(std::memory_order_acquire)) {
 			size_t left = list.size() - cur;
 			cur = list.size();
 			resolve(x, left, ev); // nothing more is posted for a failed transfer
 			return true;
 		}
-		if (budget == 0 || inflight_ >= opt_.queue_depth)
+		if (budget == 0 || inflight_ >= opt_.queue_depth || x->peer->inflight.load() >= opt_.peer_cap)
 			return false;
 		Segment &s = x->segs[list[cur]];
 		iovec iov{s.local, s.len};
@@ -244,8 +273,10 @@ bool Rail::post_writes(Item &it, size_t &budget, Events &ev)
 		ssize_t rc = fi_writemsg(ep_.get(), &msg, flags);
 		if (rc == -FI_EAGAIN) {
 			stats_.eagain++;
+			x->peer->refused.store(true, std::memory_order_relaxed);
 			return false;
 		}
+		x->peer->refused.store(false, std::memory_order_relaxed);
 		cur++;
 		if (rc < 0) {
 			x->fail(fabric::to_hmemreg_code(static_cast<int>(rc)),
@@ -265,20 +296,36 @@ bool Rail::post_writes(Item &it, size_t &budget, Events &ev)
 bool Rail::post_send(Item &it, Events &ev)
 {
 	TransferImpl *x = it.xfer.get();
-	if (x->peer->removed.load(std::memory_order_acquire)) {
-		x->fail(HMEMREG_ENOENT, peer_text(x) + " was removed before the message was sent");
+	if (x->peer->removed.load(std::memory_order_acquire) || x->peer->dead.load(std::memory_order_acquire)) {
+		if (x->peer->dead.load(std::memory_order_acquire))
+			x->fail(HMEMREG_EFABRIC, x->peer->dead_reason);
+		else
+			x->fail(HMEMREG_ENOENT, peer_text(x) + " was removed before the message was sent");
 		ev.finished.push_back(it.xfer);
 		return true;
 	}
-	if (free_send_.empty())
+	if (free_send_.empty() || x->peer->inflight.load() >= opt_.peer_cap)
 		return false; // all control buffers in flight; completions free them
 	SendSlot *s = free_send_.back();
 	std::memcpy(s->buf, x->message.data(), x->message.size());
-	ssize_t rc = fi_send(ep_.get(), s->buf, x->message.size(), ctrl_mr_.desc(), x->peer->addr[index_], &s->ctx);
+	// Delivery-complete: the caller's completion means the target has the
+	// message and, ordered before it or delivery-complete themselves, the
+	// transfer's writes.
+	iovec iov{s->buf, x->message.size()};
+	void *desc = ctrl_mr_.desc();
+	fi_msg msg{};
+	msg.msg_iov = &iov;
+	msg.desc = &desc;
+	msg.iov_count = 1;
+	msg.addr = x->peer->addr[index_];
+	msg.context = &s->ctx;
+	ssize_t rc = fi_sendmsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
 	if (rc == -FI_EAGAIN) {
 		stats_.eagain++;
+		x->peer->refused.store(true, std::memory_order_relaxed);
 		return false;
 	}
+	x->peer->refused.store(false, std::memory_order_relaxed);
 	if (rc < 0) {
 		x->fail(fabric::to_hmemreg_code(static_cast<int>(rc)),
 			"fi_send to " + peer_text(x) + ": " + fi_strerror(static_cast<int>(-rc)));

@@ -6,14 +6,16 @@
 // FI_THREAD_DOMAIN, so this lock is what serializes calls into it).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "engine/engine.hpp"
+#include "engine/registrar.hpp"
 #include "engine/topology.hpp"
 #include "engine/transfer.hpp"
 #include "engine/wire.hpp"
@@ -31,6 +33,7 @@ namespace hmemreg::engine {
 struct DomainHolder {
 	fabric::Fabric fabric;
 	fabric::Domain domain;
+	std::unique_ptr<RailCache> cache; // destroyed first: deregisters before the domain closes
 };
 
 // What a progress turn produced; handled by the engine outside rail locks.
@@ -47,12 +50,16 @@ struct Events {
 
 struct RailOptions {
 	size_t queue_depth;
+	int64_t peer_cap; // in-flight ops to one peer, all rails together
 	size_t max_message;
 	size_t recv_buffers;
 	size_t send_buffers;
 	size_t post_batch;
 	bool delivery_complete;
 	uint64_t engine_id;
+	// Bumped by the engine when a peer is removed or declared dead: the next
+	// turn drains that peer's queued items even if the queue depth is used up.
+	const std::atomic<uint64_t> *doom_epoch;
 };
 
 class Rail {
@@ -63,6 +70,7 @@ public:
 	unsigned index() const { return index_; }
 	const fi_info *info() const { return info_.get(); }
 	fid_domain *domain() const { return dom_->domain.get(); }
+	RailCache *cache() const { return dom_->cache.get(); }
 	std::shared_ptr<DomainHolder> domain_holder() const { return dom_; }
 	std::vector<uint8_t> name() const { return name_; }
 	size_t queue_depth() const { return opt_.queue_depth; }
@@ -96,7 +104,7 @@ private:
 	void poll(Events &ev);
 	void handle(OpContext *op, int err, const std::string &text, size_t len, Events &ev);
 	void post(Events &ev);
-	bool post_writes(Item &it, size_t &budget, Events &ev); // false: stop posting
+	bool post_writes(Item &it, size_t &budget, Events &ev); // false: not finished this turn
 	bool post_send(Item &it, Events &ev);
 	int post_recv(RecvSlot &slot);
 	void resolve(TransferImpl *x, size_t n, Events &ev);
@@ -119,8 +127,9 @@ private:
 	std::vector<RecvSlot *> recv_repost_; // reposts refused with -FI_EAGAIN
 	std::vector<SendSlot> send_slots_;
 	std::vector<SendSlot *> free_send_;
-	std::deque<Item> queue_;
+	std::list<Item> queue_; // FIFO per peer; a blocked peer does not block others
 	size_t inflight_ = 0;
+	uint64_t seen_doom_epoch_ = 0;
 	RailStats stats_;
 };
 

@@ -3,33 +3,68 @@
 
 #include <vector>
 
-#include "fabric/mr.hpp"
+#include "fabric/error.hpp"
+#include "mrcache/cache.hpp"
+#include "mrcache/fabric_registrar.hpp"
 
 namespace hmemreg::engine {
+
+RailCache::RailCache(fid_domain *domain, const std::string &provider)
+{
+	hmemreg_cache_config cfg;
+	int rc = hmemreg_cache_config_init(&cfg);
+	if (rc < 0)
+		throw Error(-rc, "registration cache: bad HMEMREG_MR_CACHE_* environment");
+	auto reg = std::make_unique<mr::FabricRegistrar>(domain, 0, provider.c_str());
+	rc = mr::Cache::create(std::move(reg), cfg, cache_);
+	if (rc < 0)
+		throw Error(-rc, std::string("registration cache: ") + hmemreg_strerror(rc));
+}
+
+RailCache::~RailCache() = default;
+
+std::string RailCache::describe() const
+{
+	switch (cache_->monitor_kind()) {
+	case HMEMREG_MONITOR_KMOD:
+		return "registration cache, monitor hmemreg.ko";
+	case HMEMREG_MONITOR_UFFD:
+		return "registration cache, monitor userfaultfd";
+	case HMEMREG_MONITOR_NONE:
+		return "registration cache, no monitor (explicit invalidation)";
+	default:
+		return "registration cache unavailable (no memory monitor): registrations uncached";
+	}
+}
+
 namespace {
 
-class DirectRegistration final : public LocalRegistration {
+class CachedRegistration final : public LocalRegistration {
 public:
-	DirectRegistration(std::span<fid_domain *const> domains, const void *addr, size_t len, uint64_t access,
-			   uint64_t key)
-	{
-		mrs_.reserve(domains.size());
-		for (fid_domain *d : domains)
-			mrs_.emplace_back(d, addr, len, access, key);
-	}
-	void *desc(size_t rail) const override { return mrs_.at(rail).desc(); }
-	uint64_t key(size_t rail) const override { return mrs_.at(rail).key(); }
+	explicit CachedRegistration(std::vector<mr::Ref> refs) : refs_(std::move(refs)) {}
+	void *desc(size_t rail) const override { return refs_.at(rail).desc(); }
+	uint64_t key(size_t rail) const override { return refs_.at(rail).key(); }
+	uintptr_t start(size_t rail) const override { return refs_.at(rail).range().start; }
 
 private:
-	std::vector<fabric::MemoryRegion> mrs_;
+	std::vector<mr::Ref> refs_;
 };
 
 } // namespace
 
-std::unique_ptr<LocalRegistration> register_local(std::span<fid_domain *const> domains, const void *addr,
-						  size_t len, uint64_t access, uint64_t requested_key)
+std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> rails, const void *addr, size_t len)
 {
-	return std::make_unique<DirectRegistration>(domains, addr, len, access, requested_key);
+	std::vector<mr::Ref> refs(rails.size());
+	mr::Request rq;
+	rq.addr = addr;
+	rq.len = len;
+	for (size_t r = 0; r < rails.size(); r++) {
+		int rc = rails[r]->cache().get(rq, refs[r]);
+		if (rc < 0)
+			throw Error(-rc, "registering " + std::to_string(len) + " bytes on rail " + std::to_string(r) +
+						 ": " + hmemreg_strerror(rc));
+	}
+	return std::make_unique<CachedRegistration>(std::move(refs));
 }
 
 } // namespace hmemreg::engine

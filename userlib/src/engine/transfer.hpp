@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -42,6 +43,24 @@ struct PeerState {
 	std::vector<fi_addr_t> addr;            // per local rail
 	std::atomic<bool> removed{false};
 	std::atomic<int64_t> inflight{0};       // ops posted to it, all rails
+	std::atomic<int64_t> active{0};         // its transfers not yet finished
+	std::atomic<int64_t> last_progress{0};  // steady_clock ns of its last completion
+	std::atomic<bool> refused{false};       // its last post got -FI_EAGAIN
+	// Set once by the stall watchdog (dead_reason written before the flag).
+	std::atomic<bool> dead{false};
+	std::string dead_reason;
+
+	static int64_t now_ns()
+	{
+		return std::chrono::duration_cast<std::chrono::nanoseconds>(
+			       std::chrono::steady_clock::now().time_since_epoch())
+			.count();
+	}
+	void completed()
+	{
+		inflight--;
+		last_progress.store(now_ns(), std::memory_order_relaxed);
+	}
 };
 
 struct TransferImpl final : Transfer {
@@ -59,6 +78,9 @@ struct TransferImpl final : Transfer {
 	uint32_t chunks = 0;
 	TransferCallback callback;
 	std::shared_ptr<TransferImpl> self;     // alive while the engine uses it
+	// The caller was told (status, callback); once only. A transfer to a dead
+	// peer is reported before its posted operations resolve.
+	std::atomic<bool> reported{false};
 
 	// First failure wins.
 	void fail(int code, const std::string &why)

@@ -88,12 +88,13 @@ std::vector<uint8_t> encode(const RegionDescriptor &d)
 	Writer w;
 	w.put<uint32_t>(kDescriptorMagic);
 	w.put<uint16_t>(kVersion);
-	w.put<uint16_t>(static_cast<uint16_t>(d.keys.size()));
+	w.put<uint16_t>(static_cast<uint16_t>(d.rails.size()));
 	w.put<uint64_t>(d.engine_id);
-	w.put<uint64_t>(d.base);
 	w.put<uint64_t>(d.length);
-	for (uint64_t k : d.keys)
-		w.put<uint64_t>(k);
+	for (const auto &r : d.rails) {
+		w.put<uint64_t>(r.base);
+		w.put<uint64_t>(r.key);
+	}
 	return std::move(w.out);
 }
 
@@ -132,10 +133,11 @@ RegionDescriptor decode_descriptor(std::span<const uint8_t> blob)
 	if (n == 0 || n > kMaxRails)
 		r.fail("bad rail count " + std::to_string(n));
 	d.engine_id = r.get<uint64_t>();
-	d.base = r.get<uint64_t>();
 	d.length = r.get<uint64_t>();
-	for (size_t i = 0; i < n; i++)
-		d.keys.push_back(r.get<uint64_t>());
+	for (size_t i = 0; i < n; i++) {
+		uint64_t base = r.get<uint64_t>();
+		d.rails.push_back({base, r.get<uint64_t>()});
+	}
 	r.done();
 	return d;
 }

@@ -20,9 +20,12 @@ struct PeerAddress {
 
 struct RegionDescriptor {
 	uint64_t engine_id = 0;
-	uint64_t base = 0;   // remote address of offset 0 (0 unless FI_MR_VIRT_ADDR)
 	uint64_t length = 0;
-	std::vector<uint64_t> keys; // one per rail of the owning engine
+	struct Rail {
+		uint64_t base; // RMA address of the region's byte 0 on this rail
+		uint64_t key;
+	};
+	std::vector<Rail> rails; // one per rail of the owning engine
 };
 
 enum class MsgType : uint16_t { User = 1, Done = 2, Hello = 3 };

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/* The engine's C API end to end on shm: create, exchange blobs, write,
+ * notify, send, and its errors. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <string.h>
+
+#include <hmemreg/hmemreg.h>
+
+struct seen {
+	int notes, msgs;
+	uint64_t tag, bytes;
+	char msg[16];
+};
+
+static void on_notify(void *arg, uint64_t from, uint64_t tag, uint64_t bytes)
+{
+	struct seen *s = arg;
+	(void)from;
+	s->tag = tag;
+	s->bytes = bytes;
+	__atomic_add_fetch(&s->notes, 1, __ATOMIC_SEQ_CST);
+}
+
+static void on_message(void *arg, uint64_t from, const void *data, size_t len)
+{
+	struct seen *s = arg;
+	(void)from;
+	memcpy(s->msg, data, len < sizeof(s->msg) ? len : sizeof(s->msg));
+	__atomic_add_fetch(&s->msgs, 1, __ATOMIC_SEQ_CST);
+}
+
+static void on_done(void *arg, int status)
+{
+	*(int *)arg = status == 0 ? 1 : status;
+}
+
+Test(capi, write_notify_send)
+{
+	struct hmemreg_engine_config cfg;
+	hmemreg_engine_config_init(&cfg);
+	cfg.provider = "shm";
+	hmemreg_engine_t *a, *b;
+	cr_assert_eq(hmemreg_engine_create(&cfg, &a), 0, "%s", hmemreg_engine_last_error());
+	cr_assert_eq(hmemreg_engine_create(&cfg, &b), 0, "%s", hmemreg_engine_last_error());
+	char text[1024];
+	cr_assert(hmemreg_engine_describe(a, text, sizeof(text)) > 0);
+	cr_assert(strstr(text, "provider shm"), "%s", text);
+
+	struct seen seen = {0};
+	cr_assert_eq(hmemreg_engine_set_callbacks(b, on_notify, on_message, &seen), 0);
+	size_t len = 0;
+	cr_assert_eq(hmemreg_engine_address(b, NULL, &len), 0);
+	cr_assert(len > 0);
+	void *addr = malloc(len);
+	cr_assert_eq(hmemreg_engine_address(b, addr, &len), 0);
+	uint64_t peer;
+	cr_assert_eq(hmemreg_engine_add_peer(a, addr, len, 1, &peer), 0, "%s", hmemreg_engine_last_error());
+
+	enum { N = 1 << 20 };
+	char *src = malloc(N), *dst = calloc(1, N);
+	for (int i = 0; i < N; i++)
+		src[i] = (char)(i * 7);
+	hmemreg_region_t *rs, *rd;
+	cr_assert_eq(hmemreg_engine_reg(a, src, N, &rs), 0);
+	cr_assert_eq(hmemreg_engine_reg(b, dst, N, &rd), 0);
+	size_t dlen = 256;
+	char desc[256];
+	cr_assert_eq(hmemreg_region_descriptor(rd, desc, &dlen), 0);
+
+	struct hmemreg_chunk ch[2] = {{rs, 0, N / 2, N / 2}, {rs, N / 2, N / 2, 0}};
+	int done = 0;
+	hmemreg_xfer_t *x;
+	cr_assert_eq(hmemreg_engine_write(a, peer, ch, 2, desc, dlen, 77, on_done, &done, &x), 0, "%s",
+		     hmemreg_engine_last_error());
+	cr_assert_eq(hmemreg_xfer_wait(a, x, 20000), 0, "%s", hmemreg_engine_last_error());
+	cr_assert_eq(done, 1);
+	cr_assert_eq(memcmp(dst, src + N / 2, N / 2), 0);
+	cr_assert_eq(memcmp(dst + N / 2, src, N / 2), 0);
+	for (int i = 0; i < 2000 && __atomic_load_n(&seen.notes, __ATOMIC_SEQ_CST) == 0; i++)
+		usleep(1000);
+	cr_assert_eq(seen.notes, 1);
+	cr_assert_eq(seen.tag, 77);
+	cr_assert_eq(seen.bytes, N);
+	hmemreg_xfer_release(x);
+
+	cr_assert_eq(hmemreg_engine_send(a, peer, "hello", 6, NULL, NULL, &x), 0);
+	cr_assert_eq(hmemreg_xfer_wait(a, x, 20000), 0);
+	hmemreg_xfer_release(x);
+	for (int i = 0; i < 2000 && __atomic_load_n(&seen.msgs, __ATOMIC_SEQ_CST) == 0; i++)
+		usleep(1000);
+	cr_assert_str_eq(seen.msg, "hello");
+
+	/* Errors: codes and a message, nothing crashes. */
+	cr_assert_eq(hmemreg_engine_write(a, 4242, ch, 2, desc, dlen, 0, NULL, NULL, NULL), -HMEMREG_ENOENT);
+	cr_assert(strstr(hmemreg_engine_last_error(), "unknown peer"));
+	cr_assert_eq(hmemreg_engine_write(a, peer, ch, 0, desc, dlen, 0, NULL, NULL, NULL), -HMEMREG_EINVAL);
+	cr_assert_eq(hmemreg_engine_write(a, peer, NULL, 1, desc, dlen, 0, NULL, NULL, NULL), -HMEMREG_EINVAL);
+	struct hmemreg_chunk wrong = {rd, 0, 1, 0}; /* b's region used on a */
+	cr_assert_eq(hmemreg_engine_write(a, peer, &wrong, 1, desc, dlen, 0, NULL, NULL, NULL), -HMEMREG_EINVAL);
+	cr_assert(strstr(hmemreg_engine_last_error(), "another engine"));
+	size_t small = 3;
+	cr_assert_eq(hmemreg_region_descriptor(rd, desc, &small), -HMEMREG_EINVAL);
+	cr_assert_eq(small, dlen);
+	cr_assert_eq(hmemreg_engine_create(NULL, &a), -HMEMREG_EINVAL);
+
+	cr_assert_eq(hmemreg_engine_remove_peer(a, peer), 0);
+	cr_assert_eq(hmemreg_engine_remove_peer(a, peer), -HMEMREG_ENOENT);
+	hmemreg_region_release(rs);
+	hmemreg_region_release(rd);
+	hmemreg_engine_destroy(a);
+	hmemreg_engine_destroy(b);
+	free(src);
+	free(dst);
+	free(addr);
+}

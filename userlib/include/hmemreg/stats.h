@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libhmemreg: the per-process statistics block of the registration cache.
+ *
+ * Every process that creates a cache publishes its counters, live, in one
+ * shared-memory file: /dev/shm/hmemreg-stats.<pid> (shm_open name
+ * "/hmemreg-stats.<pid>"). A reader (mr_cache_stat) maps it read-only and
+ * reads it while the process runs; nothing in the process waits for it.
+ *
+ * Layout rules: fixed-width fields, 64-bit counters naturally aligned (so a
+ * plain 64-bit load never tears), append-only: a reader accepts a block
+ * whose version it knows and ignores a larger @block_size tail. Counters
+ * are updated with relaxed atomic operations; a snapshot is therefore
+ * consistent per field, not across fields.
+ *
+ * Stale blocks: a process that dies without cleaning up leaves its file.
+ * hmemreg_stats_block_check() tells a live block from a stale one by
+ * comparing @pid and @start_time with /proc/<pid>/stat (field 22, the
+ * process start time in clock ticks since boot) and @boot_id with
+ * /proc/sys/kernel/random/boot_id: a recycled pid or a reboot never passes.
+ */
+#ifndef HMEMREG_STATS_H
+#define HMEMREG_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HMEMREG_STATS_MAGIC 0x54415453524d4846ULL /* "FHMRSTAT" little endian */
+#define HMEMREG_STATS_VERSION 1
+#define HMEMREG_STATS_SHM_PREFIX "/hmemreg-stats."
+#define HMEMREG_STATS_MAX_CACHES 16
+#define HMEMREG_STATS_HIT_SHARDS 32
+
+/* Why entries left the cache: index of hmemreg_stats_cache.invalidations[]. */
+enum hmemreg_inval_cause {
+	HMEMREG_INVAL_UNMAP = 0,    /* munmap/brk shrink seen by a monitor */
+	HMEMREG_INVAL_CLEAR = 1,    /* pages zapped: MADV_DONTNEED/REMOVE, reclaim */
+	HMEMREG_INVAL_REMAP = 2,    /* mremap moved the range */
+	HMEMREG_INVAL_EXPLICIT = 3, /* hmemreg_cache_invalidate() */
+	HMEMREG_INVAL_STALE = 4,    /* found stale on a hit (generation word, buffer id) */
+	HMEMREG_INVAL_OVERFLOW = 5, /* monitor lost events: whole cache revalidated */
+	HMEMREG_INVAL_REPLACED = 6, /* a larger registration took its place */
+	HMEMREG_INVAL_FORK = 7,     /* purged before fork() */
+	HMEMREG_INVAL_OTHER = 8,
+	HMEMREG_INVAL_MAX = 9
+};
+
+/*
+ * One cache's slot. @state is written last on creation (1 = live) and first
+ * on destruction (0 = free); a reader skips slots whose state is not 1.
+ */
+struct hmemreg_stats_cache {
+	uint32_t state;
+	uint32_t id;            /* unique per process, never reused */
+	char name[32];          /* hmemreg_cache_config.name, NUL terminated */
+	char monitor[16];       /* "kmod", "uffd", "none", "unavailable" */
+	char registrar[24];     /* "libfabric:tcp", "memory", ... */
+	uint64_t max_count;     /* configured limits */
+	uint64_t max_size;
+	uint64_t max_entry_size;
+	/* gauges (current values) */
+	uint64_t entries;       /* cached registrations */
+	uint64_t bytes;         /* bytes they cover */
+	uint64_t uncached;      /* live registrations outside the index (orphans, uncached) */
+	uint64_t uncached_bytes;
+	uint64_t dead;          /* invalidated, waiting to be deregistered */
+	uint64_t dead_bytes;
+	/* counters (monotonic) */
+	uint64_t misses;        /* gets that registered */
+	uint64_t registrations; /* successful registrar calls */
+	uint64_t registration_ns; /* total time spent in them */
+	uint64_t registration_failures;
+	uint64_t deregistrations;
+	uint64_t uncached_registrations; /* returned uncached (limits, in use, unwatchable) */
+	uint64_t evictions;     /* LRU evictions to honour the limits */
+	uint64_t monitor_events; /* events received from the monitor */
+	uint64_t races;         /* lost insert races (duplicate dropped) */
+	uint64_t invalidations[HMEMREG_INVAL_MAX];
+	uint64_t reserved[8];
+	/* hits: summed over shards (each on its own cache line: hits[8 * i]) */
+	uint64_t hits[8 * HMEMREG_STATS_HIT_SHARDS] __attribute__((aligned(64)));
+};
+
+struct hmemreg_stats_block {
+	uint64_t magic;         /* HMEMREG_STATS_MAGIC */
+	uint32_t version;       /* HMEMREG_STATS_VERSION */
+	uint32_t block_size;    /* bytes of the whole block */
+	int32_t pid;
+	uint32_t max_caches;    /* HMEMREG_STATS_MAX_CACHES */
+	uint64_t start_time;    /* /proc/<pid>/stat field 22 */
+	char boot_id[40];       /* /proc/sys/kernel/random/boot_id */
+	uint64_t reserved[4];
+	struct hmemreg_stats_cache caches[HMEMREG_STATS_MAX_CACHES] __attribute__((aligned(64)));
+};
+
+/* A cache's counters, summed (hmemreg_cache_get_stats()). */
+struct hmemreg_cache_stats {
+	uint64_t hits;
+	uint64_t misses;
+	uint64_t entries;
+	uint64_t bytes;
+	uint64_t uncached;
+	uint64_t uncached_bytes;
+	uint64_t dead;
+	uint64_t dead_bytes;
+	uint64_t registrations;
+	uint64_t registration_ns;
+	uint64_t registration_failures;
+	uint64_t deregistrations;
+	uint64_t uncached_registrations;
+	uint64_t evictions;
+	uint64_t monitor_events;
+	uint64_t races;
+	uint64_t invalidations[HMEMREG_INVAL_MAX];
+	char monitor[16];
+	char registrar[24];
+};
+
+/*
+ * Check a mapped block: 0 = valid and its process is alive;
+ * -HMEMREG_ESTALE = its process is gone (or the pid was reused, or the
+ * machine rebooted); -HMEMREG_EABI = not a block or a version this library
+ * does not know; -HMEMREG_EINVAL = null or @len too small.
+ */
+int hmemreg_stats_block_check(const struct hmemreg_stats_block *block, size_t len);
+
+/* Sum one slot of a block into @out (no process needs to be alive). */
+void hmemreg_stats_sum(const struct hmemreg_stats_cache *slot, struct hmemreg_cache_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HMEMREG_STATS_H */

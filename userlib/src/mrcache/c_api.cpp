@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+// The C API of hmemreg/cache.h over hmemreg::mr::Cache.
+#include <cstring>
+#include <memory>
+#include <new>
+#include <unistd.h>
+
+#include "hmemreg/hmemreg.h"
+#include "mrcache/cache.hpp"
+#include "mrcache/fabric_registrar.hpp"
+
+struct hmemreg_cache {
+	std::unique_ptr<hmemreg::mr::Cache> core;
+};
+
+namespace {
+
+using namespace hmemreg::mr;
+
+int make(std::unique_ptr<Registrar> reg, const hmemreg_cache_config *cfg, hmemreg_cache **out)
+{
+	hmemreg_cache_config c;
+	if (cfg) {
+		if (cfg->size < sizeof(hmemreg_cache_config) || cfg->monitor > HMEMREG_MONITOR_NONE)
+			return -HMEMREG_EINVAL;
+		c = *cfg;
+	} else {
+		int rc = hmemreg_cache_config_init(&c);
+		if (rc)
+			return rc;
+	}
+	auto h = std::unique_ptr<hmemreg_cache>(new (std::nothrow) hmemreg_cache);
+	if (!h)
+		return -HMEMREG_ENOMEM;
+	int rc = Cache::create(std::move(reg), c, h->core);
+	if (rc)
+		return rc;
+	*out = h.release(); // owned by the caller until hmemreg_cache_destroy()
+	return 0;
+}
+
+void fill(hmemreg_mr *out, Entry *e)
+{
+	out->handle_ = e;
+	out->mr = static_cast<fid_mr *>(e->reg.handle);
+	out->desc = e->reg.desc;
+	out->key = e->reg.key;
+	out->start = e->range.start;
+	out->end = e->range.end;
+	out->flags = (e->state.load(std::memory_order_relaxed) & kOrphan) ? 0 : HMEMREG_MR_CACHED;
+	out->reserved = 0;
+}
+
+} // namespace
+
+extern "C" int hmemreg_cache_create_fabric(struct fid_domain *domain, const struct hmemreg_cache_config *cfg,
+					   struct hmemreg_cache **out)
+{
+	if (!out)
+		return -HMEMREG_EINVAL;
+	*out = nullptr;
+	if (!FabricRegistrar::is_domain(domain))
+		return -HMEMREG_EINVAL;
+	try {
+		return make(std::make_unique<FabricRegistrar>(domain), cfg, out);
+	} catch (const std::bad_alloc &) {
+		return -HMEMREG_ENOMEM;
+	}
+}
+
+extern "C" int hmemreg_cache_create_memory(const struct hmemreg_cache_config *cfg, struct hmemreg_cache **out)
+{
+	if (!out)
+		return -HMEMREG_EINVAL;
+	*out = nullptr;
+	try {
+		return make(std::make_unique<MemoryRegistrar>(), cfg, out);
+	} catch (const std::bad_alloc &) {
+		return -HMEMREG_ENOMEM;
+	}
+}
+
+extern "C" int hmemreg_cache_destroy(struct hmemreg_cache *cache)
+{
+	if (!cache)
+		return 0;
+	if (cache->core->in_use())
+		return -HMEMREG_EBUSY;
+	delete cache; // allocated by make()
+	return 0;
+}
+
+extern "C" int hmemreg_mr_get_req(struct hmemreg_cache *cache, const struct hmemreg_mr_request *req,
+				  struct hmemreg_mr *out)
+{
+	if (!cache || !req || !out || req->size < sizeof(hmemreg_mr_request) || req->iface >= HMEMREG_IFACE_MAX ||
+	    (req->flags & ~HMEMREG_MR_NO_CACHE))
+		return -HMEMREG_EINVAL;
+	Request r;
+	r.addr = req->addr;
+	r.len = req->len;
+	r.iface = static_cast<Iface>(req->iface);
+	r.device = r.iface == Iface::host ? 0 : req->device;
+	r.dmabuf_fd = req->dmabuf_fd;
+	r.dmabuf_offset = req->dmabuf_offset;
+	r.flags = req->flags;
+	Entry *e = nullptr;
+	try {
+		int rc = cache->core->get(r, e);
+		if (rc)
+			return rc;
+	} catch (const std::bad_alloc &) {
+		return -HMEMREG_ENOMEM;
+	}
+	fill(out, e);
+	return 0;
+}
+
+extern "C" int hmemreg_mr_get(struct hmemreg_cache *cache, const void *addr, size_t len, struct hmemreg_mr *out)
+{
+	hmemreg_mr_request r{};
+	r.size = sizeof(r);
+	r.iface = HMEMREG_IFACE_HOST;
+	r.addr = addr;
+	r.len = len;
+	r.dmabuf_fd = -1;
+	return hmemreg_mr_get_req(cache, &r, out);
+}
+
+extern "C" int hmemreg_mr_put(struct hmemreg_cache *cache, struct hmemreg_mr *mr)
+{
+	if (!cache || !mr || !mr->handle_)
+		return -HMEMREG_EINVAL;
+	int rc = cache->core->put(static_cast<Entry *>(mr->handle_));
+	if (rc == 0)
+		mr->handle_ = nullptr;
+	return rc;
+}
+
+extern "C" int hmemreg_cache_invalidate(struct hmemreg_cache *cache, uint32_t iface, const void *addr, size_t len)
+{
+	uintptr_t s = reinterpret_cast<uintptr_t>(addr);
+	if (!cache || iface >= HMEMREG_IFACE_MAX || !len || s + len < s)
+		return -HMEMREG_EINVAL;
+	return cache->core->invalidate(static_cast<Iface>(iface), s, s + len, Cause::explicit_call);
+}
+
+extern "C" int hmemreg_cache_flush(struct hmemreg_cache *cache)
+{
+	if (!cache)
+		return -HMEMREG_EINVAL;
+	return cache->core->flush();
+}
+
+extern "C" int hmemreg_cache_get_stats(struct hmemreg_cache *cache, struct hmemreg_cache_stats *out)
+{
+	if (!cache || !out)
+		return -HMEMREG_EINVAL;
+	cache->core->stats(*out);
+	return 0;
+}
+
+extern "C" int hmemreg_cache_monitor(struct hmemreg_cache *cache)
+{
+	if (!cache)
+		return -HMEMREG_EINVAL;
+	return cache->core->monitor_kind();
+}

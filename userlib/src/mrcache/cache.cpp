@@ -1,0 +1,673 @@
+// SPDX-License-Identifier: MIT
+// The registration cache core: lookups, misses, limits, invalidation.
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <mutex>
+#include <sched.h>
+#include <unistd.h>
+
+#include "hmemreg/hmemreg.h"
+#include "mrcache/cache.hpp"
+#include "mrcache/fork_registry.hpp"
+#include "mrcache/monitor_factory.hpp"
+
+namespace hmemreg::mr {
+
+namespace {
+
+const std::atomic<uint64_t> kZeroWord{0};
+constexpr unsigned kLruScanLimit = 256; // in-use entries skipped per eviction
+
+uint64_t now_ns()
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+} // namespace
+
+// ---------------------------------------------------------------- Ref
+
+Ref &Ref::operator=(Ref &&o) noexcept
+{
+	if (this != &o) {
+		reset();
+		c_ = o.c_;
+		e_ = o.e_;
+		o.e_ = nullptr;
+	}
+	return *this;
+}
+
+void Ref::reset()
+{
+	if (e_)
+		c_->put(e_);
+	e_ = nullptr;
+}
+
+// ---------------------------------------------------------------- lifetime
+
+int Cache::create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_config &cfg,
+		  std::unique_ptr<Cache> &out)
+{
+	std::shared_ptr<Monitor> m;
+	int rc = make_monitor(static_cast<hmemreg_monitor>(cfg.monitor), m);
+	if (rc)
+		return rc;
+	return create(std::move(registrar), cfg, std::move(m), out);
+}
+
+int Cache::create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_config &cfg,
+		  std::shared_ptr<Monitor> monitor, std::unique_ptr<Cache> &out)
+{
+	if (!registrar || !monitor || cfg.size < sizeof(hmemreg_cache_config))
+		return -HMEMREG_EINVAL;
+	std::unique_ptr<Cache> c(new Cache(std::move(registrar), cfg, std::move(monitor)));
+	int rc = c->monitor_->attach(*c);
+	if (rc)
+		return rc;
+	fork_registry_add(c.get());
+	out = std::move(c);
+	return 0;
+}
+
+Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m)
+	: cfg_(cfg), registrar_(std::move(r)), monitor_(std::move(m)), pid_(::getpid())
+{
+	cfg_.name[sizeof(cfg_.name) - 1] = 0;
+	stats_ = StatsSlot::acquire(cfg_.publish_stats != 0, cfg_.name[0] ? cfg_.name : "cache");
+	auto *s = stats_->raw();
+	stats_->set_label(s->monitor, sizeof(s->monitor), monitor_->name());
+	stats_->set_label(s->registrar, sizeof(s->registrar), registrar_->name());
+	s->max_count = cfg_.max_count;
+	s->max_size = cfg_.max_size;
+	s->max_entry_size = cfg_.max_entry_size;
+	std::atomic_ref<uint32_t>(s->state).store(1, std::memory_order_release);
+	pending_ = monitor_->pending_word() ? monitor_->pending_word() : &kZeroWord;
+	// Memo: about two slots per entry allowed, 64 .. 64Ki slots.
+	uint64_t want = cfg_.max_count ? cfg_.max_count * 2 : 64;
+	uint64_t n = 64;
+	while (n < want && n < (1ULL << 16))
+		n <<= 1;
+	memo_ = std::vector<MemoSlot>(n);
+	memo_mask_ = n - 1;
+}
+
+Cache::~Cache()
+{
+	fork_registry_remove(this);
+	monitor_->detach(*this);
+	Index all;
+	lock_.lock();
+	if (orphan_count_ || in_use_locked())
+		std::fprintf(stderr, "hmemreg: cache '%s' destroyed with registrations in use\n", cfg_.name);
+	all.merge(index_);
+	all.merge(orphans_);
+	all.merge(dead_);
+	lru_head_ = lru_tail_ = nullptr;
+	count_ = bytes_ = orphan_count_ = orphan_bytes_ = dead_count_ = dead_bytes_ = 0;
+	lock_.unlock();
+	release_nodes(all);
+	Index parent;
+	parent.swap(parent_);
+	for (auto &kv : parent) // never deregister the parent's registrations
+		kv.second->reg = Registration{};
+}
+
+void Cache::set_device_monitor(Iface iface, std::shared_ptr<Monitor> m)
+{
+	auto i = static_cast<uint32_t>(iface);
+	if (i < HMEMREG_IFACE_MAX && iface != Iface::host)
+		device_monitors_[i] = std::move(m);
+}
+
+Monitor *Cache::monitor_for(Iface iface) const
+{
+	if (iface == Iface::host)
+		return monitor_.get();
+	return device_monitors_[static_cast<uint32_t>(iface)].get();
+}
+
+// ---------------------------------------------------------------- hit path
+
+size_t Cache::memo_index(Iface iface, uint64_t device, uintptr_t s) const
+{
+	uint64_t h = (s >> 12) ^ (static_cast<uint64_t>(iface) << 56) ^ (device << 48);
+	h *= 0x9E3779B97F4A7C15ULL;
+	return static_cast<size_t>((h >> 32) & memo_mask_);
+}
+
+Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e)
+{
+	ReadGuard g(lock_);
+	uint64_t gen = memo_gen_.load(std::memory_order_acquire);
+	MemoSlot &slot = memo_[memo_index(req.iface, req.device, s)];
+	if (slot.gen.load(std::memory_order_acquire) == gen) {
+		Entry *c = slot.entry.load(std::memory_order_relaxed);
+		// Any live entry that covers the request is a correct answer.
+		if (c && c->iface == req.iface && c->device == req.device && c->range.covers(s, e)) {
+			c->state.fetch_add(1, std::memory_order_relaxed);
+			return c;
+		}
+	}
+	Entry *c = find_cover_locked(req.iface, req.device, s, e);
+	if (!c)
+		return nullptr;
+	c->state.fetch_add(1, std::memory_order_relaxed);
+	slot.entry.store(c, std::memory_order_relaxed);
+	slot.gen.store(gen, std::memory_order_release);
+	return c;
+}
+
+// Caller holds either side of lock_.
+Entry *Cache::find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e)
+{
+	auto it = index_.upper_bound(Key{static_cast<uint32_t>(iface), device, s, ~0ULL});
+	if (it == index_.begin())
+		return nullptr;
+	--it;
+	const Key &k = it->first;
+	if (k.iface != static_cast<uint32_t>(iface) || k.device != device)
+		return nullptr;
+	Entry *c = it->second.get();
+	return c->range.covers(s, e) ? c : nullptr;
+}
+
+void Cache::sync_monitor()
+{
+	if (pending_->load(std::memory_order_acquire)) [[unlikely]]
+		monitor_->sync(*this);
+}
+
+int Cache::get(const Request &req, Entry *&out)
+{
+	uintptr_t s = reinterpret_cast<uintptr_t>(req.addr);
+	if (!req.addr || !req.len || s + req.len < s || static_cast<uint32_t>(req.iface) >= HMEMREG_IFACE_MAX)
+		return -HMEMREG_EINVAL;
+	uintptr_t e = s + req.len;
+	if (forked_.load(std::memory_order_relaxed) || (req.flags & HMEMREG_MR_NO_CACHE) || cfg_.max_count == 0)
+		[[unlikely]] return register_uncached(req, out);
+	sync_monitor();
+	if (dead_pending_.load(std::memory_order_relaxed)) [[unlikely]]
+		reap();
+	for (;;) {
+		Entry *c = lookup(req, s, e);
+		if (!c)
+			break;
+		bool ok = c->gen_word->load(std::memory_order_acquire) == c->gen;
+		if (ok && c->validate) [[unlikely]] {
+			Monitor *m = monitor_for(c->iface);
+			ok = m && m->valid(*c);
+		}
+		if (ok) [[likely]] {
+			stats_->hit(thread_state().shard);
+			out = c;
+			return 0;
+		}
+		// Its memory changed since it was registered: drop it and retry.
+		lock_.lock();
+		if (!(c->state.load() & kOrphan)) {
+			auto it = index_.find(Key{static_cast<uint32_t>(c->iface), c->device, c->range.start, c->serial});
+			if (it != index_.end())
+				unlink_locked(it, Cause::stale);
+		}
+		lock_.unlock();
+		put(c);
+		reap();
+	}
+	return miss(req, out);
+}
+
+int Cache::get(const Request &req, Ref &out)
+{
+	Entry *e = nullptr;
+	int rc = get(req, e);
+	if (rc == 0)
+		out = Ref(this, e);
+	return rc;
+}
+
+int Cache::put(Entry *e)
+{
+	if (!e || e->magic != kEntryMagic || e->cache != this)
+		return -HMEMREG_EINVAL;
+	if (forked_.load(std::memory_order_relaxed) && e->pid != ::getpid()) [[unlikely]]
+		return -HMEMREG_ESTALE;
+	e->last_use.store(clock_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+	uint64_t old = e->state.fetch_sub(1, std::memory_order_acq_rel);
+	if ((old & kCountMask) == 0) [[unlikely]] {
+		e->state.fetch_add(1, std::memory_order_relaxed); // undo: it was not held
+		return -HMEMREG_EINVAL;
+	}
+	if (old == (kOrphan | 1)) [[unlikely]]
+		release_orphan(e);
+	return 0;
+}
+
+uint64_t Cache::in_use() const
+{
+	// Approximate under concurrency; exact when quiescent.
+	auto *self = const_cast<Cache *>(this);
+	ReadGuard g(self->lock_);
+	return in_use_locked();
+}
+
+uint64_t Cache::in_use_locked() const
+{
+	uint64_t n = 0;
+	for (auto &kv : index_)
+		n += kv.second->count();
+	for (auto &kv : orphans_)
+		n += kv.second->count();
+	return n;
+}
+
+// ---------------------------------------------------------------- miss path
+
+Cache::Node Cache::make_node(const Request &req, Range r)
+{
+	auto e = std::make_unique<Entry>();
+	e->range = r;
+	e->iface = req.iface;
+	e->device = req.device;
+	e->cache = this;
+	e->pid = ::getpid();
+	e->serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
+	e->req = req;
+	Index tmp; // allocate the map node here, outside lock_
+	tmp.emplace(Key{static_cast<uint32_t>(req.iface), req.device, r.start, e->serial}, std::move(e));
+	return tmp.extract(tmp.begin());
+}
+
+int Cache::do_register(const Request &req, Range r, Registration &out)
+{
+	auto *s = stats_->raw();
+	for (int attempt = 0;; attempt++) {
+		uint64_t t0 = now_ns();
+		int rc = registrar_->reg(req, r, out);
+		StatsSlot::add(s->registration_ns, static_cast<int64_t>(now_ns() - t0));
+		if (rc == 0) {
+			StatsSlot::add(s->registrations, 1);
+			return 0;
+		}
+		StatsSlot::add(s->registration_failures, 1);
+		// Out of resources: give back what nobody uses and try once more.
+		if (rc != -HMEMREG_ENOMEM || attempt > 0 || flush() == 0)
+			return rc;
+	}
+}
+
+int Cache::register_uncached(const Request &req, Entry *&out)
+{
+	Range r = registrar_->extent(req);
+	Node node = make_node(req, r);
+	Entry *e = node.mapped().get();
+	int rc = do_register(req, r, e->reg);
+	if (rc)
+		return rc;
+	e->state.store(kOrphan | 1, std::memory_order_relaxed);
+	lock_.lock();
+	orphans_.insert(std::move(node));
+	orphan_count_++;
+	orphan_bytes_ += r.size();
+	StatsSlot::add(stats_->raw()->uncached_registrations, 1);
+	publish_gauges_locked();
+	lock_.unlock();
+	out = e;
+	return 0;
+}
+
+int Cache::miss(const Request &req, Entry *&out)
+{
+	auto *s = stats_->raw();
+	StatsSlot::add(s->misses, 1);
+	Range r = registrar_->extent(req);
+	if ((cfg_.max_entry_size && r.size() > cfg_.max_entry_size) || r.size() > cfg_.max_size)
+		return register_uncached(req, out);
+	Monitor *mon = monitor_for(req.iface);
+	Node node = make_node(req, r);
+	Entry *e = node.mapped().get();
+
+	// Watch first, then register: a change after this point is seen either
+	// by the generation word or by notify_seq_ below.
+	uint64_t seq0 = notify_seq_.load(std::memory_order_acquire);
+	e->watched = mon && mon->subscribe(*e) == 0;
+	int rc = do_register(req, r, e->reg);
+	if (rc) {
+		if (e->watched)
+			mon->unsubscribe(*e);
+		return rc;
+	}
+
+	Index released; // nodes to release after unlocking
+	lock_.lock();
+	Entry *other = find_cover_locked(req.iface, req.device, r.start, r.end);
+	if (other) {
+		// Another thread registered a covering range meanwhile: use it.
+		other->state.fetch_add(1, std::memory_order_relaxed);
+		StatsSlot::add(s->races, 1);
+		lock_.unlock();
+		if (e->watched)
+			mon->unsubscribe(*e);
+		registrar_->dereg(e->reg);
+		StatsSlot::add(s->deregistrations, 1);
+		out = other;
+		return 0;
+	}
+	bool cache_it = e->watched && notify_seq_.load(std::memory_order_acquire) == seq0;
+	if (cache_it) {
+		unlink_overlapping_locked(req.iface, r.start, r.end, Cause::replaced, true);
+		while (count_ + 1 > cfg_.max_count || bytes_ + r.size() > cfg_.max_size) {
+			Entry *v = lru_pick_locked();
+			if (!v)
+				break;
+			auto it = index_.find(Key{static_cast<uint32_t>(v->iface), v->device, v->range.start, v->serial});
+			unlink_locked(it, Cause::evicted);
+		}
+		cache_it = count_ + 1 <= cfg_.max_count && bytes_ + r.size() <= cfg_.max_size;
+	}
+	uint64_t tick = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
+	if (cache_it) {
+		e->state.store(1, std::memory_order_relaxed);
+		e->last_use.store(tick, std::memory_order_relaxed);
+		index_.insert(std::move(node));
+		lru_append_locked(e, tick);
+		count_++;
+		bytes_ += r.size();
+	} else {
+		// Everything in use, or the range cannot be watched: hand it out
+		// uncached; it is released at its last put.
+		e->state.store(kOrphan | 1, std::memory_order_relaxed);
+		orphans_.insert(std::move(node));
+		orphan_count_++;
+		orphan_bytes_ += r.size();
+		StatsSlot::add(s->uncached_registrations, 1);
+	}
+	publish_gauges_locked();
+	lock_.unlock();
+	reap();
+	out = e;
+	return 0;
+}
+
+// ---------------------------------------------------------------- LRU
+
+void Cache::lru_remove_locked(Entry *e)
+{
+	if (!e->on_lru)
+		return;
+	(e->lru_prev ? e->lru_prev->lru_next : lru_head_) = e->lru_next;
+	(e->lru_next ? e->lru_next->lru_prev : lru_tail_) = e->lru_prev;
+	e->lru_prev = e->lru_next = nullptr;
+	e->on_lru = false;
+}
+
+// Insert keeping the list sorted by stamp; walks from the tail, where
+// recently released entries belong.
+void Cache::lru_append_locked(Entry *e, uint64_t stamp)
+{
+	e->lru_stamp = stamp;
+	Entry *after = lru_tail_;
+	while (after && after->lru_stamp > stamp)
+		after = after->lru_prev;
+	e->lru_prev = after;
+	e->lru_next = after ? after->lru_next : lru_head_;
+	(e->lru_next ? e->lru_next->lru_prev : lru_tail_) = e;
+	(after ? after->lru_next : lru_head_) = e;
+	e->on_lru = true;
+}
+
+// The least recently released unused entry, or null. Entries released
+// since they were placed move to their place by release time; in-use ones
+// go to the tail (they will be placed properly after their put).
+Entry *Cache::lru_pick_locked()
+{
+	unsigned busy = 0;
+	uint64_t steps = 0, limit = count_ + kLruScanLimit;
+	Entry *e = lru_head_;
+	while (e && steps++ < limit) {
+		Entry *next = e->lru_next;
+		uint64_t used = e->last_use.load(std::memory_order_relaxed);
+		if (e->count() != 0) {
+			if (++busy > kLruScanLimit)
+				return nullptr; // (nearly) everything is in use
+			lru_remove_locked(e);
+			lru_append_locked(e, clock_.load(std::memory_order_relaxed));
+		} else if (used > e->lru_stamp) {
+			lru_remove_locked(e);
+			lru_append_locked(e, used);
+		} else {
+			return e;
+		}
+		e = next ? next : lru_head_;
+	}
+	return nullptr;
+}
+
+// ---------------------------------------------------------------- invalidation
+
+void Cache::unlink_locked(Index::iterator it, Cause cause)
+{
+	Entry *e = it->second.get();
+	Node node = index_.extract(it);
+	lru_remove_locked(e);
+	count_--;
+	bytes_ -= e->range.size();
+	memo_gen_.fetch_add(1, std::memory_order_release);
+	uint64_t old = e->state.fetch_or(kOrphan, std::memory_order_acq_rel);
+	if (old & kCountMask) {
+		orphans_.insert(std::move(node));
+		orphan_count_++;
+		orphan_bytes_ += e->range.size();
+	} else {
+		dead_.insert(std::move(node));
+		dead_count_++;
+		dead_bytes_ += e->range.size();
+		dead_pending_.store(1, std::memory_order_relaxed);
+	}
+	auto ci = static_cast<uint32_t>(cause);
+	if (ci < HMEMREG_INVAL_MAX)
+		StatsSlot::add(stats_->raw()->invalidations[ci], 1);
+	else
+		StatsSlot::add(stats_->raw()->evictions, 1);
+}
+
+// Entries of iface (any device) overlapping [s, e); with nested_only, only
+// those inside it (what a larger registration replaces).
+int Cache::unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause, bool nested_only)
+{
+	int n = 0;
+	auto i = static_cast<uint32_t>(iface);
+	auto it = index_.lower_bound(Key{i, 0, 0, 0});
+	while (it != index_.end() && it->first.iface == i) {
+		uint64_t dev = it->first.device;
+		// Non-nested ranges: ends grow with starts, so walk back from the
+		// first entry starting at or after s while ends reach past s.
+		auto first = index_.lower_bound(Key{i, dev, s, 0});
+		auto b = first;
+		while (b != index_.begin()) {
+			auto p = std::prev(b);
+			if (p->first.iface != i || p->first.device != dev || p->second->range.end <= s)
+				break;
+			b = p;
+		}
+		auto cur = b;
+		while (cur != index_.end() && cur->first.iface == i && cur->first.device == dev && cur->first.start < e) {
+			auto nx = std::next(cur);
+			Range r = cur->second->range;
+			if (r.overlaps(s, e) && (!nested_only || (r.start >= s && r.end <= e))) {
+				unlink_locked(cur, cause);
+				n++;
+			}
+			cur = nx;
+		}
+		it = index_.lower_bound(Key{i, dev + 1, 0, 0});
+		if (dev == ~0ULL)
+			break;
+	}
+	return n;
+}
+
+void Cache::notify(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
+{
+	lock_.lock();
+	notify_seq_.fetch_add(1, std::memory_order_release);
+	if (unlink_overlapping_locked(iface, s, e, cause, false))
+		clock_.fetch_add(1, std::memory_order_relaxed);
+	publish_gauges_locked();
+	lock_.unlock();
+}
+
+void Cache::notify_entry(uintptr_t start, uint64_t serial, Cause cause)
+{
+	lock_.lock();
+	notify_seq_.fetch_add(1, std::memory_order_release);
+	auto it = index_.find(Key{static_cast<uint32_t>(Iface::host), 0, start, serial});
+	if (it != index_.end())
+		unlink_locked(it, cause);
+	publish_gauges_locked();
+	lock_.unlock();
+}
+
+void Cache::revalidate(Cause cause)
+{
+	lock_.lock();
+	notify_seq_.fetch_add(1, std::memory_order_release);
+	for (auto it = index_.begin(); it != index_.end();) {
+		auto nx = std::next(it);
+		Entry *e = it->second.get();
+		if (e->gen_word->load(std::memory_order_acquire) != e->gen)
+			unlink_locked(it, cause);
+		it = nx;
+	}
+	publish_gauges_locked();
+	lock_.unlock();
+}
+
+int Cache::invalidate(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
+{
+	lock_.lock();
+	notify_seq_.fetch_add(1, std::memory_order_release);
+	int n = unlink_overlapping_locked(iface, s, e, cause, false);
+	publish_gauges_locked();
+	lock_.unlock();
+	reap();
+	return n;
+}
+
+int Cache::flush()
+{
+	int n = 0;
+	lock_.lock();
+	for (auto it = index_.begin(); it != index_.end();) {
+		auto nx = std::next(it);
+		if (it->second->count() == 0) {
+			unlink_locked(it, Cause::evicted);
+			n++;
+		}
+		it = nx;
+	}
+	publish_gauges_locked();
+	lock_.unlock();
+	reap();
+	return n;
+}
+
+// ---------------------------------------------------------------- release
+
+void Cache::release_orphan(Entry *e)
+{
+	Index out;
+	lock_.lock();
+	auto it = orphans_.find(Key{static_cast<uint32_t>(e->iface), e->device, e->range.start, e->serial});
+	if (it != orphans_.end()) {
+		orphan_count_--;
+		orphan_bytes_ -= e->range.size();
+		out.insert(orphans_.extract(it));
+	}
+	publish_gauges_locked();
+	lock_.unlock();
+	release_nodes(out);
+}
+
+void Cache::reap()
+{
+	Index out;
+	lock_.lock();
+	out.swap(dead_);
+	dead_count_ = dead_bytes_ = 0;
+	dead_pending_.store(0, std::memory_order_relaxed);
+	publish_gauges_locked();
+	lock_.unlock();
+	release_nodes(out);
+}
+
+// No lock held: unsubscribe, deregister, free.
+void Cache::release_nodes(Index &nodes)
+{
+	for (auto &kv : nodes) {
+		Entry *e = kv.second.get();
+		if (e->watched) {
+			if (Monitor *m = monitor_for(e->iface))
+				m->unsubscribe(*e);
+		}
+		registrar_->dereg(e->reg);
+		StatsSlot::add(stats_->raw()->deregistrations, 1);
+	}
+	nodes.clear();
+}
+
+void Cache::publish_gauges_locked()
+{
+	auto *s = stats_->raw();
+	StatsSlot::set(s->entries, count_);
+	StatsSlot::set(s->bytes, bytes_);
+	StatsSlot::set(s->uncached, orphan_count_);
+	StatsSlot::set(s->uncached_bytes, orphan_bytes_);
+	StatsSlot::set(s->dead, dead_count_);
+	StatsSlot::set(s->dead_bytes, dead_bytes_);
+}
+
+// ---------------------------------------------------------------- fork
+
+void Cache::before_fork()
+{
+	if (cfg_.purge_on_fork && !forked_.load()) {
+		int n = flush();
+		// flush() counted them as evictions; they are fork purges.
+		StatsSlot::add(stats_->raw()->evictions, -n);
+		StatsSlot::add(stats_->raw()->invalidations[HMEMREG_INVAL_FORK], n);
+	}
+	lock_.lock(); // no thread may be inside the cache at fork()
+}
+
+void Cache::after_fork_parent()
+{
+	lock_.unlock();
+}
+
+void Cache::after_fork_child()
+{
+	// Registrations belong to the parent: forget them without touching the
+	// registrar, keep the Entry objects so a stale put is recognised.
+	parent_.merge(index_);
+	parent_.merge(orphans_);
+	parent_.merge(dead_);
+	lru_head_ = lru_tail_ = nullptr;
+	count_ = bytes_ = orphan_count_ = orphan_bytes_ = dead_count_ = dead_bytes_ = 0;
+	memo_gen_.fetch_add(1);
+	dead_pending_.store(0);
+	forked_.store(1);
+	pending_ = &kZeroWord; // the monitor's thread did not survive fork
+	// Counters now describe this process: private slot (the shared one is the parent's).
+	// Deliberately not destroyed: its destructor would free the parent's
+	// slot in the still-shared mapping.
+	(void)stats_.release();
+	stats_ = StatsSlot::acquire(false, cfg_.name);
+	lock_.unlock();
+}
+
+} // namespace hmemreg::mr

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+// hmemreg::mr::Cache: the registration cache core (C++ interface used by the
+// transfer engine and wrapped by the C API in hmemreg/cache.h).
+//
+// Usage (engine):
+//   auto reg = std::make_unique<mr::FabricRegistrar>(domain);   // fid_domain*
+//   hmemreg_cache_config cfg; hmemreg_cache_config_init(&cfg);   // env defaults
+//   std::unique_ptr<mr::Cache> cache;
+//   int rc = mr::Cache::create(std::move(reg), cfg, cache);
+//   mr::Request rq; rq.addr = buf; rq.len = n;                   // host memory
+//   mr::Entry *e; rc = cache->get(rq, e);                        // 0 or -HMEMREG_E*
+//   ... use e->reg.desc / e->reg.key / e->reg.handle (struct fid_mr *) ...
+//   cache->put(e);                                               // after completion
+// or with RAII: mr::Ref ref; rc = cache->get(rq, ref); ref.desc() ...
+//
+// Index: per (memory kind, device) an ordered map of registered ranges that
+// are pairwise non-nested (libfabric's invariant). Sorted by start they are
+// also sorted by end, so "who covers [s, e)" is one search: the last entry
+// starting at or before s. A miss that covers smaller entries replaces them
+// (they leave the index at once; in-use ones are released at their last
+// put). Ranges are never merged across allocations.
+//
+// Hit path: a read lock that writes only to the thread's own cache line, a
+// direct-mapped memo of recent lookups (validated against the entry, so a
+// racy memo slot can only miss, never lie), one atomic increment of the
+// entry's count, and one load of its generation word. The LRU is ordered by
+// the cache clock at release (puts store it; the evictor fixes positions
+// lazily), so neither get nor put touches a shared list.
+//
+// Locking rule: nothing that can allocate, free, unmap, register or block on
+// a monitor runs under lock_ (uffd holds an unmapping thread until its event
+// is read; a monitor callback needs lock_). Index nodes are allocated
+// before taking it and destroyed after releasing it (std::map node handles).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "hmemreg/cache.h"
+#include "mrcache/entry.hpp"
+#include "mrcache/monitor.hpp"
+#include "mrcache/reader_lock.hpp"
+#include "mrcache/registrar.hpp"
+#include "mrcache/stats_block.hpp"
+
+namespace hmemreg::mr {
+
+class Cache;
+
+// RAII reference: puts on destruction.
+class Ref {
+public:
+	Ref() = default;
+	Ref(Cache *c, Entry *e) : c_(c), e_(e) {}
+	Ref(Ref &&o) noexcept : c_(o.c_), e_(o.e_) { o.e_ = nullptr; }
+	Ref &operator=(Ref &&o) noexcept;
+	Ref(const Ref &) = delete;
+	Ref &operator=(const Ref &) = delete;
+	~Ref() { reset(); }
+	void reset();
+	explicit operator bool() const { return e_ != nullptr; }
+	Entry *entry() const { return e_; }
+	void *desc() const { return e_->reg.desc; }
+	uint64_t key() const { return e_->reg.key; }
+	void *handle() const { return e_->reg.handle; }
+	Range range() const { return e_->range; }
+
+private:
+	Cache *c_ = nullptr;
+	Entry *e_ = nullptr;
+};
+
+class Cache {
+public:
+	// cfg as filled by hmemreg_cache_config_init(). The monitor is chosen
+	// from cfg.monitor. 0, -HMEMREG_EINVAL, -HMEMREG_ENOTSUP, -HMEMREG_ENOMEM.
+	static int create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_config &cfg,
+			  std::unique_ptr<Cache> &out);
+	// Same with a monitor supplied by the caller (tests).
+	static int create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_config &cfg,
+			  std::shared_ptr<Monitor> monitor, std::unique_ptr<Cache> &out);
+	// Deregisters everything, in use or not (a held Entry* is then invalid).
+	~Cache();
+	Cache(const Cache &) = delete;
+	Cache &operator=(const Cache &) = delete;
+
+	// A registration covering the request, referenced. 0 or -HMEMREG_E*.
+	int get(const Request &req, Entry *&out);
+	int get(const Request &req, Ref &out);
+	// Release one reference. 0; -HMEMREG_EINVAL (null, not ours, count
+	// already 0); -HMEMREG_ESTALE (taken in the parent before fork).
+	int put(Entry *e);
+
+	// Drop entries of iface overlapping [start, end) (all devices).
+	// Returns how many left the index.
+	int invalidate(Iface iface, uintptr_t start, uintptr_t end, Cause cause = Cause::explicit_call);
+	// Deregister all unused entries now; returns how many.
+	int flush();
+	// References held right now (cached or not).
+	uint64_t in_use() const;
+
+	void stats(hmemreg_cache_stats &out) const { stats_->snapshot(out); }
+	hmemreg_monitor monitor_kind() const { return monitor_->kind(); }
+	Registrar &registrar() { return *registrar_; }
+	const hmemreg_cache_config &config() const { return cfg_; }
+
+	// Device memory kinds (CUDA issue): entries of `iface` are watched and
+	// validated by this monitor; without one they are registered uncached.
+	void set_device_monitor(Iface iface, std::shared_ptr<Monitor> m);
+
+	// ---- for monitors ----
+	// Called from monitor context (a monitor thread, or sync()): unlinks
+	// overlapping entries; deregistration waits for the next cache call.
+	void notify(Iface iface, uintptr_t start, uintptr_t end, Cause cause);
+	// Find the cached entry a watch was armed for and drop it.
+	void notify_entry(uintptr_t start, uint64_t serial, Cause cause);
+	// Drop every entry whose generation word moved (lost events).
+	void revalidate(Cause cause);
+	void count_events(uint64_t n) { StatsSlot::add(stats_->raw()->monitor_events, static_cast<int64_t>(n)); }
+
+	// fork(): see hmemreg/cache.h.
+	void before_fork();
+	void after_fork_parent();
+	void after_fork_child();
+
+private:
+	struct Key {
+		uint32_t iface;
+		uint64_t device;
+		uintptr_t start;
+		uint64_t serial;
+		auto operator<=>(const Key &) const = default;
+	};
+	using Index = std::map<Key, std::unique_ptr<Entry>>;
+	using Node = Index::node_type;
+
+	struct alignas(16) MemoSlot {
+		std::atomic<uint64_t> gen{~0ULL};
+		std::atomic<Entry *> entry{nullptr};
+	};
+
+	Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m);
+
+	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e);
+	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
+	int miss(const Request &req, Entry *&out);
+	int register_uncached(const Request &req, Entry *&out);
+	int do_register(const Request &req, Range r, Registration &out);
+	Node make_node(const Request &req, Range r);
+	void unlink_locked(Index::iterator it, Cause cause);
+	int unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause, bool nested_only);
+	Entry *lru_pick_locked();
+	void lru_remove_locked(Entry *e);
+	void lru_append_locked(Entry *e, uint64_t stamp);
+	void release_orphan(Entry *e);
+	void reap();
+	void release_nodes(Index &nodes);
+	void sync_monitor();
+	void publish_gauges_locked();
+	uint64_t in_use_locked() const;
+	Monitor *monitor_for(Iface iface) const;
+	size_t memo_index(Iface iface, uint64_t device, uintptr_t s) const;
+
+	hmemreg_cache_config cfg_;
+	std::unique_ptr<Registrar> registrar_;
+	std::shared_ptr<Monitor> monitor_;
+	std::shared_ptr<Monitor> device_monitors_[HMEMREG_IFACE_MAX];
+	std::unique_ptr<StatsSlot> stats_;
+	const std::atomic<uint64_t> *pending_; // monitor's pending word, or a zero
+
+	// Read-mostly words checked on every get.
+	alignas(64) std::atomic<uint64_t> memo_gen_{0};  // bumped when an entry leaves the index
+	std::atomic<uint64_t> clock_{1};                 // LRU clock, ticks on cache changes
+	std::atomic<uint32_t> dead_pending_{0};          // dead_ has entries to deregister
+	std::atomic<uint32_t> forked_{0};                // this is a fork child: cache nothing
+	std::vector<MemoSlot> memo_;
+	uint64_t memo_mask_ = 0;
+
+	// Everything below is guarded by lock_ (write side) except where noted.
+	alignas(64) ReaderLock lock_;
+	Index index_;   // cached entries (read under the read side)
+	Index orphans_; // in use, not in the index; released at the last put
+	Index dead_;    // unused, to be deregistered outside the lock
+	Index parent_;  // after fork: the parent's entries, never touched again
+	Entry *lru_head_ = nullptr, *lru_tail_ = nullptr;
+	uint64_t count_ = 0, bytes_ = 0;
+	uint64_t orphan_count_ = 0, orphan_bytes_ = 0, dead_count_ = 0, dead_bytes_ = 0;
+	std::atomic<uint64_t> notify_seq_{0}; // bumped by every notify/invalidate
+	std::atomic<uint64_t> next_serial_{1};
+	pid_t pid_;
+};
+
+} // namespace hmemreg::mr

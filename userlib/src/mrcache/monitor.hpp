@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+// Monitor: how a cache learns that memory behind its entries went away.
+// Implementations: KmodMonitor (hmemreg.ko watches + generation words),
+// UffdMonitor (userfaultfd events), NoneMonitor (the caller invalidates).
+// Device memory kinds plug in their own (the CUDA buffer-id monitor) with
+// Cache::set_device_monitor().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "hmemreg/cache.h"
+#include "mrcache/entry.hpp"
+
+namespace hmemreg::mr {
+
+class Cache;
+
+class Monitor {
+public:
+	virtual ~Monitor() = default;
+	virtual hmemreg_monitor kind() const = 0;
+	virtual const char *name() const = 0;
+
+	// A cache starts/stops using this monitor. detach() returns only once
+	// no callback into that cache is running or will run.
+	virtual int attach(Cache &) { return 0; }
+	virtual void detach(Cache &) noexcept {}
+
+	// Watch e.range before e becomes visible (may set e.gen_word/e.gen and
+	// e.validate). 0: watched; negative: cannot watch, e is kept uncached.
+	// Called without cache locks.
+	virtual int subscribe(Entry &e) = 0;
+	// e is being released (no cache lock held): drop its watch if any.
+	virtual void unsubscribe(Entry &) noexcept {}
+
+	// Non-null: the cache calls sync() before a lookup while *pending_word()
+	// is non-zero (uffd: an event is being applied; kmod: events queued).
+	const std::atomic<uint64_t> *pending_word() const { return pending_; }
+	virtual void sync(Cache &) {}
+
+	// Per-hit check for entries with e.validate set (device buffer ids).
+	// Called after the entry was referenced, without cache locks.
+	virtual bool valid(const Entry &) { return true; }
+
+protected:
+	const std::atomic<uint64_t> *pending_ = nullptr;
+};
+
+// The caller manages lifetimes: everything is watched, nothing fires.
+class NoneMonitor final : public Monitor {
+public:
+	hmemreg_monitor kind() const override { return HMEMREG_MONITOR_NONE; }
+	const char *name() const override { return "none"; }
+	int subscribe(Entry &) override { return 0; }
+};
+
+// Nothing usable here: nothing can be watched, so nothing is cached.
+class UnavailableMonitor final : public Monitor {
+public:
+	hmemreg_monitor kind() const override { return HMEMREG_MONITOR_UNAVAILABLE; }
+	const char *name() const override { return "unavailable"; }
+	int subscribe(Entry &) override { return -HMEMREG_ENOTSUP; }
+};
+
+} // namespace hmemreg::mr

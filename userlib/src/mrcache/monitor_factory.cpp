@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+#include <cstdio>
+#include <mutex>
+
+#include "hmemreg/hmemreg.h"
+#include "mrcache/kmod_monitor.hpp"
+#include "mrcache/monitor_factory.hpp"
+#include "mrcache/uffd_monitor.hpp"
+
+namespace hmemreg::mr {
+
+int make_monitor(hmemreg_monitor kind, std::shared_ptr<Monitor> &out)
+{
+	switch (kind) {
+	case HMEMREG_MONITOR_NONE:
+		out = std::make_shared<NoneMonitor>();
+		return 0;
+	case HMEMREG_MONITOR_KMOD:
+		return KmodMonitor::open(out);
+	case HMEMREG_MONITOR_UFFD:
+		return UffdMonitor::instance(out);
+	case HMEMREG_MONITOR_AUTO: {
+		int krc = KmodMonitor::open(out);
+		if (krc == 0)
+			return 0;
+		int urc = UffdMonitor::instance(out);
+		if (urc == 0)
+			return 0;
+		static std::once_flag once;
+		std::call_once(once, [&] {
+			std::fprintf(stderr,
+				     "hmemreg: no memory monitor: hmemreg.ko: %s; userfaultfd: %s. "
+				     "Registrations will not be cached (set HMEMREG_MR_CACHE_MONITOR=none "
+				     "to cache and invalidate explicitly).\n",
+				     hmemreg_strerror(krc), UffdMonitor::unavailable_reason());
+		});
+		out = std::make_shared<UnavailableMonitor>();
+		return 0;
+	}
+	default:
+		return -HMEMREG_EINVAL;
+	}
+}
+
+} // namespace hmemreg::mr

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: MIT
+// Creates /dev/shm/hmemreg-stats.<pid> at the first cache, hands out slots,
+// and removes the file when the process exits normally. Stale files of
+// crashed processes are recognised by readers (hmemreg_stats_block_check).
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hmemreg/hmemreg.h"
+#include "mrcache/stats_block.hpp"
+
+namespace hmemreg::mr {
+
+namespace {
+
+// /proc/<pid>/stat field 22 (start time in clock ticks since boot); 0 if unreadable.
+uint64_t process_start_time(pid_t pid)
+{
+	char path[64], buf[1024];
+	std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+	FILE *f = std::fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+	std::fclose(f);
+	buf[n] = 0;
+	const char *p = std::strrchr(buf, ')'); // comm may contain spaces
+	if (!p)
+		return 0;
+	unsigned long long v = 0;
+	// After ")": field 3 (state) ... field 22 (starttime) = 20th token.
+	int field = 2;
+	for (const char *q = p + 1; *q; q++) {
+		if (*q == ' ') {
+			field++;
+			if (field == 22) {
+				std::sscanf(q + 1, "%llu", &v);
+				break;
+			}
+		}
+	}
+	return v;
+}
+
+void read_boot_id(char *out, size_t n)
+{
+	std::memset(out, 0, n);
+	FILE *f = std::fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (!f)
+		return;
+	if (std::fgets(out, static_cast<int>(n), f))
+		out[std::strcspn(out, "\n")] = 0;
+	std::fclose(f);
+}
+
+struct SharedBlock {
+	std::mutex mu;
+	hmemreg_stats_block *block = nullptr;
+	pid_t owner = 0; // pid that created it (a fork child makes its own)
+	char name[64] = {};
+	std::atomic<uint32_t> next_id{1};
+
+	hmemreg_stats_block *get()
+	{
+		pid_t me = ::getpid();
+		if (block && owner == me)
+			return block;
+		block = nullptr; // inherited from the parent: not ours to write
+		std::snprintf(name, sizeof(name), HMEMREG_STATS_SHM_PREFIX "%d", static_cast<int>(me));
+		int fd = ::shm_open(name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return nullptr;
+		size_t len = sizeof(hmemreg_stats_block);
+		void *p = MAP_FAILED;
+		if (::ftruncate(fd, static_cast<off_t>(len)) == 0)
+			p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		::close(fd);
+		if (p == MAP_FAILED) {
+			::shm_unlink(name);
+			return nullptr;
+		}
+		auto *b = static_cast<hmemreg_stats_block *>(p);
+		b->version = HMEMREG_STATS_VERSION;
+		b->block_size = static_cast<uint32_t>(len);
+		b->pid = me;
+		b->max_caches = HMEMREG_STATS_MAX_CACHES;
+		b->start_time = process_start_time(me);
+		read_boot_id(b->boot_id, sizeof(b->boot_id));
+		std::atomic_ref<uint64_t>(b->magic).store(HMEMREG_STATS_MAGIC, std::memory_order_release);
+		block = b;
+		owner = me;
+		return block;
+	}
+
+	~SharedBlock()
+	{
+		if (block && owner == ::getpid())
+			::shm_unlink(name);
+	}
+};
+
+SharedBlock &shared()
+{
+	static SharedBlock s;
+	return s;
+}
+
+} // namespace
+
+std::unique_ptr<StatsSlot> StatsSlot::acquire(bool publish, const char *name)
+{
+	hmemreg_stats_cache *slot = nullptr;
+	uint32_t id = shared().next_id.fetch_add(1);
+	if (publish) {
+		SharedBlock &sb = shared();
+		std::lock_guard g(sb.mu);
+		if (hmemreg_stats_block *b = sb.get()) {
+			for (auto &c : b->caches) {
+				std::atomic_ref<uint32_t> st(c.state);
+				if (st.load() == 0) {
+					std::memset(&c, 0, sizeof(c));
+					slot = &c;
+					break;
+				}
+			}
+		}
+	}
+	bool is_shared = slot != nullptr;
+	if (!slot)
+		slot = new hmemreg_stats_cache{};
+	auto out = std::make_unique<StatsSlot>(slot, is_shared);
+	slot->id = id;
+	out->set_label(slot->name, sizeof(slot->name), name);
+	return out;
+}
+
+void StatsSlot::set_label(char *dst, size_t n, const char *src)
+{
+	std::memset(dst, 0, n);
+	if (src)
+		std::strncpy(dst, src, n - 1);
+}
+
+StatsSlot::~StatsSlot()
+{
+	if (shared_) {
+		std::atomic_ref<uint32_t>(s_->state).store(0, std::memory_order_release);
+	} else {
+		delete s_; // private slot allocated in acquire()
+	}
+}
+
+} // namespace hmemreg::mr
+
+extern "C" void hmemreg_stats_sum(const struct hmemreg_stats_cache *s, struct hmemreg_cache_stats *o)
+{
+	if (!s || !o)
+		return;
+	auto ld = [](const uint64_t &f) {
+		return std::atomic_ref<uint64_t>(const_cast<uint64_t &>(f)).load(std::memory_order_relaxed);
+	};
+	std::memset(o, 0, sizeof(*o));
+	for (unsigned i = 0; i < HMEMREG_STATS_HIT_SHARDS; i++)
+		o->hits += ld(s->hits[8 * i]);
+	o->misses = ld(s->misses);
+	o->entries = ld(s->entries);
+	o->bytes = ld(s->bytes);
+	o->uncached = ld(s->uncached);
+	o->uncached_bytes = ld(s->uncached_bytes);
+	o->dead = ld(s->dead);
+	o->dead_bytes = ld(s->dead_bytes);
+	o->registrations = ld(s->registrations);
+	o->registration_ns = ld(s->registration_ns);
+	o->registration_failures = ld(s->registration_failures);
+	o->deregistrations = ld(s->deregistrations);
+	o->uncached_registrations = ld(s->uncached_registrations);
+	o->evictions = ld(s->evictions);
+	o->monitor_events = ld(s->monitor_events);
+	o->races = ld(s->races);
+	for (unsigned i = 0; i < HMEMREG_INVAL_MAX; i++)
+		o->invalidations[i] = ld(s->invalidations[i]);
+	std::memcpy(o->monitor, s->monitor, sizeof(o->monitor));
+	std::memcpy(o->registrar, s->registrar, sizeof(o->registrar));
+	o->monitor[sizeof(o->monitor) - 1] = 0;
+	o->registrar[sizeof(o->registrar) - 1] = 0;
+}
+
+extern "C" int hmemreg_stats_block_check(const struct hmemreg_stats_block *b, size_t len)
+{
+	if (!b || len < offsetof(hmemreg_stats_block, caches))
+		return -HMEMREG_EINVAL;
+	if (b->magic != HMEMREG_STATS_MAGIC || b->version != HMEMREG_STATS_VERSION ||
+	    b->block_size < sizeof(hmemreg_stats_block) || len < sizeof(hmemreg_stats_block))
+		return -HMEMREG_EABI;
+	char boot[40];
+	hmemreg::mr::read_boot_id(boot, sizeof(boot));
+	if (std::strncmp(boot, b->boot_id, sizeof(boot)) != 0)
+		return -HMEMREG_ESTALE;
+	if (b->pid <= 0 || (::kill(b->pid, 0) != 0 && errno == ESRCH))
+		return -HMEMREG_ESTALE;
+	uint64_t st = hmemreg::mr::process_start_time(b->pid);
+	if (st == 0 || st != b->start_time)
+		return -HMEMREG_ESTALE;
+	return 0;
+}

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+// The per-process shared-memory stats block (layout: hmemreg/stats.h).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "hmemreg/stats.h"
+
+namespace hmemreg::mr {
+
+// A cache's counters. Lives in the shared block when one is published,
+// else in private memory; either way updated the same way.
+class StatsSlot {
+public:
+	explicit StatsSlot(hmemreg_stats_cache *s, bool shared) : s_(s), shared_(shared) {}
+	~StatsSlot();
+	StatsSlot(const StatsSlot &) = delete;
+	StatsSlot &operator=(const StatsSlot &) = delete;
+
+	static std::unique_ptr<StatsSlot> acquire(bool publish, const char *name);
+
+	hmemreg_stats_cache *raw() { return s_; }
+	static void add(uint64_t &field, int64_t v)
+	{
+		std::atomic_ref<uint64_t>(field).fetch_add(static_cast<uint64_t>(v), std::memory_order_relaxed);
+	}
+	static void set(uint64_t &field, uint64_t v) { std::atomic_ref<uint64_t>(field).store(v, std::memory_order_relaxed); }
+	void hit(uint32_t shard)
+	{
+		uint64_t &h = s_->hits[8 * (shard % HMEMREG_STATS_HIT_SHARDS)];
+		std::atomic_ref<uint64_t> a(h);
+		if (shard < HMEMREG_STATS_HIT_SHARDS) // this thread owns the shard
+			a.store(a.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+		else
+			a.fetch_add(1, std::memory_order_relaxed);
+	}
+	void set_label(char *dst, size_t n, const char *src);
+	void snapshot(hmemreg_cache_stats &out) const { hmemreg_stats_sum(s_, &out); }
+
+private:
+	hmemreg_stats_cache *s_;
+	bool shared_;
+};
+
+} // namespace hmemreg::mr

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: MIT
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "hmemreg/hmemreg.h"
+#include "mrcache/cache.hpp"
+#include "mrcache/uffd_monitor.hpp"
+
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+
+namespace hmemreg::mr {
+
+namespace {
+
+std::mutex g_mu;
+std::weak_ptr<UffdMonitor> g_instance;
+pid_t g_instance_pid;
+const char *g_reason = "not tried";
+
+int open_uffd()
+{
+	// User-mode-only handling is allowed unprivileged since 5.11 (we never
+	// handle faults anyway); then the plain syscall; then /dev/userfaultfd.
+	int fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
+	if (fd < 0 && errno == EINVAL)
+		fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+	if (fd < 0) {
+		int dev = ::open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+		if (dev >= 0) {
+#ifdef USERFAULTFD_IOC_NEW
+			fd = ::ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+#endif
+			::close(dev);
+		}
+	}
+	if (fd < 0) {
+		g_reason = errno == EPERM ? "not permitted (vm.unprivileged_userfaultfd=0 and no access to /dev/userfaultfd)"
+					  : "userfaultfd() failed";
+		return -1;
+	}
+	uffdio_api api{};
+	api.api = UFFD_API;
+	api.features = UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_REMAP;
+	if (::ioctl(fd, UFFDIO_API, &api) != 0) {
+		g_reason = "kernel lacks userfaultfd unmap/remove/remap events";
+		::close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+} // namespace
+
+const char *UffdMonitor::unavailable_reason()
+{
+	return g_reason;
+}
+
+int UffdMonitor::instance(std::shared_ptr<Monitor> &out)
+{
+	std::lock_guard g(g_mu);
+	auto cur = g_instance.lock();
+	if (cur && g_instance_pid == ::getpid()) {
+		out = cur;
+		return 0;
+	}
+	int fd = open_uffd();
+	if (fd < 0)
+		return -HMEMREG_ENOTSUP;
+	int ev = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ev < 0) {
+		::close(fd);
+		return -HMEMREG_ESYS;
+	}
+	auto m = std::make_shared<UffdMonitor>(UniqueFd(fd), UniqueFd(ev));
+	g_instance = m;
+	g_instance_pid = ::getpid();
+	out = m;
+	return 0;
+}
+
+UffdMonitor::UffdMonitor(UniqueFd uffd, UniqueFd stop) : uffd_(std::move(uffd)), stop_(std::move(stop))
+{
+	pending_ = &busy_;
+	thread_ = std::thread([this] { run(); });
+}
+
+UffdMonitor::~UffdMonitor()
+{
+	uint64_t one = 1;
+	if (::write(stop_.get(), &one, sizeof(one)) < 0) {
+		// eventfd write cannot fail short of a bug; the thread then never stops
+	}
+	if (thread_.joinable()) {
+		if (thread_.get_id() == std::this_thread::get_id())
+			thread_.detach();
+		else
+			thread_.join();
+	}
+}
+
+int UffdMonitor::attach(Cache &c)
+{
+	std::lock_guard g(cb_mu_);
+	for (auto &slot : caches_) {
+		if (!slot) {
+			slot = &c;
+			return 0;
+		}
+	}
+	return -HMEMREG_ENOMEM; // more caches than kMaxCaches in one process
+}
+
+void UffdMonitor::detach(Cache &c) noexcept
+{
+	std::lock_guard g(cb_mu_); // waits for a dispatch in progress
+	for (auto &slot : caches_)
+		if (slot == &c)
+			slot = nullptr;
+}
+
+int UffdMonitor::subscribe(Entry &e)
+{
+	if (e.iface != Iface::host)
+		return -HMEMREG_ENOTSUP;
+	uffdio_register r{};
+	r.range.start = e.range.start;
+	r.range.len = e.range.size();
+	r.mode = UFFDIO_REGISTER_MODE_WP;
+	// Registering an already registered range with the same uffd succeeds;
+	// ranges are never unregistered (another entry may share the VMA): the
+	// registration ends with the mapping or the monitor.
+	if (::ioctl(uffd_.get(), UFFDIO_REGISTER, &r) != 0)
+		return -HMEMREG_ENOTSUP; // unmapped, or memory uffd cannot watch
+	return 0;
+}
+
+void UffdMonitor::sync(Cache &)
+{
+	unsigned spins = 0;
+	while (busy_.load(std::memory_order_acquire)) {
+		if (++spins > 16)
+			sched_yield();
+	}
+}
+
+void UffdMonitor::dispatch(uintptr_t start, uintptr_t end, int cause)
+{
+	for (Cache *c : caches_) {
+		if (c) {
+			c->count_events(1);
+			c->notify(Iface::host, start, end, static_cast<Cause>(cause));
+		}
+	}
+}
+
+void UffdMonitor::run()
+{
+	uffd_msg msgs[32];
+	for (;;) {
+		pollfd p[2] = {{uffd_.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+		if (::poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		if (p[1].revents)
+			return;
+		// Raise busy before read(): the unmapper is released by the read,
+		// and must find busy set until its range is invalidated.
+		busy_.store(1, std::memory_order_seq_cst);
+		for (;;) {
+			ssize_t n = ::read(uffd_.get(), msgs, sizeof(msgs));
+			if (n <= 0)
+				break;
+			std::lock_guard g(cb_mu_);
+			for (size_t i = 0; i < static_cast<size_t>(n) / sizeof(uffd_msg); i++) {
+				const uffd_msg &m = msgs[i];
+				switch (m.event) {
+				case UFFD_EVENT_UNMAP:
+					dispatch(m.arg.remove.start, m.arg.remove.end, HMEMREG_INVAL_UNMAP);
+					break;
+				case UFFD_EVENT_REMOVE:
+					dispatch(m.arg.remove.start, m.arg.remove.end, HMEMREG_INVAL_CLEAR);
+					break;
+				case UFFD_EVENT_REMAP:
+					dispatch(m.arg.remap.from, m.arg.remap.from + m.arg.remap.len, HMEMREG_INVAL_REMAP);
+					break;
+				default:
+					break;
+				}
+			}
+		}
+		busy_.store(0, std::memory_order_release);
+	}
+}
+
+} // namespace hmemreg::mr

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+// UffdMonitor: userfaultfd UNMAP/REMOVE/REMAP events for host memory.
+//
+// One per process (a VMA can be registered with one userfaultfd only), shared
+// by every cache that uses it. Ranges are registered in write-protect mode
+// without protecting anything, so no page fault is ever delivered to us:
+// only the events. The kernel holds the thread that unmaps until our thread
+// has read the event; the thread raises busy_ before reading, and gets wait
+// (sync) until busy_ drops, i.e. until the invalidation was applied. So a
+// munmap() that returned is always seen by the next get in any thread.
+// The thread never allocates or unmaps memory while dispatching.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "mrcache/monitor.hpp"
+#include "unique_fd.hpp"
+
+namespace hmemreg::mr {
+
+class UffdMonitor final : public Monitor {
+public:
+	static int instance(std::shared_ptr<Monitor> &out);
+	static const char *unavailable_reason();
+	~UffdMonitor() override;
+
+	hmemreg_monitor kind() const override { return HMEMREG_MONITOR_UFFD; }
+	const char *name() const override { return "uffd"; }
+	int attach(Cache &c) override;
+	void detach(Cache &c) noexcept override;
+	int subscribe(Entry &e) override;
+	void sync(Cache &c) override;
+
+	UffdMonitor(UniqueFd uffd, UniqueFd stop);
+
+private:
+	void run();
+	void dispatch(uintptr_t start, uintptr_t end, int cause);
+
+	static constexpr unsigned kMaxCaches = 64;
+	UniqueFd uffd_, stop_;
+	std::atomic<uint64_t> busy_{0};
+	std::mutex cb_mu_; // guards caches_ against dispatch
+	std::array<Cache *, kMaxCaches> caches_{};
+	std::thread thread_;
+};
+
+} // namespace hmemreg::mr
