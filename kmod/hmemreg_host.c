@@ -98,11 +98,27 @@ static void hmemreg_host_unmap(void *priv, struct device *dev,
 	hmemreg_pages_unmap(dev, sgt, dir);
 }
 
+/*
+ * Anonymous pages cannot be inserted into another mapping as pages
+ * (vm_insert_page() refuses them), so map them by pfn: they stay pinned
+ * for as long as the dma-buf lives, and the VMA holds the dma-buf.
+ */
 static int hmemreg_host_mmap(void *priv, struct vm_area_struct *vma)
 {
 	struct hmemreg_host *h = priv;
+	unsigned long first = vma->vm_pgoff, n = vma_pages(vma), i;
+	int ret;
 
-	return vm_map_pages(vma, h->pages, h->npages);
+	if (first > h->npages || n > h->npages - first)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		ret = remap_pfn_range(vma, vma->vm_start + (i << PAGE_SHIFT),
+				      page_to_pfn(h->pages[first + i]), PAGE_SIZE,
+				      vma->vm_page_prot);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 static void hmemreg_host_release(void *priv)

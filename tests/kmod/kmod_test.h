@@ -109,3 +109,78 @@ static inline void hm_assert_no_exports_of_self(void)
 
 	cr_assert_eq(n, 0, "%d exports of pid %d still in the ledger", n, getpid());
 }
+
+// Export [addr, addr + len) of this process; the DMA-BUF fd or -errno.
+static inline int hm_export_host(int fd, const void *addr, uint64_t len, uint32_t flags,
+				 uint64_t cookie, struct hmemreg_export *out)
+{
+	struct hmemreg_export e = {
+		.size = sizeof(e), .provider = HMEMREG_PROVIDER_HOST, .flags = flags,
+		.addr = (uintptr_t)addr, .len = len, .cookie = cookie,
+	};
+	int ret = hm_ioctl(fd, HMEMREG_IOC_EXPORT, &e);
+
+	if (out)
+		*out = e;
+	return ret ? ret : e.fd;
+}
+
+static inline int hm_export_dev(int fd, uint64_t handle, uint64_t off, uint64_t len,
+				uint32_t flags, struct hmemreg_export *out)
+{
+	struct hmemreg_export e = {
+		.size = sizeof(e), .provider = HMEMREG_PROVIDER_DEVMEM, .flags = flags,
+		.addr = off, .len = len, .handle = handle, .cookie = handle,
+	};
+	int ret = hm_ioctl(fd, HMEMREG_IOC_EXPORT, &e);
+
+	if (out)
+		*out = e;
+	return ret ? ret : e.fd;
+}
+
+// A devmem handle, or -errno.
+static inline int64_t hm_dev_alloc(int fd, uint64_t len)
+{
+	struct hmemreg_devmem_alloc a = { .size = sizeof(a), .len = len };
+	int ret = hm_ioctl(fd, HMEMREG_IOC_DEVMEM_ALLOC, &a);
+
+	return ret ? ret : (int64_t)a.handle;
+}
+
+static inline int hm_dev_free(int fd, uint64_t handle)
+{
+	struct hmemreg_devmem_free f = { .size = sizeof(f), .handle = handle };
+
+	return hm_ioctl(fd, HMEMREG_IOC_DEVMEM_FREE, &f);
+}
+
+static inline uint64_t hm_stat(int attr)
+{
+	struct ledger_stats st;
+
+	cr_assert_eq(ledger_stats(&st), 0, "ledger over netlink");
+	return st.v[attr];
+}
+
+// Every "live" counter of the ledger, for before/after comparisons.
+static const int hm_live_stats[] = {
+	HMEMREG_NLA_STAT_EXPORTS_LIVE, HMEMREG_NLA_STAT_EXPORTED_BYTES,
+	HMEMREG_NLA_STAT_ORPHANS_LIVE, HMEMREG_NLA_STAT_ATTACH_LIVE,
+	HMEMREG_NLA_STAT_PINS_LIVE, HMEMREG_NLA_STAT_MAPS_LIVE,
+	HMEMREG_NLA_STAT_HOST_PAGES_PINNED, HMEMREG_NLA_STAT_DEVMEM_USED_BYTES,
+	HMEMREG_NLA_STAT_DEVMEM_HANDLES_LIVE, HMEMREG_NLA_STAT_WATCHES_LIVE,
+	HMEMREG_NLA_STAT_USER_MMAPS_LIVE,
+};
+
+// The suites run one test at a time (tests/vm.d/10-kmod.sh): when a test
+// has closed everything, every live counter must be zero.
+static inline void hm_assert_ledger_idle(void)
+{
+	struct ledger_stats st;
+
+	cr_assert_eq(ledger_stats(&st), 0);
+	for (unsigned i = 0; i < sizeof(hm_live_stats) / sizeof(hm_live_stats[0]); i++)
+		cr_assert_eq(st.v[hm_live_stats[i]], 0, "ledger attribute %d is %llu, want 0",
+			     hm_live_stats[i], (unsigned long long)st.v[hm_live_stats[i]]);
+}

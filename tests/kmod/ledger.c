@@ -156,3 +156,31 @@ int ledger_count_exports(uint32_t pid)
 	}
 	return n;
 }
+
+static int ignore_cb(struct nl_msg *msg, void *arg)
+{
+	(void)msg;
+	(void)arg;
+	return NL_OK;
+}
+
+int ledger_raw_request(int cmd, int dump)
+{
+	struct nl_sock *sk;
+	struct nl_msg *msg;
+	int family, ret;
+
+	sk = ledger_connect(&family);
+	if (!sk)
+		return -ENOENT;
+	msg = nlmsg_alloc();
+	genlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, family, 0, dump ? NLM_F_DUMP : 0, cmd,
+		    HMEMREG_GENL_VERSION);
+	nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, ignore_cb, NULL);
+	ret = nl_send_auto(sk, msg);
+	nlmsg_free(msg);
+	if (ret >= 0)
+		ret = nl_recvmsgs_default(sk);
+	nl_socket_free(sk);
+	return ret < 0 ? ret : 0;
+}

@@ -6,15 +6,20 @@ set -e
 . "$(dirname "$0")/../lib.sh"
 require_vm
 kmod_load max_watches=1024 ring_events=256 devmem_mb=32
+insmod "$HMEMREG_TOP/tests/kmod/importer/hmemreg_importer.ko"
 bad=0
-for b in "$HMEMREG_BUILD"/tests/kmod/test_kmod_*; do
+# HMEMREG_KMOD_SUITES (a glob) narrows the run while developing.
+for b in "$HMEMREG_BUILD"/tests/kmod/${HMEMREG_KMOD_SUITES:-test_kmod_*}; do
 	[ -x "$b" ] || continue
 	echo "---- $(basename "$b")"
 	# One test at a time: some read global ledger counters.
 	"$b" --jobs 1 || bad=$((bad + 1))
 done
-echo "---- ledger after all suites"
+echo "---- ledger after all suites (netlink; must be idle)"
+"$HMEMREG_BUILD/tests/kmod/hmemreg_ledger_dump" --idle || bad=$((bad + 1))
+echo "---- debugfs summary"
 cat /sys/kernel/debug/hmemreg/summary
+rmmod hmemreg_importer
 kmod_unload
 [ ! -e /dev/hmemreg ] || { echo "/dev/hmemreg still present after rmmod"; exit 1; }
 exit $bad

@@ -79,6 +79,7 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 {
 	cfg_.name[sizeof(cfg_.name) - 1] = 0;
 	stats_ = StatsSlot::acquire(cfg_.publish_stats != 0, cfg_.name[0] ? cfg_.name : "cache");
+	id_ = stats_->raw()->id;
 	auto *s = stats_->raw();
 	stats_->set_label(s->monitor, sizeof(s->monitor), monitor_->name());
 	stats_->set_label(s->registrar, sizeof(s->registrar), registrar_->name());
@@ -87,13 +88,14 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 	s->max_entry_size = cfg_.max_entry_size;
 	std::atomic_ref<uint32_t>(s->state).store(1, std::memory_order_release);
 	pending_ = monitor_->pending_word() ? monitor_->pending_word() : &kZeroWord;
-	// Memo: about two slots per entry allowed, 64 .. 64Ki slots.
-	uint64_t want = cfg_.max_count ? cfg_.max_count * 2 : 64;
+	// Memo: one 2-way set per entry allowed (rounded up), 64 .. 64Ki sets
+	// (32 bytes each: at most 2 MiB).
+	uint64_t want = cfg_.max_count ? cfg_.max_count : 64;
 	uint64_t n = 64;
 	while (n < want && n < (1ULL << 16))
 		n <<= 1;
-	memo_ = std::vector<MemoSlot>(n);
-	memo_mask_ = n - 1;
+	memo_ = HugeArray<MemoSet>(n);
+	memo_shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(n));
 }
 
 Cache::~Cache()
@@ -135,17 +137,25 @@ Monitor *Cache::monitor_for(Iface iface) const
 
 size_t Cache::memo_index(Iface iface, uint64_t device, uintptr_t s) const
 {
+	// Page number and key through a 64-bit finalizer (multiplicative hashing
+	// alone clusters strided addresses, which is how buffers are laid out).
 	uint64_t h = (s >> 12) ^ (static_cast<uint64_t>(iface) << 56) ^ (device << 48);
-	h *= 0x9E3779B97F4A7C15ULL;
-	return static_cast<size_t>((h >> 32) & memo_mask_);
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return static_cast<size_t>(h >> memo_shift_);
 }
 
 Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e)
 {
 	ReadGuard g(lock_);
 	uint64_t gen = memo_gen_.load(std::memory_order_acquire);
-	MemoSlot &slot = memo_[memo_index(req.iface, req.device, s)];
-	if (slot.gen.load(std::memory_order_acquire) == gen) {
+	MemoSet &set = memo_[memo_index(req.iface, req.device, s)];
+	for (MemoSlot &slot : set.way) {
+		if (slot.gen.load(std::memory_order_acquire) != gen)
+			continue;
 		Entry *c = slot.entry.load(std::memory_order_relaxed);
 		// Any live entry that covers the request is a correct answer.
 		if (c && c->iface == req.iface && c->device == req.device && c->range.covers(s, e)) {
@@ -157,8 +167,15 @@ Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e)
 	if (!c)
 		return nullptr;
 	c->state.fetch_add(1, std::memory_order_relaxed);
-	slot.entry.store(c, std::memory_order_relaxed);
-	slot.gen.store(gen, std::memory_order_release);
+	// Most recent first: the older way moves down, the new one goes in way 0.
+	// Concurrent fills may interleave; every pointer stored is live in
+	// this generation, and readers check what they find.
+	if (set.way[0].gen.load(std::memory_order_relaxed) == gen) {
+		set.way[1].entry.store(set.way[0].entry.load(std::memory_order_relaxed), std::memory_order_relaxed);
+		set.way[1].gen.store(gen, std::memory_order_release);
+	}
+	set.way[0].entry.store(c, std::memory_order_relaxed);
+	set.way[0].gen.store(gen, std::memory_order_release);
 	return c;
 }
 
@@ -232,9 +249,9 @@ int Cache::get(const Request &req, Ref &out)
 
 int Cache::put(Entry *e)
 {
-	if (!e || e->magic != kEntryMagic || e->cache != this)
+	if (!e || e->owner != id_ || e->magic != kEntryMagic)
 		return -HMEMREG_EINVAL;
-	if (forked_.load(std::memory_order_relaxed) && e->pid != ::getpid()) [[unlikely]]
+	if (forked_.load(std::memory_order_relaxed) && e->pid != pid_) [[unlikely]]
 		return -HMEMREG_ESTALE;
 	e->last_use.store(clock_.load(std::memory_order_relaxed), std::memory_order_relaxed);
 	uint64_t old = e->state.fetch_sub(1, std::memory_order_acq_rel);
@@ -269,12 +286,13 @@ uint64_t Cache::in_use_locked() const
 
 Cache::Node Cache::make_node(const Request &req, Range r)
 {
-	auto e = std::make_unique<Entry>();
+	EntryPtr e = pool_.make();
 	e->range = r;
 	e->iface = req.iface;
 	e->device = req.device;
 	e->cache = this;
-	e->pid = ::getpid();
+	e->owner = id_;
+	e->pid = pid_; // getpid() is a system call; pid_ is reset in a fork child
 	e->serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
 	e->req = req;
 	Index tmp; // allocate the map node here, outside lock_
@@ -357,7 +375,7 @@ int Cache::miss(const Request &req, Entry *&out)
 		out = other;
 		return 0;
 	}
-	bool cache_it = e->watched && notify_seq_.load(std::memory_order_acquire) == seq0;
+	bool cache_it = e->watched && !raced_locked(seq0, req.iface, r);
 	if (cache_it) {
 		unlink_overlapping_locked(req.iface, r.start, r.end, Cause::replaced, true);
 		while (count_ + 1 > cfg_.max_count || bytes_ + r.size() > cfg_.max_size) {
@@ -511,10 +529,31 @@ int Cache::unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Caus
 	return n;
 }
 
+void Cache::note_invalidation_locked(Iface iface, uintptr_t s, uintptr_t e)
+{
+	uint64_t seq = notify_seq_.load(std::memory_order_relaxed) + 1;
+	recent_[seq % kRecent] = RecentRange{static_cast<uint32_t>(iface), s, e};
+	notify_seq_.store(seq, std::memory_order_release);
+}
+
+// Was [r) (or everything, if too much happened) invalidated since seq0?
+bool Cache::raced_locked(uint64_t seq0, Iface iface, Range r) const
+{
+	uint64_t cur = notify_seq_.load(std::memory_order_acquire);
+	if (cur - seq0 >= kRecent)
+		return cur != seq0;
+	for (uint64_t q = seq0 + 1; q <= cur; q++) {
+		const RecentRange &x = recent_[q % kRecent];
+		if (x.iface == static_cast<uint32_t>(iface) && r.overlaps(x.start, x.end))
+			return true;
+	}
+	return false;
+}
+
 void Cache::notify(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 {
 	lock_.lock();
-	notify_seq_.fetch_add(1, std::memory_order_release);
+	note_invalidation_locked(iface, s, e);
 	if (unlink_overlapping_locked(iface, s, e, cause, false))
 		clock_.fetch_add(1, std::memory_order_relaxed);
 	publish_gauges_locked();
@@ -524,10 +563,11 @@ void Cache::notify(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 void Cache::notify_entry(uintptr_t start, uint64_t serial, Cause cause)
 {
 	lock_.lock();
-	notify_seq_.fetch_add(1, std::memory_order_release);
 	auto it = index_.find(Key{static_cast<uint32_t>(Iface::host), 0, start, serial});
-	if (it != index_.end())
+	if (it != index_.end()) {
+		note_invalidation_locked(Iface::host, start, it->second->range.end);
 		unlink_locked(it, cause);
+	}
 	publish_gauges_locked();
 	lock_.unlock();
 }
@@ -535,7 +575,7 @@ void Cache::notify_entry(uintptr_t start, uint64_t serial, Cause cause)
 void Cache::revalidate(Cause cause)
 {
 	lock_.lock();
-	notify_seq_.fetch_add(1, std::memory_order_release);
+	note_invalidation_locked(Iface::host, 0, ~uintptr_t{0});
 	for (auto it = index_.begin(); it != index_.end();) {
 		auto nx = std::next(it);
 		Entry *e = it->second.get();
@@ -550,7 +590,7 @@ void Cache::revalidate(Cause cause)
 int Cache::invalidate(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 {
 	lock_.lock();
-	notify_seq_.fetch_add(1, std::memory_order_release);
+	note_invalidation_locked(iface, s, e);
 	int n = unlink_overlapping_locked(iface, s, e, cause, false);
 	publish_gauges_locked();
 	lock_.unlock();
@@ -661,6 +701,7 @@ void Cache::after_fork_child()
 	memo_gen_.fetch_add(1);
 	dead_pending_.store(0);
 	forked_.store(1);
+	pid_ = ::getpid();
 	pending_ = &kZeroWord; // the monitor's thread did not survive fork
 	// Counters now describe this process: private slot (the shared one is the parent's).
 	// Deliberately not destroyed: its destructor would free the parent's

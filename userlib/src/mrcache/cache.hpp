@@ -41,6 +41,8 @@
 
 #include "hmemreg/cache.h"
 #include "mrcache/entry.hpp"
+#include "mrcache/entry_pool.hpp"
+#include "mrcache/huge_array.hpp"
 #include "mrcache/monitor.hpp"
 #include "mrcache/reader_lock.hpp"
 #include "mrcache/registrar.hpp"
@@ -134,12 +136,15 @@ private:
 		uint64_t serial;
 		auto operator<=>(const Key &) const = default;
 	};
-	using Index = std::map<Key, std::unique_ptr<Entry>>;
+	using Index = std::map<Key, EntryPtr>;
 	using Node = Index::node_type;
 
-	struct alignas(16) MemoSlot {
+	struct MemoSlot {
 		std::atomic<uint64_t> gen{~0ULL};
 		std::atomic<Entry *> entry{nullptr};
+	};
+	struct alignas(32) MemoSet { // both ways in one cache line
+		MemoSlot way[2];
 	};
 
 	Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m);
@@ -176,8 +181,10 @@ private:
 	std::atomic<uint64_t> clock_{1};                 // LRU clock, ticks on cache changes
 	std::atomic<uint32_t> dead_pending_{0};          // dead_ has entries to deregister
 	std::atomic<uint32_t> forked_{0};                // this is a fork child: cache nothing
-	std::vector<MemoSlot> memo_;
-	uint64_t memo_mask_ = 0;
+	HugeArray<MemoSet> memo_;
+	unsigned memo_shift_ = 58;
+
+	EntryPool pool_; // declared before the indexes: destroyed after them
 
 	// Everything below is guarded by lock_ (write side) except where noted.
 	alignas(64) ReaderLock lock_;
@@ -189,8 +196,18 @@ private:
 	uint64_t count_ = 0, bytes_ = 0;
 	uint64_t orphan_count_ = 0, orphan_bytes_ = 0, dead_count_ = 0, dead_bytes_ = 0;
 	std::atomic<uint64_t> notify_seq_{0}; // bumped by every notify/invalidate
+	// The last kRecent invalidated ranges, by notify sequence: a miss that
+	// raced with an invalidation of its own range is not cached.
+	static constexpr unsigned kRecent = 64;
+	struct RecentRange {
+		uint32_t iface;
+		uintptr_t start, end;
+	} recent_[kRecent] = {};
+	void note_invalidation_locked(Iface iface, uintptr_t s, uintptr_t e);
+	bool raced_locked(uint64_t seq0, Iface iface, Range r) const;
 	std::atomic<uint64_t> next_serial_{1};
 	pid_t pid_;
+	uint32_t id_ = 0; // unique per process (Entry::owner)
 };
 
 } // namespace hmemreg::mr
