@@ -13,16 +13,21 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <memory>
 #include <thread>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hmemreg/stats.h"
 #include "nccl_abi.h"
 
 namespace np {
@@ -274,6 +279,46 @@ inline void *post_recv(const Plugin &p, void *rc, void *data, size_t n, int tag,
 		CHECK(Clock::now() < deadline);
 	}
 	return req;
+}
+
+// This process's registration caches (the engine keeps one per rail
+// domain), summed from the stats block they publish in /dev/shm.
+struct CacheTotals {
+	int caches = 0;
+	uint64_t hits = 0, misses = 0, registrations = 0, deregistrations = 0;
+	std::string monitor, registrar;
+};
+
+inline CacheTotals cache_totals()
+{
+	CacheTotals t;
+	char name[64];
+	std::snprintf(name, sizeof(name), "%s%d", HMEMREG_STATS_SHM_PREFIX, getpid());
+	int fd = shm_open(name, O_RDONLY, 0);
+	if (fd < 0)
+		return t;
+	struct stat st;
+	CHECK(fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= sizeof(hmemreg_stats_block));
+	void *m = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	CHECK(m != MAP_FAILED);
+	const auto *b = static_cast<const hmemreg_stats_block *>(m);
+	CHECK(hmemreg_stats_block_check(b, static_cast<size_t>(st.st_size)) == 0);
+	for (uint32_t i = 0; i < b->max_caches && i < HMEMREG_STATS_MAX_CACHES; i++) {
+		if (b->caches[i].state != 1)
+			continue;
+		hmemreg_cache_stats s{};
+		hmemreg_stats_sum(&b->caches[i], &s);
+		t.caches++;
+		t.hits += s.hits;
+		t.misses += s.misses;
+		t.registrations += s.registrations;
+		t.deregistrations += s.deregistrations;
+		t.monitor = s.monitor;
+		t.registrar = s.registrar;
+	}
+	munmap(m, static_cast<size_t>(st.st_size));
+	return t;
 }
 
 // Page-aligned buffer.

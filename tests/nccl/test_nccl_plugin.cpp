@@ -190,9 +190,18 @@ Test(nccl_plugin, registrations_are_shared_and_released, .timeout = 60)
 			OK(p.deregMr()(rc, sub));
 			s = p.counters();
 			CHECK(s.regions_live == 0 && s.mhandles_live == 0);
-			// Released for real: the next regMr registers again.
+			// Released: the next regMr makes a new engine region, which the
+			// engine's registration cache serves from its LRU (a hit, no new
+			// provider registration) unless no memory monitor is available.
+			CacheTotals before = cache_totals();
+			CHECK(before.caches >= 1 && before.registrar.rfind("libfabric", 0) == 0);
+			CHECK(before.misses >= 1 && before.registrations >= 1);
 			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &a));
 			CHECK(p.counters().region_misses == 2);
+			CacheTotals after = cache_totals();
+			CHECK(after.hits + after.misses > before.hits + before.misses);
+			if (before.monitor != "unavailable" && before.monitor != "none")
+				CHECK(after.hits > before.hits && after.registrations == before.registrations);
 			OK(p.deregMr()(rc, a));
 			CHECK_RC(p.deregMr()(rc, a), ncclInternalError); // twice
 			OK(p.closeRecv()(rc));

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 // regMr's registrations: one engine region per page-rounded range, shared by
 // every memory handle whose buffer it covers and released with the last of
-// them. NCCL pairs regMr/deregMr and registers the same buffers on several
-// comms (and again per connection); sharing turns those repeats into hits
-// without ever keeping a registration after its last deregMr, so freed
-// memory cannot be hit later (no invalidation needed at this level).
-// Long-lived reuse across deregMr/regMr cycles, with kernel-assisted
-// invalidation, belongs to the engine's registrar (the registration cache).
+// them (NCCL registers the same buffers on several comms; those repeats cost
+// a lookup here). Below this, the engine registers each region through
+// libhmemreg's registration cache (one per rail domain: LRU, limits, and a
+// memory monitor that drops entries whose memory was unmapped), so a
+// deregMr/regMr cycle on the same buffer is a cache hit, not a new provider
+// registration, and freed memory is never served a stale key.
 #pragma once
 
 #include <atomic>
