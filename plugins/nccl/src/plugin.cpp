@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "log.hpp"
 
@@ -90,10 +91,18 @@ Plugin::~Plugin()
 	engine_.reset();
 }
 
-void Plugin::poll()
+void Plugin::progress_now()
 {
 	if (cfg_.progress_threads == 0)
 		engine_->progress();
+}
+
+void Plugin::idle()
+{
+	if (cfg_.progress_threads == 0)
+		engine_->progress();
+	else
+		std::this_thread::yield(); // NCCL spins on us: leave the CPU to the progress thread
 }
 
 template <typename T> T *Plugin::find_locked(void *comm, Comm::Kind kind)
@@ -204,7 +213,7 @@ ncclResult_t Plugin::connect(int dev, void *handle, void **send_comm)
 		NWARN("connect: %s", e.what());
 		return result_of(e);
 	}
-	poll(); // get the request on the wire
+	progress_now(); // get the request on the wire
 	return ncclSuccess;
 }
 
@@ -238,7 +247,7 @@ ncclResult_t Plugin::accept(void *listen_comm, void **recv_comm)
 			}
 		}
 		if (attempt == 0)
-			poll();
+			idle();
 	}
 	return ncclSuccess; // not yet: NCCL calls again
 }
@@ -431,11 +440,11 @@ ncclResult_t Plugin::isend(void *send_comm, void *data, size_t size, int tag, vo
 	bool missing = false;
 	ncclResult_t r = try_isend(send_comm, data, size, tag, mhandle, request, missing);
 	if (r == ncclSuccess && missing) {
-		poll(); // the receive may be advertised by now
+		idle(); // the receive may be advertised by now
 		r = try_isend(send_comm, data, size, tag, mhandle, request, missing);
 	}
 	if (r == ncclSuccess && *request)
-		poll(); // start the write now
+		progress_now(); // start the write now
 	return r;
 }
 
@@ -444,7 +453,7 @@ ncclResult_t Plugin::irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 {
 	ncclResult_t r = post_recv(recv_comm, n, data, sizes, tags, mhandles, request);
 	if (r == ncclSuccess && *request)
-		poll(); // get the advertisement on the wire now, not at the next test()
+		progress_now(); // get the advertisement on the wire now, not at the next test()
 	return r;
 }
 
@@ -562,7 +571,7 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 			}
 		}
 		if (attempt == 0)
-			poll();
+			idle();
 	}
 	return ncclSuccess;
 }
@@ -590,7 +599,7 @@ ncclResult_t Plugin::close_send(void *send_comm)
 		owned = std::move(it->second);
 		comms_.erase(it);
 	}
-	poll(); // send the close now
+	progress_now(); // send the close now
 	return ncclSuccess;
 }
 
@@ -616,7 +625,7 @@ ncclResult_t Plugin::close_recv(void *recv_comm)
 		owned = std::move(it->second);
 		comms_.erase(it);
 	}
-	poll(); // send the close now
+	progress_now(); // send the close now
 	return ncclSuccess;
 }
 

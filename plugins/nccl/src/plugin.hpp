@@ -124,7 +124,8 @@ private:
 	explicit Plugin(const Config &cfg);
 	template <typename T> T *find_locked(void *comm, Comm::Kind kind);
 	engine::PeerId peer_for_locked(uint64_t engine_id, std::span<const uint8_t> address);
-	void poll();
+	void progress_now(); // caller-driven mode: one engine progress turn
+	void idle();         // nothing to do yet: progress turn, or yield to the progress thread
 	void on_message(const engine::Message &m);
 	void on_notify(const engine::Notification &n);
 	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
