@@ -16,6 +16,8 @@
 #include <map>
 #include <string>
 
+#include <linux/hmemreg.h>
+
 #include "kernel_ledger.hpp"
 #include "process_stats.hpp"
 

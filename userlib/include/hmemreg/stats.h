@@ -34,6 +34,7 @@ extern "C" {
 #define HMEMREG_STATS_SHM_PREFIX "/hmemreg-stats."
 #define HMEMREG_STATS_MAX_CACHES 16
 #define HMEMREG_STATS_HIT_SHARDS 32
+#define HMEMREG_STATS_REG_HIST_BUCKETS 40
 
 /* Why entries left the cache: index of hmemreg_stats_cache.invalidations[]. */
 enum hmemreg_inval_cause {
@@ -81,6 +82,10 @@ struct hmemreg_stats_cache {
 	uint64_t races;         /* lost insert races (duplicate dropped) */
 	uint64_t invalidations[HMEMREG_INVAL_MAX];
 	uint64_t reserved[8];
+	/* registrations by duration: bucket i counts those that took
+	 * [2^i, 2^(i+1)) ns (the last bucket also takes anything longer);
+	 * mr_cache_stat derives the p99 from it */
+	uint64_t registration_hist[HMEMREG_STATS_REG_HIST_BUCKETS];
 	/* hits: summed over shards (each on its own cache line: hits[8 * i]) */
 	uint64_t hits[8 * HMEMREG_STATS_HIT_SHARDS] __attribute__((aligned(64)));
 };

@@ -306,7 +306,12 @@ int Cache::do_register(const Request &req, Range r, Registration &out)
 	for (int attempt = 0;; attempt++) {
 		uint64_t t0 = now_ns();
 		int rc = registrar_->reg(req, r, out);
-		StatsSlot::add(s->registration_ns, static_cast<int64_t>(now_ns() - t0));
+		const uint64_t took = now_ns() - t0;
+		StatsSlot::add(s->registration_ns, static_cast<int64_t>(took));
+		const unsigned bucket = took ? static_cast<unsigned>(63 - __builtin_clzll(took)) : 0;
+		StatsSlot::add(s->registration_hist[bucket < HMEMREG_STATS_REG_HIST_BUCKETS ? bucket
+											 : HMEMREG_STATS_REG_HIST_BUCKETS - 1],
+			       1);
 		if (rc == 0) {
 			StatsSlot::add(s->registrations, 1);
 			return 0;
