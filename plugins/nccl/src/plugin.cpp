@@ -79,8 +79,21 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	const auto &caps = engine_->caps();
 	dev_name_ = "hmemreg:" + caps.provider + (caps.rail_domains.empty() ? "" : ":" + caps.rail_domains[0]);
 	NINFO(NCCL_INIT | NCCL_NET, "engine: %s", caps.describe().c_str());
-	engine_->on_message([this](const engine::Message &m) { on_message(m); });
-	engine_->on_notify([this](const engine::Notification &n) { on_notify(n); });
+	// Callbacks run on the engine's progress context: nothing may escape them.
+	engine_->on_message([this](const engine::Message &m) {
+		try {
+			on_message(m);
+		} catch (const std::exception &e) {
+			NWARN("control message dropped: %s", e.what());
+		}
+	});
+	engine_->on_notify([this](const engine::Notification &n) {
+		try {
+			on_notify(n);
+		} catch (const std::exception &e) {
+			NWARN("notification dropped: %s", e.what());
+		}
+	});
 }
 
 Plugin::~Plugin()
@@ -400,7 +413,11 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		} else {
 			r->state = Request::State::Failed;
 			r->error = ncclRemoteError;
-			r->why = t.error();
+			try {
+				r->why = t.error();
+			} catch (const std::exception &) {
+				r->why = "transfer failed";
+			}
 		}
 	};
 	try {
