@@ -3,6 +3,7 @@
 // ncclNetPlugin_v10 (older NCCL). Each entry forwards to the one Plugin of
 // this process; nothing here throws into NCCL or aborts it.
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -22,6 +23,16 @@ std::unique_ptr<Plugin> g_owner;
 std::atomic<Plugin *> g_plugin{nullptr};
 unsigned g_contexts = 0;              // v11 contexts not yet finalized
 
+// At exit or dlclose without finalize (v10 has none): stop the engine while
+// the library's own statics (registration cache registry, ...) still exist.
+// Registered after the first engine is up, so it runs before they go.
+void teardown()
+{
+	std::lock_guard l(g_life);
+	g_plugin.store(nullptr);
+	g_owner.reset();
+}
+
 ncclResult_t start(ncclDebugLogger_t logger)
 {
 	if (logger)
@@ -34,6 +45,9 @@ ncclResult_t start(ncclDebugLogger_t logger)
 		return r;
 	g_owner = std::move(p);
 	g_plugin.store(g_owner.get());
+	static bool registered = false;
+	if (!registered)
+		registered = std::atexit(teardown) == 0;
 	return ncclSuccess;
 }
 
