@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+#include "config.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+namespace hmemreg::nccl {
+namespace {
+
+const char *env(const char *name)
+{
+	const char *v = std::getenv(name);
+	return v && *v ? v : nullptr;
+}
+
+bool number(const char *name, unsigned long long lo, unsigned long long hi, unsigned long long &out, std::string &why)
+{
+	const char *v = env(name);
+	if (!v)
+		return true;
+	char *end = nullptr;
+	errno = 0;
+	unsigned long long x = std::strtoull(v, &end, 0);
+	if (errno || !end || *end || x < lo || x > hi || *v == '-') {
+		why = std::string(name) + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " +
+		      std::to_string(hi) + "]";
+		return false;
+	}
+	out = x;
+	return true;
+}
+
+} // namespace
+
+bool Config::load(std::string &why)
+{
+	if (const char *v = env("HMEMREG_NCCL_PROVIDER"))
+		provider = v;
+	if (const char *v = env("HMEMREG_NCCL_NODE"))
+		node = v;
+	if (const char *v = env("HMEMREG_NCCL_DOMAIN"))
+		domain = v;
+	unsigned long long x;
+	x = rails;
+	if (!number("HMEMREG_NCCL_RAILS", 1, 16, x, why))
+		return false;
+	rails = static_cast<unsigned>(x);
+	x = progress_threads;
+	if (!number("HMEMREG_NCCL_PROGRESS_THREADS", 0, 16, x, why))
+		return false;
+	progress_threads = static_cast<unsigned>(x);
+	x = static_cast<unsigned long long>(speed_mbps);
+	if (!number("HMEMREG_NCCL_SPEED_MBPS", 1, 100000000, x, why))
+		return false;
+	speed_mbps = static_cast<int>(x);
+	x = static_cast<unsigned long long>(latency_us);
+	if (!number("HMEMREG_NCCL_LATENCY_US", 0, 1000000, x, why))
+		return false;
+	latency_us = static_cast<double>(x);
+	x = max_requests;
+	if (!number("HMEMREG_NCCL_MAX_REQUESTS", 1, 65536, x, why))
+		return false;
+	max_requests = x;
+	x = max_write;
+	if (!number("HMEMREG_NCCL_MAX_WRITE", 0, 1ULL << 40, x, why))
+		return false;
+	max_write = x;
+	return true;
+}
+
+std::string Config::describe() const
+{
+	std::ostringstream o;
+	o << "provider=" << (provider.empty() ? "auto" : provider) << " node=" << (node.empty() ? "default" : node)
+	  << " domain=" << (domain.empty() ? "any" : domain) << " rails=" << rails
+	  << " progress_threads=" << progress_threads << " speed=" << speed_mbps << "Mbps"
+	  << " max_requests=" << max_requests;
+	return o.str();
+}
+
+} // namespace hmemreg::nccl

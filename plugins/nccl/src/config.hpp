@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: MIT
+// The plugin's knobs: one table, read from the environment in NCCL's style
+// (HMEMREG_NCCL_<NAME>), each with its default and what it does.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace hmemreg::nccl {
+
+struct Config {
+	std::string provider = "";      // PROVIDER: libfabric provider ("tcp;ofi_rxm", "verbs;ofi_rxm"); "" = engine's choice
+	std::string node = "";          // NODE: address/host to open endpoints on ("" = provider default)
+	std::string domain = "";        // DOMAIN: NIC / domain name filter
+	unsigned rails = 1;             // RAILS: rails (NICs) striped per transfer
+	// PROGRESS_THREADS: engine progress threads. 1 (default): the network
+	// moves on its own, as NCCL assumes (a connect or a close reaches the
+	// peer even if nothing of ours is tested for a while). 0: only NCCL's
+	// calls (test/isend/irecv/accept/connect/close) drive progress.
+	unsigned progress_threads = 1;
+	int speed_mbps = 100000;        // SPEED_MBPS: reported port speed
+	double latency_us = 0;          // LATENCY_US: reported latency
+	size_t max_requests = 256;      // MAX_REQUESTS: outstanding requests per comm before isend/irecv say "later"
+	size_t max_write = 0;           // MAX_WRITE: split writes above this (0 = provider limit)
+
+	// Defaults overridden by the environment. False (with `why`) on an
+	// unparsable value.
+	bool load(std::string &why);
+	std::string describe() const;
+};
+
+} // namespace hmemreg::nccl

@@ -1,0 +1,809 @@
+// SPDX-License-Identifier: MIT
+#include "plugin.hpp"
+
+#include <climits>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "log.hpp"
+
+namespace hmemreg::nccl {
+
+using engine::PeerId;
+
+namespace {
+
+// What the engine can register. Its register_region() takes host memory
+// only (no memory kind / device / DMA-BUF parameter), so CUDA and DMA-BUF
+// pointers are not offered to NCCL whatever the provider could do; NCCL then
+// stages device data through host buffers it registers with us.
+constexpr int kPtrSupport = NCCL_PTR_HOST;
+
+ncclResult_t result_of(const Error &e)
+{
+	switch (e.code()) {
+	case HMEMREG_EINVAL:
+		return ncclInvalidArgument;
+	case HMEMREG_ENOENT:
+		return ncclRemoteError;
+	default:
+		return ncclSystemError;
+	}
+}
+
+uint64_t random_u64()
+{
+	std::random_device rd;
+	uint64_t v = (uint64_t(rd()) << 32) ^ rd();
+	return v ? v : 1;
+}
+
+} // namespace
+
+ncclResult_t Plugin::create(std::unique_ptr<Plugin> &out)
+{
+	Config cfg;
+	std::string why;
+	if (!cfg.load(why)) {
+		NWARN("bad configuration: %s", why.c_str());
+		return ncclInvalidUsage;
+	}
+	try {
+		out.reset(new Plugin(cfg));
+	} catch (const Error &e) {
+		NWARN("cannot open the transfer engine (%s): %s", cfg.describe().c_str(), e.what());
+		return ncclSystemError;
+	} catch (const std::exception &e) {
+		NWARN("cannot open the transfer engine: %s", e.what());
+		return ncclSystemError;
+	}
+	NINFO(NCCL_INIT | NCCL_NET, "using %s; %s", out->dev_name_.c_str(), cfg.describe().c_str());
+	return ncclSuccess;
+}
+
+Plugin::Plugin(const Config &cfg) : cfg_(cfg)
+{
+	engine::Config ec;
+	ec.provider = cfg.provider;
+	ec.node = cfg.node;
+	ec.domain = cfg.domain;
+	ec.rails = cfg.rails;
+	ec.progress_threads = cfg.progress_threads;
+	ec.max_message = 1024;
+	ec.recv_buffers = 256;
+	ec.send_buffers = 256;
+	ec.max_write = cfg.max_write;
+	engine_ = std::make_unique<engine::Engine>(ec);
+	regs_ = std::make_unique<Registrations>(*engine_);
+	const auto &caps = engine_->caps();
+	dev_name_ = "hmemreg:" + caps.provider + (caps.rail_domains.empty() ? "" : ":" + caps.rail_domains[0]);
+	NINFO(NCCL_INIT | NCCL_NET, "engine: %s", caps.describe().c_str());
+	// Callbacks run on the engine's progress context: nothing may escape them.
+	engine_->on_message([this](const engine::Message &m) {
+		try {
+			on_message(m);
+		} catch (const std::exception &e) {
+			NWARN("control message dropped: %s", e.what());
+		}
+	});
+	engine_->on_notify([this](const engine::Notification &n) {
+		try {
+			on_notify(n);
+		} catch (const std::exception &e) {
+			NWARN("notification dropped: %s", e.what());
+		}
+	});
+}
+
+Plugin::~Plugin()
+{
+	// The engine goes first (its threads stop, transfers still pending fail
+	// through our callbacks, which need the state below).
+	regs_.reset();
+	engine_.reset();
+}
+
+void Plugin::progress_now()
+{
+	if (cfg_.progress_threads == 0)
+		engine_->progress();
+}
+
+void Plugin::idle()
+{
+	if (cfg_.progress_threads == 0)
+		engine_->progress();
+	else
+		std::this_thread::yield(); // NCCL spins on us: leave the CPU to the progress thread
+}
+
+template <typename T> T *Plugin::find_locked(void *comm, Comm::Kind kind)
+{
+	auto it = comms_.find(comm);
+	if (it == comms_.end() || it->second->kind != kind)
+		return nullptr;
+	return static_cast<T *>(it->second.get());
+}
+
+PeerId Plugin::peer_for_locked(uint64_t engine_id, std::span<const uint8_t> address)
+{
+	auto it = peers_.find(engine_id);
+	if (it != peers_.end())
+		return it->second;
+	PeerId p = engine_->add_peer(address);
+	peers_[engine_id] = p;
+	return p;
+}
+
+void Plugin::send_control_locked(PeerId peer, const std::vector<uint8_t> &msg)
+{
+	engine_->send(peer, msg);
+}
+
+ncclResult_t Plugin::properties(int dev, ncclNetProperties_v11_t *props)
+{
+	if (dev != 0 || !props) {
+		NWARN("getProperties: no device %d (this plugin has 1)", dev);
+		return ncclInvalidArgument;
+	}
+	std::memset(props, 0, sizeof(*props));
+	props->name = const_cast<char *>(dev_name_.c_str());
+	props->pciPath = nullptr; // not tied to one PCI device we could name
+	props->guid = 0;
+	props->ptrSupport = kPtrSupport;
+	props->regIsGlobal = 1; // registrations belong to the engine, usable on any comm
+	props->forceFlush = 0;
+	props->speed = cfg_.speed_mbps;
+	props->port = 1;
+	props->latency = static_cast<float>(cfg_.latency_us);
+	props->maxComms = 1 << 20;
+	props->maxRecvs = 1;
+	props->netDeviceType = NCCL_NET_DEVICE_HOST;
+	props->netDeviceVersion = 0;
+	props->vProps.ndevs = 1;
+	props->vProps.devs[0] = 0;
+	props->maxP2pBytes = INT_MAX; // test() reports sizes as int
+	props->maxCollBytes = INT_MAX;
+	props->maxMultiRequestSize = 1;
+	return ncclSuccess;
+}
+
+ncclResult_t Plugin::listen(int dev, void *handle, void **listen_comm)
+{
+	if (dev != 0 || !handle || !listen_comm) {
+		NWARN("listen: bad arguments (dev %d, handle %p, listenComm %p)", dev, handle, static_cast<void *>(listen_comm));
+		return ncclInvalidArgument;
+	}
+	proto::Handle h;
+	h.address = engine_->address();
+	std::lock_guard l(mu_);
+	do
+		h.listen_id = random_u64();
+	while (listens_.count(h.listen_id));
+	if (!proto::encode_handle(h, handle, NCCL_NET_HANDLE_MAXSIZE)) {
+		NWARN("listen: the engine address (%zu bytes, %u rails) does not fit NCCL's %d-byte handle",
+		      h.address.size(), cfg_.rails, NCCL_NET_HANDLE_MAXSIZE);
+		return ncclInternalError;
+	}
+	auto c = std::make_unique<ListenComm>(next_comm_id_++, h.listen_id);
+	listens_[h.listen_id] = c.get();
+	*listen_comm = c.get();
+	comms_[c.get()] = std::move(c);
+	return ncclSuccess;
+}
+
+ncclResult_t Plugin::connect(int dev, void *handle, void **send_comm)
+{
+	if (dev != 0 || !handle || !send_comm) {
+		NWARN("connect: bad arguments (dev %d)", dev);
+		return ncclInvalidArgument;
+	}
+	*send_comm = nullptr;
+	auto h = proto::decode_handle(handle, NCCL_NET_HANDLE_MAXSIZE);
+	if (!h) {
+		NWARN("connect: the handle was not made by this plugin's listen()");
+		return ncclInvalidArgument;
+	}
+	try {
+		uint64_t peer_engine = engine::peer_engine_id(h->address);
+		if (peer_engine == engine_->id()) {
+			NWARN("connect: a connection within one process is not supported (same engine)");
+			return ncclInvalidUsage;
+		}
+		std::lock_guard l(mu_);
+		PeerId peer = peer_for_locked(peer_engine, h->address);
+		auto c = std::make_unique<SendComm>(next_comm_id_++, peer, peer_engine);
+		proto::Connect m;
+		m.listen_id = h->listen_id;
+		m.send_id = c->id;
+		m.address = engine_->address();
+		send_control_locked(peer, proto::encode(m));
+		sends_[c->id] = c.get();
+		*send_comm = c.get();
+		comms_[c.get()] = std::move(c);
+	} catch (const Error &e) {
+		NWARN("connect: %s", e.what());
+		return result_of(e);
+	}
+	progress_now(); // get the request on the wire
+	return ncclSuccess;
+}
+
+ncclResult_t Plugin::accept(void *listen_comm, void **recv_comm)
+{
+	if (!recv_comm)
+		return ncclInvalidArgument;
+	*recv_comm = nullptr;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		{
+			std::lock_guard l(mu_);
+			auto *lc = find_locked<ListenComm>(listen_comm, Comm::Kind::Listen);
+			if (!lc) {
+				NWARN("accept: %p is not a listen comm of this plugin", listen_comm);
+				return ncclInternalError;
+			}
+			if (!lc->pending.empty()) {
+				PendingConnect pc = std::move(lc->pending.front());
+				lc->pending.pop_front();
+				try {
+					PeerId peer = peer_for_locked(pc.engine_id, pc.address);
+					auto c = std::make_unique<RecvComm>(next_comm_id_++, peer, pc.engine_id, pc.send_id);
+					recvs_[c->id] = c.get();
+					*recv_comm = c.get();
+					comms_[c.get()] = std::move(c);
+				} catch (const Error &e) {
+					NWARN("accept: %s", e.what());
+					return result_of(e);
+				}
+				return ncclSuccess;
+			}
+		}
+		if (attempt == 0)
+			idle();
+	}
+	return ncclSuccess; // not yet: NCCL calls again
+}
+
+ncclResult_t Plugin::reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+	if (!mhandle)
+		return ncclInvalidArgument;
+	*mhandle = nullptr;
+	{
+		std::lock_guard l(mu_);
+		if (!find_locked<SendComm>(comm, Comm::Kind::Send) && !find_locked<RecvComm>(comm, Comm::Kind::Recv)) {
+			NWARN("regMr: %p is not a send or recv comm of this plugin", comm);
+			return ncclInternalError;
+		}
+	}
+	if (type != NCCL_PTR_HOST) {
+		NWARN("regMr: memory type %d is not supported (ptrSupport is HOST only: the engine registers "
+		      "host memory)", type);
+		return ncclInvalidUsage;
+	}
+	if (!data && size) {
+		NWARN("regMr: null buffer of %zu bytes", size);
+		return ncclInvalidArgument;
+	}
+	auto h = std::make_unique<MemHandle>();
+	h->addr = reinterpret_cast<uintptr_t>(data);
+	h->size = size;
+	if (size) {
+		try {
+			h->region = regs_->get(data, size);
+			h->descriptor = engine_->descriptor(*h->region);
+		} catch (const Error &e) {
+			NWARN("regMr of %p (%zu bytes): %s", data, size, e.what());
+			return ncclSystemError;
+		}
+	}
+	std::lock_guard l(mu_);
+	*mhandle = h.get();
+	mhandles_[h.get()] = std::move(h);
+	return ncclSuccess;
+}
+
+ncclResult_t Plugin::reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+				   void **mhandle)
+{
+	if (type == NCCL_PTR_HOST && fd < 0) // no DMA-BUF at all: plain host registration
+		return reg_mr(comm, data, size, type, mhandle);
+	if (mhandle)
+		*mhandle = nullptr;
+	NWARN("regMrDmaBuf: DMA-BUF registration is not supported (fd %d, offset %llu, type %d); ptrSupport "
+	      "does not include NCCL_PTR_DMABUF", fd, static_cast<unsigned long long>(offset), type);
+	return ncclInvalidUsage;
+}
+
+ncclResult_t Plugin::dereg_mr(void *comm, void *mhandle)
+{
+	std::unique_ptr<MemHandle> h;
+	{
+		std::lock_guard l(mu_);
+		auto it = mhandles_.find(mhandle);
+		if (it == mhandles_.end()) {
+			NWARN("deregMr: %p is not a memory handle of this plugin", mhandle);
+			return ncclInternalError;
+		}
+		h = std::move(it->second);
+		mhandles_.erase(it);
+	}
+	(void)comm; // registrations are global (regIsGlobal): any comm, even a closed one
+	h.reset();  // outside the lock: may deregister
+	return ncclSuccess;
+}
+
+ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request,
+			       bool &missing_cts)
+{
+	missing_cts = false;
+	std::lock_guard l(mu_);
+	auto *c = find_locked<SendComm>(send_comm, Comm::Kind::Send);
+	if (!c) {
+		NWARN("isend: %p is not a send comm of this plugin", send_comm);
+		return ncclInternalError;
+	}
+	if (c->peer_closed) {
+		NWARN("isend: the receiver closed this connection");
+		return ncclRemoteError;
+	}
+	MemHandle *mh = nullptr;
+	if (size) {
+		auto it = mhandles_.find(mhandle);
+		if (it == mhandles_.end()) {
+			NWARN("isend: buffer %p (%zu bytes) has no valid memory handle (%p)", data, size, mhandle);
+			return ncclInternalError;
+		}
+		mh = it->second.get();
+		uintptr_t a = reinterpret_cast<uintptr_t>(data);
+		if (a < mh->addr || size > mh->size || a - mh->addr > mh->size - size) {
+			NWARN("isend: buffer %p (%zu bytes) is outside its registration [%p, +%zu)", data, size,
+			      reinterpret_cast<void *>(mh->addr), mh->size);
+			return ncclInternalError;
+		}
+	}
+	if (c->outstanding >= cfg_.max_requests)
+		return ncclSuccess; // *request stays NULL: NCCL retries
+	auto ct = c->cts.find(c->next_seq);
+	if (ct == c->cts.end()) {
+		missing_cts = true;
+		return ncclSuccess;
+	}
+	const proto::Cts cts = ct->second;
+	const uint32_t seq = c->next_seq;
+	if (cts.tag != tag || size > cts.size) {
+		// The matching receive cannot take this send: fail both ends of it.
+		c->cts.erase(ct);
+		c->next_seq++;
+		proto::Fail f;
+		f.recv_id = cts.recv_id;
+		f.seq = seq;
+		f.result = ncclInvalidUsage;
+		char why[160];
+		if (cts.tag != tag)
+			std::snprintf(why, sizeof(why), "send #%u has tag %d, the matching receive tag %d", seq, tag, cts.tag);
+		else
+			std::snprintf(why, sizeof(why), "send #%u of %zu bytes exceeds the posted receive of %llu bytes",
+				      seq, size, static_cast<unsigned long long>(cts.size));
+		f.why = why;
+		try {
+			send_control_locked(c->peer, proto::encode(f));
+		} catch (const Error &e) {
+			NWARN("isend: telling the receiver failed too: %s", e.what());
+		}
+		NWARN("isend: %s", why);
+		return ncclInvalidUsage;
+	}
+	auto rq = std::make_shared<Request>();
+	rq->send = true;
+	rq->comm_id = c->id;
+	rq->seq = seq;
+	rq->size = size;
+	std::weak_ptr<Request> weak = rq;
+	auto done = [this, weak](const engine::Transfer &t) {
+		std::lock_guard l(mu_);
+		auto r = weak.lock();
+		if (!r || r->state != Request::State::Pending)
+			return;
+		if (t.status() == 0) {
+			r->state = Request::State::Done;
+			r->bytes = r->size;
+			bytes_sent_ += r->size;
+		} else {
+			r->state = Request::State::Failed;
+			r->error = ncclRemoteError;
+			try {
+				r->why = t.error();
+			} catch (const std::exception &) {
+				r->why = "transfer failed";
+			}
+		}
+	};
+	try {
+		if (size == 0) {
+			proto::Empty e;
+			e.recv_id = cts.recv_id;
+			e.seq = seq;
+			rq->transfer = engine_->send(c->peer, proto::encode(e), done);
+		} else {
+			engine::Chunk ch;
+			ch.local = mh->region.get();
+			ch.local_offset = reinterpret_cast<uintptr_t>(data) - reinterpret_cast<uintptr_t>(mh->region->addr());
+			ch.len = size;
+			ch.remote_offset = cts.offset;
+			rq->transfer = engine_->write(c->peer, std::span(&ch, 1), cts.descriptor,
+						      proto::notify_tag(cts.recv_id, seq), done);
+		}
+	} catch (const Error &e) {
+		if (e.code() == HMEMREG_EAGAIN)
+			return ncclSuccess; // engine full: NCCL retries, the Cts stays
+		NWARN("isend #%u (%zu bytes): %s", seq, size, e.what());
+		return result_of(e);
+	}
+	c->cts.erase(c->next_seq);
+	c->next_seq++;
+	c->outstanding++;
+	*request = rq.get();
+	requests_[rq.get()] = std::move(rq);
+	return ncclSuccess;
+}
+
+ncclResult_t Plugin::isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
+{
+	if (!request)
+		return ncclInvalidArgument;
+	*request = nullptr;
+	bool missing = false;
+	ncclResult_t r = try_isend(send_comm, data, size, tag, mhandle, request, missing);
+	if (r == ncclSuccess && missing) {
+		idle(); // the receive may be advertised by now
+		r = try_isend(send_comm, data, size, tag, mhandle, request, missing);
+	}
+	if (r == ncclSuccess && *request)
+		progress_now(); // start the write now
+	return r;
+}
+
+ncclResult_t Plugin::irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+			   void **request)
+{
+	ncclResult_t r = post_recv(recv_comm, n, data, sizes, tags, mhandles, request);
+	if (r == ncclSuccess && *request)
+		progress_now(); // get the advertisement on the wire now, not at the next test()
+	return r;
+}
+
+ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+			       void **request)
+{
+	if (!request)
+		return ncclInvalidArgument;
+	*request = nullptr;
+	std::lock_guard l(mu_);
+	auto *c = find_locked<RecvComm>(recv_comm, Comm::Kind::Recv);
+	if (!c) {
+		NWARN("irecv: %p is not a recv comm of this plugin", recv_comm);
+		return ncclInternalError;
+	}
+	if (n != 1 || !data || !sizes || !tags || !mhandles) {
+		NWARN("irecv: %d buffers asked, this plugin groups at most 1 (maxRecvs)", n);
+		return ncclInternalError;
+	}
+	if (c->peer_closed) {
+		NWARN("irecv: the sender closed this connection");
+		return ncclRemoteError;
+	}
+	const size_t size = sizes[0];
+	proto::Cts m;
+	m.send_id = c->remote_id;
+	m.recv_id = c->id;
+	m.seq = c->next_seq;
+	m.tag = tags[0];
+	m.size = size;
+	if (size) {
+		auto it = mhandles_.find(mhandles[0]);
+		if (it == mhandles_.end()) {
+			NWARN("irecv: buffer %p (%zu bytes) has no valid memory handle (%p)", data[0], size, mhandles[0]);
+			return ncclInternalError;
+		}
+		MemHandle *mh = it->second.get();
+		uintptr_t a = reinterpret_cast<uintptr_t>(data[0]);
+		if (a < mh->addr || size > mh->size || a - mh->addr > mh->size - size) {
+			NWARN("irecv: buffer %p (%zu bytes) is outside its registration [%p, +%zu)", data[0], size,
+			      reinterpret_cast<void *>(mh->addr), mh->size);
+			return ncclInternalError;
+		}
+		m.offset = a - reinterpret_cast<uintptr_t>(mh->region->addr());
+		m.descriptor = mh->descriptor;
+	}
+	if (c->outstanding >= cfg_.max_requests)
+		return ncclSuccess;
+	auto rq = std::make_shared<Request>();
+	rq->comm_id = c->id;
+	rq->seq = m.seq;
+	rq->size = size;
+	try {
+		rq->transfer = engine_->send(c->peer, proto::encode(m));
+	} catch (const Error &e) {
+		if (e.code() == HMEMREG_EAGAIN)
+			return ncclSuccess;
+		NWARN("irecv: advertising the buffer failed: %s", e.what());
+		return result_of(e);
+	}
+	c->pending[m.seq] = rq;
+	c->next_seq++;
+	c->outstanding++;
+	*request = rq.get();
+	requests_[rq.get()] = std::move(rq);
+	return ncclSuccess;
+}
+
+ncclResult_t Plugin::iflush(void *recv_comm, int, void **, int *, void **, void **request)
+{
+	// Host memory only (ptrSupport): data is in place once the receive
+	// completed, nothing to flush. NULL request = done.
+	std::lock_guard l(mu_);
+	if (!find_locked<RecvComm>(recv_comm, Comm::Kind::Recv)) {
+		NWARN("iflush: %p is not a recv comm of this plugin", recv_comm);
+		return ncclInternalError;
+	}
+	if (request)
+		*request = nullptr;
+	return ncclSuccess;
+}
+
+ncclResult_t Plugin::test(void *request, int *done, int *sizes)
+{
+	if (!done)
+		return ncclInvalidArgument;
+	*done = 0;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		{
+			std::lock_guard l(mu_);
+			auto it = requests_.find(request);
+			if (it == requests_.end()) {
+				NWARN("test: %p is not a pending request of this plugin", request);
+				return ncclInternalError;
+			}
+			Request &r = *it->second;
+			if (r.state != Request::State::Pending) {
+				auto *c = r.send ? static_cast<Comm *>(sends_.count(r.comm_id) ? sends_[r.comm_id] : nullptr)
+						 : static_cast<Comm *>(recvs_.count(r.comm_id) ? recvs_[r.comm_id] : nullptr);
+				if (c && r.send)
+					static_cast<SendComm *>(c)->outstanding--;
+				else if (c)
+					static_cast<RecvComm *>(c)->outstanding--;
+				ncclResult_t res = ncclSuccess;
+				if (r.state == Request::State::Done) {
+					*done = 1;
+					if (sizes)
+						sizes[0] = static_cast<int>(r.bytes);
+				} else {
+					NWARN("%s #%u failed: %s", r.send ? "send" : "receive", r.seq, r.why.c_str());
+					res = r.error;
+				}
+				requests_.erase(it);
+				return res;
+			}
+		}
+		if (attempt == 0)
+			idle();
+	}
+	return ncclSuccess;
+}
+
+ncclResult_t Plugin::close_send(void *send_comm)
+{
+	std::unique_ptr<Comm> owned;
+	{
+		std::lock_guard l(mu_);
+		auto *c = find_locked<SendComm>(send_comm, Comm::Kind::Send);
+		if (!c) {
+			NWARN("closeSend: %p is not a send comm of this plugin", send_comm);
+			return ncclInternalError;
+		}
+		if (!c->peer_closed && c->remote_id) {
+			try {
+				send_control_locked(c->peer, proto::encode(proto::Close{c->remote_id, 1}));
+			} catch (const Error &) {
+				// the peer is gone already: nothing to tell
+			}
+		}
+		std::erase_if(requests_, [&](const auto &kv) { return kv.second->send && kv.second->comm_id == c->id; });
+		sends_.erase(c->id);
+		auto it = comms_.find(send_comm);
+		owned = std::move(it->second);
+		comms_.erase(it);
+	}
+	progress_now(); // send the close now
+	return ncclSuccess;
+}
+
+ncclResult_t Plugin::close_recv(void *recv_comm)
+{
+	std::unique_ptr<Comm> owned;
+	{
+		std::lock_guard l(mu_);
+		auto *c = find_locked<RecvComm>(recv_comm, Comm::Kind::Recv);
+		if (!c) {
+			NWARN("closeRecv: %p is not a recv comm of this plugin", recv_comm);
+			return ncclInternalError;
+		}
+		if (!c->peer_closed) {
+			try {
+				send_control_locked(c->peer, proto::encode(proto::Close{c->remote_id, 0}));
+			} catch (const Error &) {
+			}
+		}
+		std::erase_if(requests_, [&](const auto &kv) { return !kv.second->send && kv.second->comm_id == c->id; });
+		recvs_.erase(c->id);
+		auto it = comms_.find(recv_comm);
+		owned = std::move(it->second);
+		comms_.erase(it);
+	}
+	progress_now(); // send the close now
+	return ncclSuccess;
+}
+
+ncclResult_t Plugin::close_listen(void *listen_comm)
+{
+	std::lock_guard l(mu_);
+	auto *c = find_locked<ListenComm>(listen_comm, Comm::Kind::Listen);
+	if (!c) {
+		NWARN("closeListen: %p is not a listen comm of this plugin", listen_comm);
+		return ncclInternalError;
+	}
+	// Senders that connected but were never accepted learn it now.
+	for (auto &pc : c->pending) {
+		try {
+			PeerId p = peer_for_locked(pc.engine_id, pc.address);
+			send_control_locked(p, proto::encode(proto::Close{pc.send_id, 0}));
+		} catch (const Error &) {
+		}
+	}
+	listens_.erase(c->listen_id);
+	comms_.erase(listen_comm);
+	return ncclSuccess;
+}
+
+void Plugin::complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err,
+				  const std::string &why)
+{
+	auto it = recvs_.find(recv_id);
+	if (it == recvs_.end()) {
+		NINFO(NCCL_NET, "completion of receive #%u on closed comm %u dropped", seq, recv_id);
+		return;
+	}
+	RecvComm *c = it->second;
+	auto p = c->pending.find(seq);
+	if (p == c->pending.end()) {
+		NWARN("completion of receive #%u on comm %u that is not pending", seq, recv_id);
+		return;
+	}
+	Request &r = *p->second;
+	if (err == ncclSuccess && bytes > r.size) {
+		err = ncclInternalError;
+		r.why = "peer wrote " + std::to_string(bytes) + " bytes into a " + std::to_string(r.size) + "-byte receive";
+	} else {
+		r.why = why;
+	}
+	if (err == ncclSuccess) {
+		r.state = Request::State::Done;
+		r.bytes = bytes;
+		bytes_received_ += bytes;
+	} else {
+		r.state = Request::State::Failed;
+		r.error = err;
+	}
+	c->pending.erase(p);
+}
+
+void Plugin::on_notify(const engine::Notification &n)
+{
+	std::lock_guard l(mu_);
+	const uint32_t recv_id = static_cast<uint32_t>(n.tag >> 32);
+	auto it = recvs_.find(recv_id);
+	if (it != recvs_.end() && it->second->peer_engine != n.sender) {
+		NWARN("notification for comm %u from engine %llx, not its peer: dropped", recv_id,
+		      static_cast<unsigned long long>(n.sender));
+		return;
+	}
+	complete_recv_locked(recv_id, static_cast<uint32_t>(n.tag), n.bytes, ncclSuccess, {});
+}
+
+void Plugin::on_message(const engine::Message &msg)
+{
+	auto m = proto::decode(msg.data);
+	if (!m) {
+		NWARN("malformed control message (%zu bytes) from engine %llx dropped", msg.data.size(),
+		      static_cast<unsigned long long>(msg.sender));
+		return;
+	}
+	std::lock_guard l(mu_);
+	switch (m->type) {
+	case proto::Type::Connect: {
+		auto it = listens_.find(m->connect.listen_id);
+		bool valid = false;
+		try {
+			valid = engine::peer_engine_id(m->connect.address) == msg.sender;
+		} catch (const Error &) {
+		}
+		if (it == listens_.end() || !valid) {
+			NWARN("connection request for %s dropped", valid ? "a closed listen comm" : "a bad address");
+			return;
+		}
+		it->second->pending.push_back({m->connect.send_id, msg.sender, std::move(m->connect.address)});
+		return;
+	}
+	case proto::Type::Cts: {
+		auto it = sends_.find(m->cts.send_id);
+		if (it == sends_.end() || it->second->peer_engine != msg.sender) {
+			NINFO(NCCL_NET, "buffer advertisement for closed send comm %u dropped", m->cts.send_id);
+			return;
+		}
+		SendComm *c = it->second;
+		c->remote_id = m->cts.recv_id;
+		if (!c->cts.emplace(m->cts.seq, std::move(m->cts)).second)
+			NWARN("duplicate buffer advertisement on send comm %u dropped", c->id);
+		return;
+	}
+	case proto::Type::Empty: {
+		auto it = recvs_.find(m->empty.recv_id);
+		if (it != recvs_.end() && it->second->peer_engine == msg.sender)
+			complete_recv_locked(m->empty.recv_id, m->empty.seq, 0, ncclSuccess, {});
+		return;
+	}
+	case proto::Type::Fail: {
+		auto it = recvs_.find(m->fail.recv_id);
+		if (it != recvs_.end() && it->second->peer_engine == msg.sender)
+			complete_recv_locked(m->fail.recv_id, m->fail.seq, 0,
+					     static_cast<ncclResult_t>(m->fail.result ? m->fail.result : ncclRemoteError),
+					     "sender: " + m->fail.why);
+		return;
+	}
+	case proto::Type::Close: {
+		if (m->close.to_recv) {
+			auto it = recvs_.find(m->close.comm_id);
+			if (it == recvs_.end() || it->second->peer_engine != msg.sender)
+				return;
+			RecvComm *c = it->second;
+			c->peer_closed = true;
+			for (auto &[seq, r] : c->pending) {
+				r->state = Request::State::Failed;
+				r->error = ncclRemoteError;
+				r->why = "the sender closed the connection";
+			}
+			c->pending.clear();
+		} else {
+			auto it = sends_.find(m->close.comm_id);
+			if (it != sends_.end() && it->second->peer_engine == msg.sender)
+				it->second->peer_closed = true;
+		}
+		return;
+	}
+	}
+	NWARN("control message of unknown type %u dropped", static_cast<unsigned>(m->type));
+}
+
+void Plugin::stats(struct hmemreg_nccl_counters &out)
+{
+	std::memset(&out, 0, sizeof(out));
+	out.regions_live = regs_->live();
+	out.region_hits = regs_->hits();
+	out.region_misses = regs_->misses();
+	std::lock_guard l(mu_);
+	out.mhandles_live = mhandles_.size();
+	out.comms_live = comms_.size();
+	out.requests_live = requests_.size();
+	out.bytes_sent = bytes_sent_;
+	out.bytes_received = bytes_received_;
+}
+
+size_t Plugin::live_comms()
+{
+	std::lock_guard l(mu_);
+	return comms_.size();
+}
+
+} // namespace hmemreg::nccl

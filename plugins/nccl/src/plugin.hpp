@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: MIT
+// The plugin proper: one transfer engine per process (NCCL device 0), the
+// comms, requests and memory handles NCCL holds, and the control protocol
+// (protocol.hpp) that turns NCCL's two-sided isend/irecv into receiver-
+// advertised RDMA writes. The versioned tables (tables.cpp) are thin shims.
+//
+// Every handle NCCL passes back (comm, request, mhandle) is looked up in a
+// registry before use, so a stale or foreign pointer is an error, not a
+// crash. One mutex guards plugin state; it is never held while the engine
+// makes progress, because engine callbacks take it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "config.hpp"
+#include "engine/engine.hpp"
+#include "nccl_abi.h"
+#include "protocol.hpp"
+#include "registrations.hpp"
+
+namespace hmemreg::nccl {
+
+struct Request;
+
+struct Comm {
+	enum class Kind : uint32_t { Listen, Send, Recv };
+	explicit Comm(Kind k, uint32_t i) : kind(k), id(i) {}
+	virtual ~Comm() = default;
+	const Kind kind;
+	const uint32_t id;
+};
+
+struct PendingConnect {
+	uint32_t send_id;
+	uint64_t engine_id;
+	std::vector<uint8_t> address;
+};
+
+struct ListenComm final : Comm {
+	ListenComm(uint32_t i, uint64_t lid) : Comm(Kind::Listen, i), listen_id(lid) {}
+	const uint64_t listen_id;
+	std::deque<PendingConnect> pending;
+};
+
+struct SendComm final : Comm {
+	SendComm(uint32_t i, engine::PeerId p, uint64_t e) : Comm(Kind::Send, i), peer(p), peer_engine(e) {}
+	const engine::PeerId peer;
+	const uint64_t peer_engine;
+	uint32_t next_seq = 0;
+	uint32_t remote_id = 0;                          // the recv comm, learnt from its first Cts
+	std::unordered_map<uint32_t, proto::Cts> cts;    // advertised, not yet sent into
+	size_t outstanding = 0;
+	bool peer_closed = false;
+};
+
+struct RecvComm final : Comm {
+	RecvComm(uint32_t i, engine::PeerId p, uint64_t e, uint32_t r)
+		: Comm(Kind::Recv, i), peer(p), peer_engine(e), remote_id(r)
+	{
+	}
+	const engine::PeerId peer;
+	const uint64_t peer_engine;
+	const uint32_t remote_id;                        // the send comm
+	uint32_t next_seq = 0;
+	std::unordered_map<uint32_t, std::shared_ptr<Request>> pending;
+	size_t outstanding = 0;
+	bool peer_closed = false;
+};
+
+struct Request {
+	enum class State { Pending, Done, Failed };
+	bool send = false;
+	uint32_t comm_id = 0;
+	uint32_t seq = 0;
+	size_t size = 0;     // send size, or posted capacity
+	State state = State::Pending;
+	size_t bytes = 0;    // what test() reports
+	ncclResult_t error = ncclSuccess;
+	std::string why;
+	engine::TransferRef transfer; // keeps the engine's view alive until test()
+};
+
+struct MemHandle {
+	engine::RegionRef region; // null for a zero-length registration
+	uintptr_t addr = 0;
+	size_t size = 0;
+	std::vector<uint8_t> descriptor;
+};
+
+class Plugin {
+public:
+	// Reads the environment and opens the engine; logs and returns an
+	// error NCCL understands on failure.
+	static ncclResult_t create(std::unique_ptr<Plugin> &out);
+	~Plugin();
+
+	int devices() const { return 1; }
+	ncclResult_t properties(int dev, ncclNetProperties_v11_t *props);
+	ncclResult_t listen(int dev, void *handle, void **listen_comm);
+	ncclResult_t connect(int dev, void *handle, void **send_comm);
+	ncclResult_t accept(void *listen_comm, void **recv_comm);
+	ncclResult_t reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+	ncclResult_t reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+				   void **mhandle);
+	ncclResult_t dereg_mr(void *comm, void *mhandle);
+	ncclResult_t isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request);
+	ncclResult_t irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+			   void **request);
+	ncclResult_t iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request);
+	ncclResult_t test(void *request, int *done, int *sizes);
+	ncclResult_t close_send(void *send_comm);
+	ncclResult_t close_recv(void *recv_comm);
+	ncclResult_t close_listen(void *listen_comm);
+
+	void stats(struct hmemreg_nccl_counters &out);
+	size_t live_comms();
+
+private:
+	explicit Plugin(const Config &cfg);
+	template <typename T> T *find_locked(void *comm, Comm::Kind kind);
+	engine::PeerId peer_for_locked(uint64_t engine_id, std::span<const uint8_t> address);
+	void progress_now(); // caller-driven mode: one engine progress turn
+	void idle();         // nothing to do yet: progress turn, or yield to the progress thread
+	void on_message(const engine::Message &m);
+	void on_notify(const engine::Notification &n);
+	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
+	void send_control_locked(engine::PeerId peer, const std::vector<uint8_t> &msg);
+	ncclResult_t post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+			       void **request);
+	ncclResult_t try_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request,
+			       bool &missing_cts);
+
+	Config cfg_;
+	std::string dev_name_;
+	std::mutex mu_;
+	uint32_t next_comm_id_ = 1;
+	std::unordered_map<void *, std::unique_ptr<Comm>> comms_;
+	std::unordered_map<uint64_t, ListenComm *> listens_;
+	std::unordered_map<uint32_t, SendComm *> sends_;
+	std::unordered_map<uint32_t, RecvComm *> recvs_;
+	std::unordered_map<void *, std::shared_ptr<Request>> requests_;
+	std::unordered_map<void *, std::unique_ptr<MemHandle>> mhandles_;
+	std::unordered_map<uint64_t, engine::PeerId> peers_;
+	uint64_t bytes_sent_ = 0, bytes_received_ = 0;
+
+	// Last members: destroyed first, so no engine callback outlives the
+	// state above.
+	std::unique_ptr<engine::Engine> engine_;
+	std::unique_ptr<Registrations> regs_;
+};
+
+} // namespace hmemreg::nccl

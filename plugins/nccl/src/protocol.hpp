@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: MIT
+// Control messages between the two sides of a plugin connection, carried as
+// engine control messages. Data never travels here: the receiver advertises
+// each posted buffer (Cts), the sender RDMA-writes into it and the engine's
+// notification (tag = recv comm id << 32 | sequence) completes the receive.
+//
+//   sender                         receiver
+//   connect: Connect ------------> listen comm queues it; accept() makes a recv comm
+//            <------------------- Cts (one per irecv: seq, tag, size, region descriptor)
+//   isend(seq): write + notify --> notification completes irecv(seq) with its size
+//   isend of 0 bytes: Empty -----> completes irecv(seq) with 0 bytes
+//   isend too large: Fail -------> fails irecv(seq)
+//   close: Close <---------------> the other side fails what it still waits for
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hmemreg::nccl::proto {
+
+enum class Type : uint16_t { Connect = 1, Cts = 2, Empty = 3, Fail = 4, Close = 5 };
+
+struct Connect {
+	uint64_t listen_id = 0;
+	uint32_t send_id = 0;
+	std::vector<uint8_t> address; // the sender engine's peer blob
+};
+
+struct Cts {
+	uint32_t send_id = 0;
+	uint32_t recv_id = 0;
+	uint32_t seq = 0;
+	int32_t tag = 0;
+	uint64_t size = 0;   // capacity of the posted buffer
+	uint64_t offset = 0; // of the buffer inside the described region
+	std::vector<uint8_t> descriptor;
+};
+
+struct Empty {
+	uint32_t recv_id = 0;
+	uint32_t seq = 0;
+};
+
+struct Fail {
+	uint32_t recv_id = 0;
+	uint32_t seq = 0;
+	int32_t result = 0; // ncclResult_t the receive should fail with
+	std::string why;
+};
+
+struct Close {
+	uint32_t comm_id = 0;   // the receiving side's comm
+	uint8_t to_recv = 0;    // 1: comm_id is a recv comm, 0: a send comm
+};
+
+struct Message {
+	Type type;
+	Connect connect;
+	Cts cts;
+	Empty empty;
+	Fail fail;
+	Close close;
+};
+
+std::vector<uint8_t> encode(const Connect &m);
+std::vector<uint8_t> encode(const Cts &m);
+std::vector<uint8_t> encode(const Empty &m);
+std::vector<uint8_t> encode(const Fail &m);
+std::vector<uint8_t> encode(const Close &m);
+// Nothing on a malformed, foreign or other-version message.
+std::optional<Message> decode(std::span<const uint8_t> bytes);
+
+// Listen handle (NCCL_NET_HANDLE_MAXSIZE bytes, exchanged by NCCL).
+struct Handle {
+	uint64_t listen_id = 0;
+	std::vector<uint8_t> address; // the listening engine's peer blob
+};
+// False when the address does not fit `cap` bytes.
+bool encode_handle(const Handle &h, void *out, size_t cap);
+std::optional<Handle> decode_handle(const void *in, size_t cap);
+
+constexpr uint64_t notify_tag(uint32_t recv_id, uint32_t seq) { return (uint64_t(recv_id) << 32) | seq; }
+
+} // namespace hmemreg::nccl::proto

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: MIT
+// GPU machine: NCCL really loads libnccl-net-hmemreg.so, and the plugin's
+// init/devices/getProperties/regMr behave on CUDA memory. No nccl.h, no CUDA
+// headers: libnccl.so.2 and libcuda.so.1 are dlopened and the few entry
+// points used are declared here. Runs under tests/gpu/gpu_test.hpp (one
+// fork per test), not Criterion (CUDA in Criterion workers crashes there).
+//
+// Environment (tests/gpu.d/30-nccl-plugin.sh sets it): LD_LIBRARY_PATH holds
+// the plugin's directory, NCCL_NET_PLUGIN=hmemreg, HMEMREG_NCCL_PLUGIN_PATH
+// the plugin file.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <dlfcn.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpu_test.hpp"
+#include "nccl_abi.h"
+
+namespace {
+
+// ---- the slice of the CUDA driver API used here
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = void *;
+using CUdeviceptr = unsigned long long;
+
+struct Cuda {
+	CUresult (*cuInit)(unsigned);
+	CUresult (*cuDeviceGet)(CUdevice *, int);
+	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*cuCtxSetCurrent)(CUcontext);
+	CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*cuMemFree)(CUdeviceptr);
+};
+
+Cuda cuda_open()
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+	GPU_ASSERT(lib != nullptr, "(libcuda.so.1: %s)", dlerror());
+	Cuda c{};
+	auto sym = [&](const char *name) {
+		void *p = dlsym(lib, name);
+		GPU_ASSERT(p != nullptr, "(%s missing)", name);
+		return p;
+	};
+	c.cuInit = reinterpret_cast<decltype(c.cuInit)>(sym("cuInit"));
+	c.cuDeviceGet = reinterpret_cast<decltype(c.cuDeviceGet)>(sym("cuDeviceGet"));
+	c.cuDevicePrimaryCtxRetain = reinterpret_cast<decltype(c.cuDevicePrimaryCtxRetain)>(sym("cuDevicePrimaryCtxRetain"));
+	c.cuCtxSetCurrent = reinterpret_cast<decltype(c.cuCtxSetCurrent)>(sym("cuCtxSetCurrent"));
+	c.cuMemAlloc = reinterpret_cast<decltype(c.cuMemAlloc)>(sym("cuMemAlloc_v2"));
+	c.cuMemFree = reinterpret_cast<decltype(c.cuMemFree)>(sym("cuMemFree_v2"));
+	GPU_ASSERT(c.cuInit(0) == 0);
+	CUdevice dev;
+	CUcontext ctx;
+	GPU_ASSERT(c.cuDeviceGet(&dev, 0) == 0);
+	GPU_ASSERT(c.cuDevicePrimaryCtxRetain(&ctx, dev) == 0);
+	GPU_ASSERT(c.cuCtxSetCurrent(ctx) == 0);
+	return c;
+}
+
+// ---- the slice of NCCL's public API used here
+struct UniqueId {
+	char internal[128];
+};
+using Comm = void *;
+
+std::string slurp(const std::string &path)
+{
+	std::ifstream f(path);
+	std::stringstream s;
+	s << f.rdbuf();
+	return s.str();
+}
+
+const char *plugin_path()
+{
+	const char *p = std::getenv("HMEMREG_NCCL_PLUGIN_PATH");
+	GPU_ASSERT(p && *p, "(set HMEMREG_NCCL_PLUGIN_PATH to the built plugin)");
+	return p;
+}
+
+} // namespace
+
+// NCCL, initialising a 1-rank communicator with NCCL_NET_PLUGIN=hmemreg,
+// loads our table (v11 on 2.28), initialises it and logs through our logger.
+GPU_TEST(nccl_plugin, nccl_loads_the_plugin)
+{
+	char log[128];
+	std::snprintf(log, sizeof(log), "/tmp/hmemreg-nccl-%d.log", getpid());
+	setenv("NCCL_DEBUG", "INFO", 1);
+	setenv("NCCL_DEBUG_SUBSYS", "INIT,NET,ENV", 1);
+	setenv("NCCL_DEBUG_FILE", log, 1);
+	if (!std::getenv("NCCL_NET_PLUGIN"))
+		setenv("NCCL_NET_PLUGIN", "hmemreg", 1);
+	void *nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+	GPU_ASSERT(nccl != nullptr, "(libnccl.so.2: %s)", dlerror());
+	auto get_version = reinterpret_cast<int (*)(int *)>(dlsym(nccl, "ncclGetVersion"));
+	auto get_id = reinterpret_cast<int (*)(UniqueId *)>(dlsym(nccl, "ncclGetUniqueId"));
+	auto init_rank = reinterpret_cast<int (*)(Comm *, int, UniqueId, int)>(dlsym(nccl, "ncclCommInitRank"));
+	auto destroy = reinterpret_cast<int (*)(Comm)>(dlsym(nccl, "ncclCommDestroy"));
+	auto err_str = reinterpret_cast<const char *(*)(int)>(dlsym(nccl, "ncclGetErrorString"));
+	GPU_ASSERT(get_version && get_id && init_rank && destroy && err_str);
+	int version = 0;
+	GPU_ASSERT(get_version(&version) == 0);
+	GPU_LOG("NCCL %d", version);
+	cuda_open(); // NCCL uses device 0 of this process
+	UniqueId id;
+	GPU_ASSERT(get_id(&id) == 0);
+	Comm comm = nullptr;
+	int rc = init_rank(&comm, 1, id, 0);
+	GPU_ASSERT(rc == 0, "(ncclCommInitRank: %s)", err_str(rc));
+	GPU_ASSERT(destroy(comm) == 0);
+	std::string text = slurp(log);
+	unlink(log);
+	auto has = [&](const char *what) { return text.find(what) != std::string::npos; };
+	if (!has("Loaded net plugin hmemreg"))
+		std::fprintf(stderr, "---- NCCL log:\n%s\n----\n", text.c_str());
+	GPU_ASSERT(has("Loaded net plugin hmemreg"), "(NCCL's log does not show our table being loaded)");
+	if (version >= 22800)
+		GPU_ASSERT(has("Loaded net plugin hmemreg (v11)"), "(NCCL 2.28 should take the v11 table)");
+	GPU_ASSERT(has("NET/hmemreg: using"), "(our init did not log through NCCL's logger)");
+	GPU_ASSERT(has("Initialized NET plugin hmemreg") || has("Using network hmemreg"),
+		   "(NCCL did not initialise/select the plugin)");
+}
+
+// The plugin table itself, as NCCL calls it, on cuMemAlloc memory: regMr
+// with NCCL_PTR_CUDA works exactly when getProperties says CUDA is
+// supported, and fails cleanly otherwise. The connection's peer is a child
+// forked before CUDA is touched.
+GPU_TEST(nccl_plugin, regmr_on_cuda_memory_matches_ptr_support)
+{
+	int sv[2];
+	GPU_ASSERT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	void *lib = dlopen(plugin_path(), RTLD_NOW | RTLD_LOCAL);
+	GPU_ASSERT(lib != nullptr, "(%s)", dlerror());
+	auto *net = static_cast<ncclNet_v11_t *>(dlsym(lib, "ncclNetPlugin_v11"));
+	GPU_ASSERT(net != nullptr);
+	ncclNetCommConfig_t cfg{-1};
+	pid_t peer = fork();
+	GPU_ASSERT(peer >= 0);
+	if (peer == 0) { // listener: never touches CUDA
+		close(sv[0]);
+		void *ctx = nullptr, *lc = nullptr, *rc = nullptr;
+		char handle[NCCL_NET_HANDLE_MAXSIZE];
+		ncclNetDeviceHandle_t *dev = nullptr;
+		if (net->init(&ctx, 2, &cfg, nullptr, nullptr) || net->listen(ctx, 0, handle, &lc))
+			_exit(2);
+		if (write(sv[1], handle, sizeof(handle)) != sizeof(handle))
+			_exit(3);
+		for (int i = 0; i < 10000000 && !rc; i++)
+			if (net->accept(lc, &rc, &dev))
+				_exit(4);
+		char bye;
+		if (!rc || read(sv[1], &bye, 1) != 1) // until the test is done
+			_exit(5);
+		net->closeRecv(rc);
+		net->closeListen(lc);
+		net->finalize(ctx);
+		_exit(0);
+	}
+	close(sv[1]);
+	Cuda cu = cuda_open();
+	void *ctx = nullptr;
+	GPU_ASSERT(net->init(&ctx, 1, &cfg, nullptr, nullptr) == ncclSuccess);
+	int ndev = 0;
+	GPU_ASSERT(net->devices(&ndev) == ncclSuccess && ndev == 1);
+	ncclNetProperties_v11_t props;
+	GPU_ASSERT(net->getProperties(0, &props) == ncclSuccess);
+	GPU_LOG("device %s: ptrSupport %#x, speed %d Mbps, maxRecvs %d", props.name, props.ptrSupport, props.speed,
+		props.maxRecvs);
+	GPU_ASSERT(props.ptrSupport & NCCL_PTR_HOST);
+	GPU_ASSERT(props.name != nullptr && props.maxRecvs >= 1 && props.speed > 0);
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	pollfd pfd{sv[0], POLLIN, 0};
+	GPU_ASSERT(poll(&pfd, 1, 30000) == 1);
+	GPU_ASSERT(read(sv[0], handle, sizeof(handle)) == sizeof(handle));
+	void *sc = nullptr;
+	ncclNetDeviceHandle_t *dev = nullptr;
+	for (int i = 0; i < 1000000 && !sc; i++)
+		GPU_ASSERT(net->connect(ctx, 0, handle, &sc, &dev) == ncclSuccess);
+	GPU_ASSERT(sc != nullptr);
+
+	CUdeviceptr d = 0;
+	const size_t len = 4 << 20;
+	GPU_ASSERT(cu.cuMemAlloc(&d, len) == 0);
+	void *mh = nullptr;
+	ncclResult_t r = net->regMr(sc, reinterpret_cast<void *>(d), len, NCCL_PTR_CUDA, &mh);
+	if (props.ptrSupport & NCCL_PTR_CUDA) {
+		GPU_ASSERT(r == ncclSuccess && mh != nullptr, "(ptrSupport has CUDA but regMr returned %d)", r);
+		GPU_ASSERT(net->deregMr(sc, mh) == ncclSuccess);
+	} else {
+		GPU_ASSERT(r == ncclInvalidUsage && mh == nullptr,
+			   "(ptrSupport lacks CUDA: regMr must fail with ncclInvalidUsage, got %d)", r);
+	}
+	if (!(props.ptrSupport & NCCL_PTR_DMABUF)) {
+		r = net->regMrDmaBuf(sc, reinterpret_cast<void *>(d), len, NCCL_PTR_CUDA, 0, 0, &mh);
+		GPU_ASSERT(r == ncclInvalidUsage, "(regMrDmaBuf without DMA-BUF support returned %d)", r);
+	}
+	// Host memory registers in this CUDA process all the same.
+	void *host = std::malloc(len);
+	GPU_ASSERT(net->regMr(sc, host, len, NCCL_PTR_HOST, &mh) == ncclSuccess);
+	GPU_ASSERT(net->deregMr(sc, mh) == ncclSuccess);
+	std::free(host);
+	GPU_ASSERT(cu.cuMemFree(d) == 0);
+	GPU_ASSERT(net->closeSend(sc) == ncclSuccess);
+	char bye = 0;
+	GPU_ASSERT(write(sv[0], &bye, 1) == 1);
+	int st = 0;
+	waitpid(peer, &st, 0);
+	GPU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "(peer status %#x)", st);
+	GPU_ASSERT(net->finalize(ctx) == ncclSuccess);
+}
+
+GPU_TEST_MAIN()

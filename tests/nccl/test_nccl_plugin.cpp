@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: MIT
+// libnccl-net-hmemreg.so driven through its tables as NCCL drives it, with
+// two ranks (processes) over tcp;ofi_rxm on loopback.
+#include <vector>
+
+#include "plugin_pair.hpp"
+
+using namespace np;
+
+Test(nccl_plugin, table_and_properties)
+{
+	Plugin p;
+	CHECK(std::strcmp(p.v11->name, "hmemreg") == 0);
+	CHECK(std::strcmp(p.v10->name, "hmemreg") == 0);
+	int n = -1;
+	CHECK_RC(p.v11->devices(&n), ncclInternalError); // before init: an error, not a crash
+	OK(p.init());
+	OK(p.v11->devices(&n));
+	CHECK(n == 1);
+	ncclNetProperties_v11_t props;
+	OK(p.v11->getProperties(0, &props));
+	CHECK(props.name && std::strstr(props.name, "tcp"));
+	// libfabric 1.17 here has no FI_HMEM and the engine registers host
+	// memory only: host pointers, nothing else.
+	CHECK(props.ptrSupport == NCCL_PTR_HOST);
+	CHECK(props.maxRecvs == 1 && props.maxMultiRequestSize == 1);
+	CHECK(props.speed > 0 && props.maxComms > 0 && props.regIsGlobal == 1);
+	CHECK(props.netDeviceType == NCCL_NET_DEVICE_HOST);
+	CHECK(props.maxP2pBytes >= (1u << 30));
+	ncclNetProperties_v10_t p10;
+	OK(p.v10->getProperties(0, &p10));
+	CHECK(p10.ptrSupport == props.ptrSupport && p10.speed == props.speed && p10.maxRecvs == 1);
+	CHECK_RC(p.v11->getProperties(1, &props), ncclInvalidArgument);
+	CHECK_RC(p.v11->getProperties(-1, &props), ncclInvalidArgument);
+	CHECK(p.v11->makeVDevice == nullptr && p.v11->getDeviceMr == nullptr);
+	// A second communicator's init shares the engine; finalize both.
+	void *ctx2 = nullptr;
+	ncclNetCommConfig_t cfg{-1};
+	OK(p.v11->init(&ctx2, 0x5678, &cfg, nullptr, nullptr));
+	CHECK(ctx2 == p.ctx);
+	OK(p.v11->finalize(ctx2));
+	OK(p.v11->finalize(p.ctx));
+	CHECK_RC(p.v11->finalize(p.ctx), ncclInternalError);
+	CHECK_RC(p.v11->devices(&n), ncclInternalError);
+}
+
+Test(nccl_plugin, bad_configuration_fails_init)
+{
+	setenv("HMEMREG_NCCL_RAILS", "many", 1);
+	Plugin p;
+	CHECK_RC(p.init(), ncclInvalidUsage);
+	setenv("HMEMREG_NCCL_RAILS", "1", 1);
+	setenv("HMEMREG_NCCL_PROVIDER", "no-such-provider", 1);
+	CHECK_RC(p.init(), ncclSystemError);
+}
+
+// One transfer per size, 0 B .. 64 MiB, receive buffers larger than the
+// sends so test() must report the real size.
+Test(nccl_plugin, sizes_up_to_64MiB, .timeout = 90)
+{
+	static const size_t sizes[] = {0, 1, 7, 4095, 4096, 65537, 1 << 20, (16 << 20) + 3, 64 << 20};
+	const size_t cap = (64 << 20) + 8192;
+	run_pair(
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *rc = accept_conn(p, c);
+			Buf buf(cap);
+			void *mh = nullptr;
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			for (size_t i = 0; i < std::size(sizes); i++) {
+				const size_t off = (i * 64) % 4096; // unaligned receive buffers too
+				void *req = post_recv(p, rc, buf.data() + off, cap - 4096, 7, mh);
+				int got = -1;
+				OK(wait(p, req, &got));
+				CHECK(got == static_cast<int>(sizes[i]));
+				CHECK(verify(buf.data() + off, sizes[i], 1000 + i));
+			}
+			auto s = p.counters();
+			CHECK(s.requests_live == 0);
+			OK(p.closeRecv()(rc));
+			OK(p.deregMr()(nullptr, mh));
+			c.signal();
+			c.wait();
+		},
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *sc = connect_conn(p, c);
+			Buf buf(64 << 20);
+			void *mh = nullptr;
+			OK(p.regMr()(sc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			for (size_t i = 0; i < std::size(sizes); i++) {
+				fill(buf.data(), sizes[i], 1000 + i);
+				void *req = post_send(p, sc, buf.data(), sizes[i], 7, mh);
+				int got = -1;
+				OK(wait(p, req, &got));
+				CHECK(got == static_cast<int>(sizes[i]));
+			}
+			c.wait();
+			OK(p.closeSend()(sc));
+			OK(p.deregMr()(nullptr, mh));
+			c.signal();
+		});
+}
+
+// Many receives and sends in flight at once, distinct tags and sizes, for
+// several rounds; receives tested in reverse order.
+Test(nccl_plugin, many_outstanding_with_tags, .timeout = 60)
+{
+	constexpr int kReqs = 32, kRounds = 4;
+	constexpr size_t kSlot = 256 << 10;
+	auto size_of = [](int round, int i) { return static_cast<size_t>((i * 7919 + round * 104729) % kSlot) + (i == 0 ? 0 : 1); };
+	run_pair(
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *rc = accept_conn(p, c);
+			Buf buf(kSlot * kReqs);
+			void *mh = nullptr;
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			for (int round = 0; round < kRounds; round++) {
+				std::vector<void *> reqs;
+				for (int i = 0; i < kReqs; i++)
+					reqs.push_back(post_recv(p, rc, buf.data() + i * kSlot, kSlot, 100 + i, mh));
+				for (int i = kReqs - 1; i >= 0; i--) {
+					int got = -1;
+					OK(wait(p, reqs[i], &got));
+					CHECK(got == static_cast<int>(size_of(round, i)));
+					CHECK(verify(buf.data() + i * kSlot, size_of(round, i), round * 1000 + i));
+				}
+			}
+			OK(p.closeRecv()(rc));
+			OK(p.deregMr()(rc, mh));
+			c.signal();
+			c.wait();
+		},
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *sc = connect_conn(p, c);
+			Buf buf(kSlot * kReqs);
+			void *mh = nullptr;
+			OK(p.regMr()(sc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			for (int round = 0; round < kRounds; round++) {
+				std::vector<void *> reqs;
+				for (int i = 0; i < kReqs; i++) {
+					fill(buf.data() + i * kSlot, size_of(round, i), round * 1000 + i);
+					reqs.push_back(post_send(p, sc, buf.data() + i * kSlot, size_of(round, i), 100 + i, mh));
+				}
+				CHECK(p.counters().requests_live == kReqs);
+				for (int i = 0; i < kReqs; i++) {
+					int got = -1;
+					OK(wait(p, reqs[i], &got));
+					CHECK(got == static_cast<int>(size_of(round, i)));
+				}
+			}
+			c.wait();
+			OK(p.closeSend()(sc));
+			OK(p.deregMr()(sc, mh));
+			c.signal();
+		});
+}
+
+// regMr shares one registration between handles of the same pages, on any
+// comm, and releases it with the last deregMr.
+Test(nccl_plugin, registrations_are_shared_and_released, .timeout = 60)
+{
+	run_pair(
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *rc = accept_conn(p, c);
+			Buf buf(1 << 20);
+			void *a = nullptr, *b = nullptr, *sub = nullptr;
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &a));
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &b));
+			OK(p.regMr()(rc, buf.data() + 4096, 8192, NCCL_PTR_HOST, &sub));
+			auto s = p.counters();
+			CHECK(a != b && s.mhandles_live == 3);
+			CHECK(s.region_misses == 1 && s.region_hits == 2 && s.regions_live == 1);
+			// The first handle goes; the others still work for a transfer.
+			OK(p.deregMr()(rc, a));
+			CHECK(p.counters().regions_live == 1);
+			void *req = post_recv(p, rc, buf.data() + 4096, 8192, 1, sub);
+			int got = -1;
+			OK(wait(p, req, &got));
+			CHECK(got == 8192 && verify(buf.data() + 4096, 8192, 77));
+			OK(p.deregMr()(rc, b));
+			OK(p.deregMr()(rc, sub));
+			s = p.counters();
+			CHECK(s.regions_live == 0 && s.mhandles_live == 0);
+			// Released: the next regMr makes a new engine region, which the
+			// engine's registration cache serves from its LRU (a hit, no new
+			// provider registration) unless no memory monitor is available.
+			CacheTotals before = cache_totals();
+			CHECK(before.caches >= 1 && before.registrar.rfind("libfabric", 0) == 0);
+			CHECK(before.misses >= 1 && before.registrations >= 1);
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &a));
+			CHECK(p.counters().region_misses == 2);
+			CacheTotals after = cache_totals();
+			CHECK(after.hits + after.misses > before.hits + before.misses);
+			if (before.monitor != "unavailable" && before.monitor != "none")
+				CHECK(after.hits > before.hits && after.registrations == before.registrations);
+			OK(p.deregMr()(rc, a));
+			CHECK_RC(p.deregMr()(rc, a), ncclInternalError); // twice
+			OK(p.closeRecv()(rc));
+			c.signal();
+			c.wait();
+		},
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *sc = connect_conn(p, c);
+			Buf buf(8192);
+			fill(buf.data(), 8192, 77);
+			void *mh = nullptr;
+			OK(p.regMr()(sc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			OK(wait(p, post_send(p, sc, buf.data(), 8192, 1, mh)));
+			c.wait();
+			OK(p.closeSend()(sc));
+			OK(p.deregMr()(sc, mh));
+			c.signal();
+		});
+}
+
+// Handles NCCL never made, memory it never registered, unsupported kinds:
+// clean errors and nothing else.
+Test(nccl_plugin, bad_input_is_an_error, .timeout = 60)
+{
+	run_pair(
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *rc = accept_conn(p, c);
+			int junk[16] = {};
+			void *req = nullptr, *mh = nullptr;
+			int done = 0;
+			ncclNetDeviceHandle_t *dev = nullptr;
+			void *out = nullptr;
+			CHECK_RC(p.test()(junk, &done, nullptr), ncclInternalError);
+			CHECK_RC(p.closeRecv()(junk), ncclInternalError);
+			CHECK_RC(p.closeListen()(junk), ncclInternalError);
+			CHECK_RC(p.closeSend()(rc), ncclInternalError); // a recv comm is not a send comm
+			CHECK_RC(p.accept()(rc, &out, &dev), ncclInternalError);
+			CHECK_RC(p.regMr()(junk, junk, sizeof(junk), NCCL_PTR_HOST, &mh), ncclInternalError);
+			CHECK_RC(p.deregMr()(rc, junk), ncclInternalError);
+			CHECK_RC(p.isend()(rc, junk, 4, 0, nullptr, nullptr, &req), ncclInternalError);
+			Buf buf(1 << 16);
+			// Device memory and DMA-BUFs are not offered (ptrSupport HOST).
+			CHECK_RC(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_CUDA, &mh), ncclInvalidUsage);
+			CHECK(mh == nullptr);
+			CHECK_RC(p.regMrDmaBuf()(rc, buf.data(), buf.len, NCCL_PTR_CUDA, 0, 3, &mh), ncclInvalidUsage);
+			OK(p.regMr()(rc, buf.data() + 4096, 4096, NCCL_PTR_HOST, &mh));
+			// Receive into memory outside the registration / without one / grouped.
+			size_t sizes[2] = {8192, 8};
+			int tags[2] = {0, 0};
+			void *datas[2] = {buf.data() + 4096, buf.data()};
+			void *mhs[2] = {mh, mh};
+			CHECK_RC(p.irecv()(rc, 1, datas, sizes, tags, mhs, nullptr, &req), ncclInternalError);
+			void *none[1] = {nullptr};
+			CHECK_RC(p.irecv()(rc, 1, datas, sizes, tags, none, nullptr, &req), ncclInternalError);
+			CHECK_RC(p.irecv()(rc, 2, datas, sizes, tags, mhs, nullptr, &req), ncclInternalError);
+			CHECK(p.counters().requests_live == 0);
+			// Still usable after all that.
+			void *r = post_recv(p, rc, buf.data() + 4096, 4096, 3, mh);
+			int got = -1;
+			OK(wait(p, r, &got));
+			CHECK(got == 4096 && verify(buf.data() + 4096, 4096, 5));
+			OK(p.deregMr()(rc, mh));
+			OK(p.closeRecv()(rc));
+			c.signal();
+			c.wait();
+		},
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *sc = connect_conn(p, c);
+			Buf buf(1 << 16);
+			fill(buf.data(), buf.len, 5);
+			void *mh = nullptr, *req = nullptr;
+			OK(p.regMr()(sc, buf.data(), 4096, NCCL_PTR_HOST, &mh));
+			CHECK_RC(p.isend()(sc, buf.data(), 8192, 3, mh, nullptr, &req), ncclInternalError); // beyond the handle
+			CHECK_RC(p.isend()(sc, buf.data(), 4096, 3, nullptr, nullptr, &req), ncclInternalError); // no handle
+			CHECK_RC(p.isend()(sc, buf.data() + 8192, 16, 3, mh, nullptr, &req), ncclInternalError);
+			CHECK(req == nullptr);
+			OK(wait(p, post_send(p, sc, buf.data(), 4096, 3, mh)));
+			c.wait();
+			OK(p.closeSend()(sc));
+			OK(p.deregMr()(sc, mh));
+			c.signal();
+		});
+}
+
+// A send larger than the posted receive (or with another tag) fails on
+// both sides with ncclInvalidUsage; the connection carries on.
+Test(nccl_plugin, send_larger_than_receive_fails_both_sides, .timeout = 60)
+{
+	run_pair(
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *rc = accept_conn(p, c);
+			Buf buf(1 << 16);
+			void *mh = nullptr;
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			CHECK_RC(wait(p, post_recv(p, rc, buf.data(), 1024, 9, mh)), ncclInvalidUsage);
+			CHECK_RC(wait(p, post_recv(p, rc, buf.data(), 4096, 9, mh)), ncclInvalidUsage); // tag mismatch
+			int got = -1;
+			OK(wait(p, post_recv(p, rc, buf.data(), 8192, 9, mh), &got));
+			CHECK(got == 4096 && verify(buf.data(), 4096, 11));
+			OK(p.deregMr()(rc, mh));
+			OK(p.closeRecv()(rc));
+			c.signal();
+			c.wait();
+		},
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *sc = connect_conn(p, c);
+			Buf buf(1 << 16);
+			fill(buf.data(), 4096, 11);
+			void *mh = nullptr;
+			OK(p.regMr()(sc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			auto send_rc = [&](size_t n, int tag) {
+				auto deadline = Clock::now() + 20s;
+				for (;;) {
+					void *req = nullptr;
+					ncclResult_t r = p.isend()(sc, buf.data(), n, tag, mh, nullptr, &req);
+					if (r != ncclSuccess || req) {
+						if (req)
+							r = wait(p, req);
+						return r;
+					}
+					CHECK(Clock::now() < deadline);
+				}
+			};
+			CHECK_RC(send_rc(4096, 9), ncclInvalidUsage);
+			CHECK_RC(send_rc(4096, 10), ncclInvalidUsage);
+			OK(send_rc(4096, 9));
+			c.wait();
+			OK(p.closeSend()(sc));
+			OK(p.deregMr()(sc, mh));
+			c.signal();
+		});
+}
+
+// Closing comms with requests in flight: no crash, no leftover requests,
+// the peer learns it (its next isend fails with ncclRemoteError), and new
+// connections work.
+Test(nccl_plugin, close_with_requests_in_flight, .timeout = 60)
+{
+	run_pair(
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			Buf buf(8 << 20);
+			void *rc = accept_conn(p, c);
+			void *mh = nullptr;
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			void *last = nullptr;
+			for (int i = 0; i < 8; i++)
+				last = post_recv(p, rc, buf.data() + (size_t(i) << 20), 1 << 20, i, mh);
+			wait_progressing(p, c, last); // the sender posted 4 sends and did not wait
+			OK(p.closeRecv()(rc));
+			CHECK(p.counters().requests_live == 0);
+			// A new connection on the same engine works (accepting it
+			// drives progress: the sender learns of the close meanwhile).
+			void *rc2 = accept_conn(p, c);
+			int got = -1;
+			OK(wait(p, post_recv(p, rc2, buf.data(), 1 << 20, 0, mh), &got));
+			CHECK(got == (1 << 20) && verify(buf.data(), 1 << 20, 3));
+			OK(p.closeRecv()(rc2));
+			OK(p.deregMr()(nullptr, mh));
+			auto s = p.counters();
+			CHECK(s.requests_live == 0 && s.mhandles_live == 0 && s.regions_live == 0 && s.comms_live == 0);
+			c.signal();
+			c.wait();
+			OK(p.v11->finalize(p.ctx));
+		},
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			Buf buf(8 << 20);
+			fill(buf.data(), 1 << 20, 3);
+			void *sc = connect_conn(p, c);
+			void *mh = nullptr;
+			OK(p.regMr()(sc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			for (int i = 0; i < 4; i++)
+				post_send(p, sc, buf.data() + (size_t(i) << 20), 1 << 20, i, mh);
+			c.signal();
+			// Keep sending until the close is seen: a request may still
+			// complete (its buffer was advertised) but then isend fails.
+			auto deadline = Clock::now() + 20s;
+			ncclResult_t r = ncclSuccess;
+			for (int seq = 4; r == ncclSuccess; seq++) {
+				void *req = nullptr;
+				r = p.isend()(sc, buf.data(), 4096, seq, mh, nullptr, &req);
+				CHECK(Clock::now() < deadline);
+				if (req) {
+					ncclResult_t t = wait(p, req);
+					CHECK(t == ncclSuccess || t == ncclRemoteError);
+				} else if (r == ncclSuccess) {
+					seq--; // not advertised: same sequence again
+				}
+			}
+			CHECK(r == ncclRemoteError);
+			OK(p.closeSend()(sc)); // with up to 4 sends never tested
+			CHECK(p.counters().requests_live == 0);
+			void *sc2 = connect_conn(p, c);
+			OK(wait(p, post_send(p, sc2, buf.data(), 1 << 20, 0, mh)));
+			c.wait();
+			OK(p.closeSend()(sc2));
+			OK(p.deregMr()(sc2, mh));
+			c.signal();
+		});
+}
+
+// The older table (NCCL < 2.28) moves data the same way.
+Test(nccl_plugin, v10_table_transfers, .timeout = 60)
+{
+	run_pair(
+		[&](Chan &c) {
+			Plugin p(true);
+			OK(p.init());
+			void *rc = accept_conn(p, c);
+			Buf buf(4 << 20);
+			void *mh = nullptr;
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			int got = -1;
+			OK(wait(p, post_recv(p, rc, buf.data(), buf.len, 5, mh), &got));
+			CHECK(got == (3 << 20) && verify(buf.data(), 3 << 20, 21));
+			void *flush = &got;
+			int fsz[1] = {got};
+			void *datas[1] = {buf.data()};
+			void *mhs[1] = {mh};
+			OK(p.iflush()(rc, 1, datas, fsz, mhs, &flush));
+			CHECK(flush == nullptr); // host memory: nothing to flush
+			OK(p.closeRecv()(rc));
+			OK(p.deregMr()(rc, mh));
+			c.signal();
+			c.wait();
+		},
+		[&](Chan &c) {
+			Plugin p(true);
+			OK(p.init());
+			void *sc = connect_conn(p, c);
+			Buf buf(3 << 20);
+			fill(buf.data(), buf.len, 21);
+			void *mh = nullptr;
+			OK(p.regMr()(sc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			OK(wait(p, post_send(p, sc, buf.data(), buf.len, 5, mh)));
+			c.wait();
+			OK(p.closeSend()(sc));
+			OK(p.deregMr()(sc, mh));
+			c.signal();
+		});
+}
