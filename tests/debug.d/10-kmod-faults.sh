@@ -1,0 +1,63 @@
+#!/bin/bash
+# hmemreg.ko's error paths under the kernel's own fault injection (debug kernel,
+# make test-debug): (1) load once per allocation point of loading and init with
+# exactly that allocation failing (fail-nth); (2) the module's suites with
+# failslab and fail_page_alloc failing 1 in 5 of the allocations made from the
+# module's code (task filter + stack-trace filter on the module's text); then
+# (3) the suites again without faults must pass and the module unload. KASAN,
+# kmemleak and lockdep, judged by tests/vm/run, catch what the unwinding breaks.
+set -e
+. "$(dirname "$0")/../lib.sh"
+require_vm
+D=/sys/kernel/debug
+[ -d $D/failslab ] && [ -d $D/fail_page_alloc ] ||
+	{ echo "SKIP: needs the debug kernel's fault injection (make test-debug)"; exit 77; }
+ko=$HMEMREG_KMOD_DIR/hmemreg.ko
+# Injected failures are expected here: no stack dump per failure, and the page
+# allocator's own "page allocation failure" report is not a finding.
+for a in failslab fail_page_alloc; do echo 0 > $D/$a/verbose; done
+echo "page allocation failure" >> /run/job/expected-reports
+
+echo "---- load/init with each allocation failing in turn (slab)"
+echo N > $D/failslab/ignore-gfp-wait
+echo 100 > $D/fail_page_alloc/min-order   # the page allocator never asked
+"$HMEMREG_BUILD/tests/debug/fail_nth_load" "$ko" hmemreg "${HMEMREG_FAIL_NTH_MAX:-300}"
+
+echo "---- load/init with each allocation failing in turn (pages)"
+echo Y > $D/failslab/ignore-gfp-wait
+echo 0 > $D/fail_page_alloc/min-order
+echo N > $D/fail_page_alloc/ignore-gfp-wait
+echo N > $D/fail_page_alloc/ignore-gfp-highmem
+"$HMEMREG_BUILD/tests/debug/fail_nth_load" "$ko" hmemreg "${HMEMREG_FAIL_NTH_MAX:-300}"
+
+echo "---- suites with 1 in 5 allocations from module code failing"
+kmod_load
+read -r _ size _ _ _ base _ < <(grep '^hmemreg ' /proc/modules)
+end=$(printf '0x%x' $((base + size)))
+times=1000000
+for a in failslab fail_page_alloc; do
+	echo 1 > $D/$a/task-filter
+	echo "$base" > $D/$a/require-start
+	echo "$end" > $D/$a/require-end
+	echo 32 > $D/$a/stacktrace-depth
+	echo $times > $D/$a/times
+	echo 1 > $D/$a/interval
+	echo N > $D/$a/ignore-gfp-wait
+	echo 20 > $D/$a/probability
+done
+# Only this subshell and its children (the suites) get failures.
+(echo 1 > /proc/self/make-it-fail; run_suites "$HMEMREG_BUILD"/tests/kmod/test_kmod_*) ||
+	echo "(suites failed under injected faults, as they may)"
+injected=0
+for a in failslab fail_page_alloc; do
+	echo 0 > $D/$a/probability
+	n=$((times - $(cat $D/$a/times)))
+	echo "$a: $n failure(s) injected in module code"
+	injected=$((injected + n))
+done
+[ $injected -gt 0 ] || echo "note: the suites made no allocation from module code"
+
+echo "---- suites again, no faults"
+run_suites "$HMEMREG_BUILD"/tests/kmod/test_kmod_*
+kmod_unload
+[ ! -e /dev/hmemreg ] || { echo "/dev/hmemreg still present after rmmod"; exit 1; }
