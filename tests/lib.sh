@@ -31,3 +31,9 @@ kmod_load() {
 kmod_unload() {
 	rmmod hmemreg
 }
+
+# The in-kernel test importer (tests/kmod/importer), or the debug lane's build
+# of it (HMEMREG_IMPORTER_DIR).
+importer_load() {
+	insmod "${HMEMREG_IMPORTER_DIR:-$HMEMREG_TOP/tests/kmod/importer}/hmemreg_importer.ko" "$@"
+}
