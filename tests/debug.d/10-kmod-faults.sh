@@ -1,11 +1,13 @@
 #!/bin/bash
 # hmemreg.ko's error paths under the kernel's own fault injection (debug kernel,
-# make test-debug): (1) load once per allocation point of loading and init with
-# exactly that allocation failing (fail-nth); (2) the module's suites with
-# failslab and fail_page_alloc failing 1 in 5 of the allocations made from the
-# module's code (task filter + stack-trace filter on the module's text); then
-# (3) the suites again without faults must pass and the module unload. KASAN,
-# kmemleak and lockdep, judged by tests/vm/run, catch what the unwinding breaks.
+# make test-debug), on top of the module's own fail_every knob that the kmod
+# suites use: (1) load once per allocation point of loading and init, with
+# exactly that allocation failing (fail-nth), slab then page allocations;
+# (2) the kmod suites with failslab and fail_page_alloc failing 1 in 5 of the
+# allocations made from the module's code (task filter + stack-trace filter on
+# the module's text); (3) the suites again without faults must pass, and both
+# modules unload. KASAN, kmemleak and lockdep, judged by tests/vm/run, catch
+# what the unwinding breaks.
 set -e
 . "$(dirname "$0")/../lib.sh"
 require_vm
@@ -13,25 +15,38 @@ D=/sys/kernel/debug
 [ -d $D/failslab ] && [ -d $D/fail_page_alloc ] ||
 	{ echo "SKIP: needs the debug kernel's fault injection (make test-debug)"; exit 77; }
 ko=$HMEMREG_KMOD_DIR/hmemreg.ko
+params=${HMEMREG_KMOD_PARAMS:-}
+importer=${HMEMREG_IMPORTER_DIR:-$HMEMREG_TOP/tests/kmod/importer}/hmemreg_importer.ko
+suites() {
+	local b bad=0
+	for b in "$HMEMREG_BUILD"/tests/kmod/${HMEMREG_KMOD_SUITES:-test_kmod_*}; do
+		[ -x "$b" ] || continue
+		echo "---- $(basename "$b")"
+		"$b" --jobs 1 || bad=$((bad + 1))
+	done
+	return $bad
+}
 # Injected failures are expected here: no stack dump per failure, and the page
 # allocator's own "page allocation failure" report is not a finding.
 for a in failslab fail_page_alloc; do echo 0 > $D/$a/verbose; done
 echo "page allocation failure" >> /run/job/expected-reports
 
-echo "---- load/init with each allocation failing in turn (slab)"
+echo "---- load/init with each slab allocation failing in turn"
 echo N > $D/failslab/ignore-gfp-wait
-echo 100 > $D/fail_page_alloc/min-order   # the page allocator never asked
-"$HMEMREG_BUILD/tests/debug/fail_nth_load" "$ko" hmemreg "${HMEMREG_FAIL_NTH_MAX:-300}"
+echo 100 > $D/fail_page_alloc/min-order   # the page allocator is not asked
+"$HMEMREG_BUILD/tests/debug/fail_nth_load" "$ko" hmemreg "${HMEMREG_FAIL_NTH_MAX:-300}" "$params"
 
-echo "---- load/init with each allocation failing in turn (pages)"
+echo "---- load/init with each page allocation failing in turn"
 echo Y > $D/failslab/ignore-gfp-wait
 echo 0 > $D/fail_page_alloc/min-order
 echo N > $D/fail_page_alloc/ignore-gfp-wait
 echo N > $D/fail_page_alloc/ignore-gfp-highmem
-"$HMEMREG_BUILD/tests/debug/fail_nth_load" "$ko" hmemreg "${HMEMREG_FAIL_NTH_MAX:-300}"
+"$HMEMREG_BUILD/tests/debug/fail_nth_load" "$ko" hmemreg "${HMEMREG_FAIL_NTH_MAX:-300}" "$params"
 
-echo "---- suites with 1 in 5 allocations from module code failing"
-kmod_load
+echo "---- kmod suites with 1 in 5 allocations from module code failing"
+# shellcheck disable=SC2086
+kmod_load $params
+[ ! -f "$importer" ] || insmod "$importer"
 read -r _ size _ _ _ base _ < <(grep '^hmemreg ' /proc/modules)
 end=$(printf '0x%x' $((base + size)))
 times=1000000
@@ -46,8 +61,7 @@ for a in failslab fail_page_alloc; do
 	echo 20 > $D/$a/probability
 done
 # Only this subshell and its children (the suites) get failures.
-(echo 1 > /proc/self/make-it-fail; run_suites "$HMEMREG_BUILD"/tests/kmod/test_kmod_*) ||
-	echo "(suites failed under injected faults, as they may)"
+(echo 1 > /proc/self/make-it-fail; suites) || echo "(suites failed under injected faults, as they may)"
 injected=0
 for a in failslab fail_page_alloc; do
 	echo 0 > $D/$a/probability
@@ -57,7 +71,8 @@ for a in failslab fail_page_alloc; do
 done
 [ $injected -gt 0 ] || echo "note: the suites made no allocation from module code"
 
-echo "---- suites again, no faults"
-run_suites "$HMEMREG_BUILD"/tests/kmod/test_kmod_*
+echo "---- kmod suites again, no faults"
+suites
+[ ! -f "$importer" ] || rmmod hmemreg_importer
 kmod_unload
 [ ! -e /dev/hmemreg ] || { echo "/dev/hmemreg still present after rmmod"; exit 1; }

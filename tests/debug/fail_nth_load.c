@@ -6,7 +6,7 @@
  * with nothing of it left. KASAN, kmemleak and lockdep (debug kernel) judge
  * the unwinding; this checks the outcome.
  *
- *   fail_nth_load MODULE.ko NAME [MAX_ATTEMPTS]
+ *   fail_nth_load MODULE.ko NAME [MAX_ATTEMPTS [PARAMS]]
  *
  * Attempts go from the last allocation point backwards, so the module's own
  * init (which runs after the loader's work) is covered first. Exit 0: every
@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 static int nth_fd = -1;
+static const char *params = "";
 
 static void set_nth(long n)
 {
@@ -62,7 +63,7 @@ static int load(int ko, long n, long *left)
 	int r, err;
 
 	set_nth(n);
-	r = syscall(SYS_finit_module, ko, "", 0);
+	r = syscall(SYS_finit_module, ko, params, 0);
 	err = errno;
 	*left = get_nth();
 	set_nth(0);
@@ -83,10 +84,12 @@ int main(int argc, char **argv)
 	const char *name;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s MODULE.ko NAME [MAX_ATTEMPTS]\n", argv[0]);
+		fprintf(stderr, "usage: %s MODULE.ko NAME [MAX_ATTEMPTS [PARAMS]]\n", argv[0]);
 		return 2;
 	}
 	name = argv[2];
+	if (argc > 4)
+		params = argv[4];
 	ko = open(argv[1], O_RDONLY | O_CLOEXEC);
 	nth_fd = open("/proc/thread-self/fail-nth", O_RDWR | O_CLOEXEC);
 	if (ko < 0 || nth_fd < 0) {
