@@ -29,6 +29,7 @@ all: kmod user
 
 kmod:
 	$(MAKE) -C kmod KVER=$(KVER) KDIR=$(KDIR)
+	$(MAKE) -C tests/kmod/importer KVER=$(KVER) KDIR=$(KDIR)
 
 $(BUILD)/Makefile: CMakeLists.txt
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -71,6 +72,7 @@ check-kmod:
 
 clean:
 	$(MAKE) -C kmod clean
+	$(MAKE) -C tests/kmod/importer clean
 	rm -rf $(BUILD)
 
 .PHONY: all kmod user deps test test-host test-vm test-debug test-gpu demo check-kmod clean

@@ -37,6 +37,19 @@ Test(version, raw_ioctl_fills_struct)
 	cr_assert_eq(v.size, sizeof(v));
 	cr_assert_eq(v.abi_major, HMEMREG_ABI_MAJOR);
 	cr_assert_eq(v.abi_minor, HMEMREG_ABI_MINOR);
+	uint64_t want = HMEMREG_CAP_EXPORT_HOST | HMEMREG_CAP_EXPORT_DEVMEM | HMEMREG_CAP_WATCH |
+			HMEMREG_CAP_NETLINK | HMEMREG_CAP_FAULT_INJECT;
+	cr_assert_eq(v.caps, want, "caps 0x%llx", (unsigned long long)v.caps);
+	close(fd);
+}
+
+Test(version, reserved_must_be_zero)
+{
+	int fd = open_dev();
+	struct hmemreg_version v = { .size = sizeof(v), .reserved = 1 };
+
+	cr_assert_eq(ioctl(fd, HMEMREG_IOC_VERSION, &v), -1);
+	cr_assert_eq(errno, EINVAL);
 	close(fd);
 }
 

@@ -1,0 +1,497 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * DMA-BUF export over memory providers: one dma-buf per exported range,
+ * complete dma_buf_ops that forward to the provider and record every
+ * attachment, pin and map in the ledger, the provider registry (exported to
+ * other modules), and the export ioctl, which publishes its fd last.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/dma-buf.h>
+#include <linux/dma-mapping.h>
+#include <linux/file.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/timekeeping.h>
+#include <linux/uaccess.h>
+
+#include "hmemreg_priv.h"
+
+/**
+ * struct hmemreg_exp - one exported range
+ * @rec:  its ledger record
+ * @prov: provider that owns the memory
+ * @priv: provider's object for this range
+ */
+struct hmemreg_exp {
+	struct hmemreg_ledger_exp rec;
+	struct hmemreg_provider *prov;
+	void *priv;
+};
+
+static DEFINE_MUTEX(hmemreg_providers_lock);
+static LIST_HEAD(hmemreg_providers);
+static u32 hmemreg_next_provider_id = HMEMREG_PROVIDER_DYNAMIC;
+
+static bool hmemreg_is_builtin(const struct hmemreg_provider *prov)
+{
+	return prov == &hmemreg_host_provider || prov == &hmemreg_devmem_provider;
+}
+
+static int hmemreg_exp_attach(struct dma_buf *dmabuf,
+			      struct dma_buf_attachment *attach)
+{
+	struct hmemreg_exp *exp = dmabuf->priv;
+	struct hmemreg_ledger_att *att;
+
+	/* See "Peer-to-peer" in hmemreg_provider.h. */
+	if ((exp->prov->flags & HMEMREG_PROV_NEEDS_P2P) && !attach->peer2peer) {
+		dev_warn_ratelimited(attach->dev,
+				     "hmemreg: %s memory needs PCI peer-to-peer, importer cannot do it\n",
+				     exp->prov->name);
+		return -EOPNOTSUPP;
+	}
+	if (hmemreg_should_fail(HMEMREG_FAIL_ALLOC))
+		return -ENOMEM;
+	att = kzalloc(sizeof(*att), GFP_KERNEL);
+	if (!att)
+		return -ENOMEM;
+	strscpy(att->device, dev_name(attach->dev), sizeof(att->device));
+	get_task_comm(att->comm, current);
+	att->pid = task_tgid_nr(current);
+	att->dynamic = dma_buf_attachment_is_dynamic(attach);
+	att->attached_ns = ktime_get_boottime_ns();
+	attach->priv = att;
+
+	spin_lock(&hmemreg_ledger_lock);
+	list_add_tail(&att->node, &exp->rec.attachments);
+	exp->rec.attach_live++;
+	spin_unlock(&hmemreg_ledger_lock);
+	atomic64_inc(&hmemreg_stats.attach_live);
+	atomic64_inc(&hmemreg_stats.attach_total);
+	return 0;
+}
+
+static void hmemreg_exp_detach(struct dma_buf *dmabuf,
+			       struct dma_buf_attachment *attach)
+{
+	struct hmemreg_exp *exp = dmabuf->priv;
+	struct hmemreg_ledger_att *att = attach->priv;
+
+	spin_lock(&hmemreg_ledger_lock);
+	list_del(&att->node);
+	exp->rec.attach_live--;
+	spin_unlock(&hmemreg_ledger_lock);
+	atomic64_dec(&hmemreg_stats.attach_live);
+	/* The core unmaps and unpins before detach; anything left is a bug. */
+	if (att->pinned || att->mapped) {
+		atomic64_inc(&hmemreg_stats.unbalanced);
+		pr_warn_ratelimited("export %llu: %s detached with %u pins, %u maps\n",
+				    exp->rec.id, att->device, att->pinned, att->mapped);
+	}
+	kfree(att);
+}
+
+static void hmemreg_count_pin(struct hmemreg_exp *exp,
+			      struct hmemreg_ledger_att *att)
+{
+	spin_lock(&hmemreg_ledger_lock);
+	if (att)
+		att->pinned++;
+	exp->rec.pins_live++;
+	exp->rec.pins_total++;
+	exp->rec.last_pin_ns = ktime_get_boottime_ns();
+	spin_unlock(&hmemreg_ledger_lock);
+	atomic64_inc(&hmemreg_stats.pins_live);
+	atomic64_inc(&hmemreg_stats.pins_total);
+}
+
+/* Return false (and count it) for an unpin without a pin. */
+static bool hmemreg_count_unpin(struct hmemreg_exp *exp,
+				struct hmemreg_ledger_att *att)
+{
+	bool ok;
+
+	spin_lock(&hmemreg_ledger_lock);
+	ok = att ? att->pinned > 0 : exp->rec.pins_live > 0;
+	if (ok) {
+		if (att)
+			att->pinned--;
+		exp->rec.pins_live--;
+		exp->rec.last_unpin_ns = ktime_get_boottime_ns();
+	}
+	spin_unlock(&hmemreg_ledger_lock);
+	if (ok) {
+		atomic64_dec(&hmemreg_stats.pins_live);
+	} else {
+		atomic64_inc(&hmemreg_stats.unbalanced);
+		pr_warn_ratelimited("export %llu: unpin without pin\n", exp->rec.id);
+	}
+	return ok;
+}
+
+/* Called with the reservation lock held. */
+static int hmemreg_exp_pin(struct dma_buf_attachment *attach)
+{
+	struct hmemreg_exp *exp = attach->dmabuf->priv;
+	int ret = 0;
+
+	if (exp->prov->ops->pin)
+		ret = exp->prov->ops->pin(exp->priv);
+	if (!ret)
+		hmemreg_count_pin(exp, attach->priv);
+	return ret;
+}
+
+static void hmemreg_exp_unpin(struct dma_buf_attachment *attach)
+{
+	struct hmemreg_exp *exp = attach->dmabuf->priv;
+
+	if (hmemreg_count_unpin(exp, attach->priv) && exp->prov->ops->unpin)
+		exp->prov->ops->unpin(exp->priv);
+}
+
+static struct sg_table *hmemreg_exp_map(struct dma_buf_attachment *attach,
+					enum dma_data_direction dir)
+{
+	struct hmemreg_exp *exp = attach->dmabuf->priv;
+	struct hmemreg_ledger_att *att = attach->priv;
+	struct sg_table *sgt;
+
+	/* A read-only export never lets the device write. */
+	if (dir == DMA_FROM_DEVICE && !(exp->rec.state & HMEMREG_EXP_STATE_WRITABLE))
+		return ERR_PTR(-EACCES);
+	sgt = exp->prov->ops->map(exp->priv, attach->dev, dir);
+	if (IS_ERR(sgt))
+		return sgt;
+	spin_lock(&hmemreg_ledger_lock);
+	att->mapped++;
+	exp->rec.maps_live++;
+	exp->rec.maps_total++;
+	spin_unlock(&hmemreg_ledger_lock);
+	atomic64_inc(&hmemreg_stats.maps_live);
+	atomic64_inc(&hmemreg_stats.maps_total);
+	return sgt;
+}
+
+static void hmemreg_exp_unmap(struct dma_buf_attachment *attach,
+			      struct sg_table *sgt, enum dma_data_direction dir)
+{
+	struct hmemreg_exp *exp = attach->dmabuf->priv;
+	struct hmemreg_ledger_att *att = attach->priv;
+	bool ok;
+
+	spin_lock(&hmemreg_ledger_lock);
+	ok = att->mapped > 0;
+	if (ok) {
+		att->mapped--;
+		exp->rec.maps_live--;
+	}
+	spin_unlock(&hmemreg_ledger_lock);
+	if (ok)
+		atomic64_dec(&hmemreg_stats.maps_live);
+	else
+		atomic64_inc(&hmemreg_stats.unbalanced);
+	exp->prov->ops->unmap(exp->priv, attach->dev, sgt, dir);
+}
+
+static void hmemreg_exp_release(struct dma_buf *dmabuf)
+{
+	struct hmemreg_exp *exp = dmabuf->priv;
+	struct hmemreg_provider *prov = exp->prov;
+
+	hmemreg_ledger_del(&exp->rec);
+	prov->ops->release(exp->priv);
+	if (!hmemreg_is_builtin(prov))
+		module_put(prov->owner);
+	kfree(exp);
+}
+
+/* User mappings of the dma-buf keep the memory in place like a pin. */
+static void hmemreg_exp_vm_open(struct vm_area_struct *vma)
+{
+	struct hmemreg_exp *exp = vma->vm_private_data;
+
+	if (exp->prov->ops->pin)
+		exp->prov->ops->pin(exp->priv);
+	spin_lock(&hmemreg_ledger_lock);
+	exp->rec.user_mmaps++;
+	spin_unlock(&hmemreg_ledger_lock);
+	atomic64_inc(&hmemreg_stats.user_mmaps_live);
+}
+
+static void hmemreg_exp_vm_close(struct vm_area_struct *vma)
+{
+	struct hmemreg_exp *exp = vma->vm_private_data;
+
+	spin_lock(&hmemreg_ledger_lock);
+	exp->rec.user_mmaps--;
+	spin_unlock(&hmemreg_ledger_lock);
+	atomic64_dec(&hmemreg_stats.user_mmaps_live);
+	if (exp->prov->ops->unpin)
+		exp->prov->ops->unpin(exp->priv);
+}
+
+static const struct vm_operations_struct hmemreg_exp_vm_ops = {
+	.open = hmemreg_exp_vm_open,
+	.close = hmemreg_exp_vm_close,
+};
+
+static int hmemreg_exp_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
+{
+	struct hmemreg_exp *exp = dmabuf->priv;
+	int ret;
+
+	if (!exp->prov->ops->mmap)
+		return -EOPNOTSUPP;
+	/* Pages of another mm or a pool: never copied into a child. */
+	hmemreg_vma_set_flags(vma, VM_DONTCOPY | VM_DONTEXPAND, 0);
+	ret = exp->prov->ops->mmap(exp->priv, vma);
+	if (ret)
+		return ret;
+	vma->vm_ops = &hmemreg_exp_vm_ops;
+	vma->vm_private_data = exp;
+	hmemreg_exp_vm_open(vma);
+	return 0;
+}
+
+static const struct dma_buf_ops hmemreg_dmabuf_ops = {
+	.attach = hmemreg_exp_attach,
+	.detach = hmemreg_exp_detach,
+	.pin = hmemreg_exp_pin,
+	.unpin = hmemreg_exp_unpin,
+	.map_dma_buf = hmemreg_exp_map,
+	.unmap_dma_buf = hmemreg_exp_unmap,
+	.release = hmemreg_exp_release,
+	.mmap = hmemreg_exp_mmap,
+	/*
+	 * No begin/end_cpu_access: both built-in providers hand out ordinary
+	 * cacheable system RAM, coherent with DMA on the platforms hmemreg
+	 * targets, so DMA_BUF_IOCTL_SYNC has nothing to do.
+	 */
+};
+
+/* Extra HMEMREG_EXP_STATE_* bits from the export's provider. */
+u32 hmemreg_export_state(const struct hmemreg_ledger_exp *rec)
+{
+	const struct hmemreg_exp *exp = container_of(rec, struct hmemreg_exp, rec);
+
+	if (exp->prov == &hmemreg_devmem_provider)
+		return hmemreg_devmem_state(exp->priv);
+	return 0;
+}
+
+struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
+			       const struct hmemreg_export_desc *desc, u64 *id)
+{
+	DEFINE_DMA_BUF_EXPORT_INFO(info);
+	struct hmemreg_exp *exp;
+	struct dma_buf *dmabuf;
+
+	if (!desc->len || !PAGE_ALIGNED(desc->len))
+		return ERR_PTR(-EINVAL);
+	if (hmemreg_should_fail(HMEMREG_FAIL_ALLOC))
+		return ERR_PTR(-ENOMEM);
+	exp = kzalloc(sizeof(*exp), GFP_KERNEL_ACCOUNT);
+	if (!exp)
+		return ERR_PTR(-ENOMEM);
+	if (!hmemreg_is_builtin(prov) && !try_module_get(prov->owner)) {
+		kfree(exp);
+		return ERR_PTR(-ENODEV);
+	}
+	exp->prov = prov;
+	exp->priv = priv;
+	exp->rec.provider = prov->id;
+	exp->rec.addr = desc->addr;
+	exp->rec.len = desc->len;
+	exp->rec.handle = desc->handle;
+	exp->rec.cookie = desc->cookie;
+	exp->rec.state = desc->writable ? HMEMREG_EXP_STATE_WRITABLE : 0;
+
+	info.exp_name = KBUILD_MODNAME;
+	info.owner = THIS_MODULE;	/* rmmod is refused while any exists */
+	info.ops = &hmemreg_dmabuf_ops;
+	info.size = desc->len;
+	info.flags = desc->writable ? O_RDWR : O_RDONLY;
+	info.priv = exp;
+	dmabuf = dma_buf_export(&info);
+	if (IS_ERR(dmabuf)) {
+		if (!hmemreg_is_builtin(prov))
+			module_put(prov->owner);
+		kfree(exp);
+		return dmabuf;
+	}
+	hmemreg_ledger_add(&exp->rec);
+	*id = exp->rec.id;
+	return dmabuf;
+}
+EXPORT_SYMBOL_GPL(hmemreg_export);
+
+long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
+			  void __user *uarg, u32 outsize)
+{
+	struct hmemreg_export_desc desc = {
+		.addr = a->addr, .len = a->len, .handle = a->handle,
+		.cookie = a->cookie, .writable = a->flags & HMEMREG_EXPORT_WRITE,
+	};
+	bool watch = a->flags & HMEMREG_EXPORT_WATCH;
+	struct hmemreg_provider *prov;
+	struct dma_buf *dmabuf;
+	void *priv;
+	long ret;
+	int fd;
+
+	if (a->reserved || (a->flags & ~(HMEMREG_EXPORT_WRITE | HMEMREG_EXPORT_WATCH)))
+		return -EINVAL;
+	if (!a->len || !PAGE_ALIGNED(a->addr) || !PAGE_ALIGNED(a->len) ||
+	    a->addr + a->len < a->addr)
+		return -EINVAL;
+	if (a->len > (u64)hmemreg_max_export_mb << 20)
+		return -ENOSPC;
+
+	switch (a->provider) {
+	case HMEMREG_PROVIDER_HOST:
+		if (a->handle)
+			return -EINVAL;
+		prov = &hmemreg_host_provider;
+		priv = hmemreg_host_create(a->addr, a->len, desc.writable);
+		break;
+	case HMEMREG_PROVIDER_DEVMEM:
+		if (watch)
+			return -EINVAL;
+		if (!hmemreg_devmem_enabled())
+			return -EOPNOTSUPP;
+		prov = &hmemreg_devmem_provider;
+		priv = hmemreg_devmem_slice(ctx, a->handle, a->addr, a->len);
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (IS_ERR(priv))
+		return PTR_ERR(priv);
+
+	/* Reserve the fd first; it is installed only once nothing can fail. */
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		prov->ops->release(priv);
+		return fd;
+	}
+	dmabuf = hmemreg_export(prov, priv, &desc, &a->export_id);
+	if (IS_ERR(dmabuf)) {
+		prov->ops->release(priv);
+		ret = PTR_ERR(dmabuf);
+		goto err_fd;
+	}
+	/* From here on the dma-buf owns priv: dma_buf_put() undoes it all. */
+	a->watch_slot = HMEMREG_WATCH_NO_SLOT;
+	a->watch_gen = 0;
+	if (watch) {
+		ret = hmemreg_watch_arm(ctx, a->addr, a->len, a->cookie, 0,
+					HMEMREG_EVF_EXPORT, &a->watch_slot,
+					&a->watch_gen);
+		if (ret)
+			goto err_put;
+	}
+	a->fd = fd;
+	if (copy_to_user(uarg, a, outsize)) {
+		ret = -EFAULT;
+		goto err_watch;
+	}
+	/* Publish last: after this the dma-buf may be gone at any time. */
+	fd_install(fd, dmabuf->file);
+	return 0;
+
+err_watch:
+	if (watch)
+		hmemreg_watch_disarm(ctx, a->watch_slot, a->watch_gen);
+err_put:
+	dma_buf_put(dmabuf);
+err_fd:
+	put_unused_fd(fd);
+	return ret;
+}
+
+struct sg_table *hmemreg_pages_map(struct page **pages, unsigned long npages,
+				   struct device *dev, enum dma_data_direction dir)
+{
+	unsigned int seg = dma_get_max_seg_size(dev) & PAGE_MASK;
+	struct sg_table *sgt;
+	int ret;
+
+	if (hmemreg_should_fail(HMEMREG_FAIL_MAP))
+		return ERR_PTR(-ENOMEM);
+	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
+	if (!sgt)
+		return ERR_PTR(-ENOMEM);
+	ret = sg_alloc_table_from_pages_segment(sgt, pages, npages, 0,
+						npages << PAGE_SHIFT,
+						max_t(unsigned int, seg, PAGE_SIZE),
+						GFP_KERNEL);
+	if (ret)
+		goto err_free;
+	ret = dma_map_sgtable(dev, sgt, dir, 0);
+	if (ret)
+		goto err_table;
+	return sgt;
+
+err_table:
+	sg_free_table(sgt);
+err_free:
+	kfree(sgt);
+	return ERR_PTR(ret);
+}
+EXPORT_SYMBOL_GPL(hmemreg_pages_map);
+
+void hmemreg_pages_unmap(struct device *dev, struct sg_table *sgt,
+			 enum dma_data_direction dir)
+{
+	dma_unmap_sgtable(dev, sgt, dir, 0);
+	sg_free_table(sgt);
+	kfree(sgt);
+}
+EXPORT_SYMBOL_GPL(hmemreg_pages_unmap);
+
+int hmemreg_provider_register(struct hmemreg_provider *prov)
+{
+	if (!prov->ops || !prov->ops->map || !prov->ops->unmap || !prov->ops->release)
+		return -EINVAL;
+	mutex_lock(&hmemreg_providers_lock);
+	if (!hmemreg_is_builtin(prov))
+		prov->id = hmemreg_next_provider_id++;
+	list_add_tail(&prov->node, &hmemreg_providers);
+	mutex_unlock(&hmemreg_providers_lock);
+	pr_info("provider %s registered as %u\n", prov->name, prov->id);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(hmemreg_provider_register);
+
+/*
+ * The caller's module cannot be unloaded while its exports exist (each
+ * holds a module reference), so nothing refers to @prov afterwards.
+ */
+void hmemreg_provider_unregister(struct hmemreg_provider *prov)
+{
+	mutex_lock(&hmemreg_providers_lock);
+	list_del(&prov->node);
+	mutex_unlock(&hmemreg_providers_lock);
+}
+EXPORT_SYMBOL_GPL(hmemreg_provider_unregister);
+
+int hmemreg_export_init(void)
+{
+	int ret;
+
+	ret = hmemreg_provider_register(&hmemreg_host_provider);
+	if (ret)
+		return ret;
+	ret = hmemreg_provider_register(&hmemreg_devmem_provider);
+	if (ret)
+		hmemreg_provider_unregister(&hmemreg_host_provider);
+	return ret;
+}
+
+void hmemreg_export_exit(void)
+{
+	hmemreg_provider_unregister(&hmemreg_devmem_provider);
+	hmemreg_provider_unregister(&hmemreg_host_provider);
+}

@@ -1,0 +1,616 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Watches: mmu_interval_notifier over user VA ranges. A firing watch zeroes
+ * its generation word (in the read-only page userspace maps from the fd)
+ * and queues one event, all under a spinlock, so the user-visible
+ * invalidation is complete before the change that caused it finishes.
+ * Removing the fired notifier (which may sleep) is deferred to a work item.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/mm.h>
+#include <linux/poll.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/vmalloc.h>
+
+#include "hmemreg_priv.h"
+
+/**
+ * struct hmemreg_watch - one armed watch
+ * @mni:        the interval notifier (its own range)
+ * @ctx:        owning context
+ * @fired_node: on ctx->fired once fired, until reaped
+ * @addr:       watched start, as armed
+ * @len:        watched length, as armed
+ * @cookie:     userspace's cookie
+ * @gen:        generation written to ctx->gen[@slot] while live
+ * @slot:       index in ctx->gen[] and ctx->slots[]
+ * @flags:      HMEMREG_WATCH_* bits
+ * @ev_flags:   HMEMREG_EVF_* bits for its event
+ * @fired:      set (under ctx->ring_lock) when fired or being disarmed;
+ *              from then on the callback ignores it
+ */
+struct hmemreg_watch {
+	struct mmu_interval_notifier mni;
+	struct hmemreg_ctx *ctx;
+	struct list_head fired_node;
+	u64 addr;
+	u64 len;
+	u64 cookie;
+	u64 gen;
+	u32 slot;
+	u32 flags;
+	u32 ev_flags;
+	bool fired;
+};
+
+static u32 hmemreg_reason(enum mmu_notifier_event event, u32 flags)
+{
+	switch (event) {
+	case MMU_NOTIFY_UNMAP:
+		return HMEMREG_EV_UNMAP;
+	case MMU_NOTIFY_CLEAR:
+		return HMEMREG_EV_CLEAR;
+	case MMU_NOTIFY_RELEASE:
+		return HMEMREG_EV_RELEASE;
+	case MMU_NOTIFY_MIGRATE:
+		return HMEMREG_EV_MIGRATE;
+	case MMU_NOTIFY_EXCLUSIVE:
+		return HMEMREG_EV_EXCLUSIVE;
+	case MMU_NOTIFY_PROTECTION_VMA:
+	case MMU_NOTIFY_PROTECTION_PAGE:
+		return (flags & HMEMREG_WATCH_PROT) ? HMEMREG_EV_PROTECTION : 0;
+	default:
+		/* Soft-dirty tracking leaves the same pages mapped. */
+		return 0;
+	}
+}
+
+/* Mirror the ring counters into the user-visible page. ring_lock held. */
+static void hmemreg_page_sync(struct hmemreg_ctx *ctx)
+{
+	lockdep_assert_held(&ctx->ring_lock);
+	WRITE_ONCE(ctx->page->events_pending, ctx->ring_count);
+	WRITE_ONCE(ctx->page->events_total, ctx->events_total);
+	WRITE_ONCE(ctx->page->overflowed, ctx->dropped);
+	WRITE_ONCE(ctx->page->watches_live, ctx->nr_slots);
+}
+
+/* Queue one event, or count it as dropped once the ring is (or was) full. */
+static void hmemreg_queue_event(struct hmemreg_ctx *ctx,
+				const struct hmemreg_watch *w, u32 reason)
+{
+	struct hmemreg_event *ev;
+
+	lockdep_assert_held(&ctx->ring_lock);
+	ctx->events_total++;
+	atomic64_inc(&hmemreg_stats.events_total);
+	if (ctx->dropped || ctx->ring_count == ctx->ring_cap) {
+		ctx->dropped++;
+		atomic64_inc(&hmemreg_stats.events_dropped);
+	} else {
+		ev = &ctx->ring[(ctx->ring_head + ctx->ring_count) % ctx->ring_cap];
+		ev->cookie = w->cookie;
+		ev->addr = w->addr;
+		ev->len = w->len;
+		ev->gen = w->gen;
+		ev->slot = w->slot;
+		ev->reason = reason;
+		ev->flags = w->ev_flags;
+		ev->reserved = 0;
+		ctx->ring_count++;
+	}
+	hmemreg_page_sync(ctx);
+}
+
+/*
+ * Called for every change that touches the watched range, possibly from a
+ * context that must not sleep (e.g. the OOM reaper): only a spinlock here.
+ */
+static bool hmemreg_watch_invalidate(struct mmu_interval_notifier *mni,
+				     const struct mmu_notifier_range *range,
+				     unsigned long cur_seq)
+{
+	struct hmemreg_watch *w = container_of(mni, struct hmemreg_watch, mni);
+	struct hmemreg_ctx *ctx = w->ctx;
+	u32 reason = hmemreg_reason(range->event, w->flags);
+	bool queued = false;
+
+	spin_lock(&ctx->ring_lock);
+	mmu_interval_set_seq(mni, cur_seq);
+	if (reason && !w->fired) {
+		w->fired = true;
+		WRITE_ONCE(ctx->gen[w->slot], 0);
+		hmemreg_queue_event(ctx, w, reason);
+		list_add_tail(&w->fired_node, &ctx->fired);
+		queued = true;
+	}
+	spin_unlock(&ctx->ring_lock);
+	if (queued) {
+		wake_up_interruptible_poll(&ctx->waitq, EPOLLIN | EPOLLRDNORM);
+		schedule_work(&ctx->reap_work);
+	}
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops hmemreg_watch_ops = {
+	.invalidate = hmemreg_watch_invalidate,
+};
+
+/* Free a watch whose notifier is removed. ctx->lock held. */
+static void hmemreg_watch_free(struct hmemreg_ctx *ctx, struct hmemreg_watch *w)
+{
+	lockdep_assert_held(&ctx->lock);
+	ctx->slots[w->slot] = NULL;
+	ida_free(&ctx->slot_ida, w->slot);
+	spin_lock(&ctx->ring_lock);
+	ctx->nr_slots--;
+	hmemreg_page_sync(ctx);
+	spin_unlock(&ctx->ring_lock);
+	atomic64_dec(&hmemreg_stats.watches_live);
+	kfree(w);
+}
+
+static void hmemreg_reap_locked(struct hmemreg_ctx *ctx)
+{
+	struct hmemreg_watch *w, *tmp;
+	LIST_HEAD(list);
+
+	lockdep_assert_held(&ctx->lock);
+	spin_lock(&ctx->ring_lock);
+	list_splice_init(&ctx->fired, &list);
+	spin_unlock(&ctx->ring_lock);
+	list_for_each_entry_safe(w, tmp, &list, fired_node) {
+		list_del(&w->fired_node);
+		mmu_interval_notifier_remove(&w->mni);
+		hmemreg_watch_free(ctx, w);
+	}
+}
+
+static void hmemreg_reap_work(struct work_struct *work)
+{
+	struct hmemreg_ctx *ctx = container_of(work, struct hmemreg_ctx, reap_work);
+
+	mutex_lock(&ctx->lock);
+	hmemreg_reap_locked(ctx);
+	mutex_unlock(&ctx->lock);
+}
+
+/**
+ * hmemreg_watch_setup() - allocate the generation page, ring and slot table
+ * @ctx: context
+ *
+ * Done once per open file, on first use of any watch feature, so fds used
+ * only for export cost nothing. Takes only ctx->setup_lock (a leaf lock),
+ * so it is safe from mmap (which runs under mmap_lock).
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int hmemreg_watch_setup(struct hmemreg_ctx *ctx)
+{
+	u32 max = hmemreg_max_watches, cap = hmemreg_ring_events;
+	struct hmemreg_watch **slots = NULL;
+	struct hmemreg_event *ring = NULL;
+	struct hmemreg_gen_page *page;
+	size_t size;
+	int ret = -ENOMEM;
+
+	/* Pairs with the release below: a non-NULL page means all is set. */
+	if (smp_load_acquire(&ctx->page))
+		return 0;
+	mutex_lock(&ctx->setup_lock);
+	if (ctx->page) {
+		mutex_unlock(&ctx->setup_lock);
+		return 0;
+	}
+	size = PAGE_ALIGN(HMEMREG_GEN_OFFSET + (size_t)max * sizeof(u64));
+	if (hmemreg_should_fail(HMEMREG_FAIL_ALLOC))
+		goto out;
+	page = vmalloc_user(size);
+	if (!page)
+		goto out;
+	ring = kvcalloc(cap, sizeof(*ring), GFP_KERNEL_ACCOUNT);
+	slots = kvcalloc(max, sizeof(*slots), GFP_KERNEL_ACCOUNT);
+	if (!ring || !slots) {
+		kvfree(ring);
+		kvfree(slots);
+		vfree(page);
+		goto out;
+	}
+	page->magic = HMEMREG_GEN_MAGIC;
+	page->version = HMEMREG_GEN_VERSION;
+	page->max_watches = max;
+	page->gen_offset = HMEMREG_GEN_OFFSET;
+	ctx->gen = (u64 *)((char *)page + HMEMREG_GEN_OFFSET);
+	ctx->map_size = size;
+	ctx->max_watches = max;
+	ctx->ring = ring;
+	ctx->ring_cap = cap;
+	ctx->slots = slots;
+	INIT_WORK(&ctx->reap_work, hmemreg_reap_work);
+	/* Publish: readers that see @page see everything set above. */
+	smp_store_release(&ctx->page, page);
+	ret = 0;
+out:
+	mutex_unlock(&ctx->setup_lock);
+	return ret;
+}
+
+/**
+ * hmemreg_watch_teardown() - remove every watch and free the watch state
+ * @ctx: context being released (no more ioctls, no user mapping left)
+ */
+void hmemreg_watch_teardown(struct hmemreg_ctx *ctx)
+{
+	struct hmemreg_watch *w;
+	u32 i;
+
+	if (!ctx->page)
+		goto out;
+	mutex_lock(&ctx->lock);
+	for (i = 0; i < ctx->max_watches; i++) {
+		w = ctx->slots[i];
+		if (!w)
+			continue;
+		spin_lock(&ctx->ring_lock);
+		w->fired = true;
+		spin_unlock(&ctx->ring_lock);
+		mmu_interval_notifier_remove(&w->mni);
+		hmemreg_watch_free(ctx, w);
+	}
+	INIT_LIST_HEAD(&ctx->fired);
+	mutex_unlock(&ctx->lock);
+	/* No notifier is left that could schedule it again. */
+	cancel_work_sync(&ctx->reap_work);
+	kvfree(ctx->slots);
+	kvfree(ctx->ring);
+	vfree(ctx->page);
+	ctx->page = NULL;
+out:
+	if (ctx->mm)
+		mmdrop(ctx->mm);
+	ctx->mm = NULL;
+}
+
+/* Every byte of [start, end) must be covered by VMAs. */
+static bool hmemreg_range_mapped(struct mm_struct *mm, unsigned long start,
+				 unsigned long end)
+{
+	struct vm_area_struct *vma;
+	bool ok = false;
+
+	mmap_read_lock(mm);
+	while (start < end) {
+		vma = vma_lookup(mm, start);
+		if (!vma)
+			goto out;
+		start = vma->vm_end;
+	}
+	ok = true;
+out:
+	mmap_read_unlock(mm);
+	return ok;
+}
+
+/* Bind the context to the caller's address space (first arm) or check it. */
+static int hmemreg_bind_mm(struct hmemreg_ctx *ctx)
+{
+	lockdep_assert_held(&ctx->lock);
+	if (!current->mm)
+		return -EXDEV;
+	if (ctx->mm)
+		return ctx->mm == current->mm ? 0 : -EXDEV;
+	mmgrab(current->mm);
+	ctx->mm = current->mm;
+	return 0;
+}
+
+/**
+ * hmemreg_watch_arm() - arm one watch over the caller's [addr, addr + len)
+ * @ctx:      context
+ * @addr:     start (any alignment)
+ * @len:      bytes, > 0
+ * @cookie:   returned in the event
+ * @flags:    HMEMREG_WATCH_* bits
+ * @ev_flags: HMEMREG_EVF_* bits copied into the event
+ * @slot:     out: slot of the generation word
+ * @gen:      out: generation
+ *
+ * Return: 0 or a negative errno as documented for HMEMREG_IOC_WATCH_ARM.
+ */
+int hmemreg_watch_arm(struct hmemreg_ctx *ctx, u64 addr, u64 len, u64 cookie,
+		      u32 flags, u32 ev_flags, u32 *slot, u64 *gen)
+{
+	unsigned long start, end;
+	struct hmemreg_watch *w;
+	int ret, id;
+
+	if (!len || addr + len < addr || addr + len > TASK_SIZE)
+		return -EINVAL;
+	start = addr & PAGE_MASK;
+	end = PAGE_ALIGN(addr + len);
+	ret = hmemreg_watch_setup(ctx);
+	if (ret)
+		return ret;
+
+	mutex_lock(&ctx->lock);
+	ret = hmemreg_bind_mm(ctx);
+	if (ret)
+		goto out_unlock;
+	if (ctx->nr_slots >= ctx->max_watches)
+		hmemreg_reap_locked(ctx);
+	ret = -ENOSPC;
+	if (ctx->nr_slots >= ctx->max_watches)
+		goto out_unlock;
+	ret = -ENOMEM;
+	if (hmemreg_should_fail(HMEMREG_FAIL_ALLOC))
+		goto out_unlock;
+	w = kzalloc(sizeof(*w), GFP_KERNEL_ACCOUNT);
+	if (!w)
+		goto out_unlock;
+	id = ida_alloc_max(&ctx->slot_ida, ctx->max_watches - 1, GFP_KERNEL);
+	if (id < 0) {
+		ret = id == -ENOSPC ? -ENOSPC : -ENOMEM;
+		goto out_free;
+	}
+	w->ctx = ctx;
+	w->addr = addr;
+	w->len = len;
+	w->cookie = cookie;
+	w->flags = flags;
+	w->ev_flags = ev_flags;
+	w->slot = id;
+	w->gen = ctx->next_gen++;
+	ctx->slots[id] = w;
+	/* Publish the word before the notifier can fire and zero it. */
+	spin_lock(&ctx->ring_lock);
+	ctx->nr_slots++;
+	WRITE_ONCE(ctx->gen[id], w->gen);
+	hmemreg_page_sync(ctx);
+	spin_unlock(&ctx->ring_lock);
+
+	ret = -ENOMEM;
+	if (hmemreg_should_fail(HMEMREG_FAIL_NOTIFIER))
+		goto out_slot;
+	ret = mmu_interval_notifier_insert(&w->mni, ctx->mm, start, end - start,
+					   &hmemreg_watch_ops);
+	if (ret)
+		goto out_slot;
+	/* Wait out invalidations that began before the insert took effect. */
+	mmu_interval_read_begin(&w->mni);
+	if (!hmemreg_range_mapped(ctx->mm, start, end)) {
+		ret = -EFAULT;
+		goto out_remove;
+	}
+	atomic64_inc(&hmemreg_stats.watches_live);
+	atomic64_inc(&hmemreg_stats.watches_total);
+	*slot = id;
+	*gen = w->gen;
+	mutex_unlock(&ctx->lock);
+	return 0;
+
+out_remove:
+	mmu_interval_notifier_remove(&w->mni);
+out_slot:
+	spin_lock(&ctx->ring_lock);
+	if (w->fired)
+		list_del(&w->fired_node);
+	w->fired = true;
+	WRITE_ONCE(ctx->gen[id], 0);
+	spin_unlock(&ctx->ring_lock);
+	atomic64_inc(&hmemreg_stats.watches_live);	/* undone by _free */
+	hmemreg_watch_free(ctx, w);
+	goto out_unlock;
+out_free:
+	kfree(w);
+out_unlock:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+long hmemreg_ioc_watch_arm(struct hmemreg_ctx *ctx, void *arg)
+{
+	struct hmemreg_watch_arm *a = arg;
+
+	if (a->reserved || (a->flags & ~HMEMREG_WATCH_PROT))
+		return -EINVAL;
+	return hmemreg_watch_arm(ctx, a->addr, a->len, a->cookie, a->flags, 0,
+				 &a->slot, &a->gen);
+}
+
+/**
+ * hmemreg_watch_disarm() - remove the live watch (@slot, @gen) without event
+ * @ctx:  context
+ * @slot: slot from arm
+ * @gen:  generation from arm
+ *
+ * Return: 0, -ENOENT (no such live watch) or -EXDEV (other address space).
+ */
+int hmemreg_watch_disarm(struct hmemreg_ctx *ctx, u32 slot, u64 gen)
+{
+	struct hmemreg_watch *w;
+	int ret;
+
+	/* Pairs with the release in hmemreg_watch_setup(). */
+	if (!smp_load_acquire(&ctx->page))
+		return -ENOENT;
+	mutex_lock(&ctx->lock);
+	ret = hmemreg_bind_mm(ctx);
+	if (ret)
+		goto out;
+	ret = -ENOENT;
+	if (slot >= ctx->max_watches)
+		goto out;
+	w = ctx->slots[slot];
+	if (!w || w->gen != gen)
+		goto out;
+	spin_lock(&ctx->ring_lock);
+	if (w->fired) {
+		/* Fired already; the reaper owns it. */
+		spin_unlock(&ctx->ring_lock);
+		goto out;
+	}
+	w->fired = true;
+	WRITE_ONCE(ctx->gen[w->slot], 0);
+	spin_unlock(&ctx->ring_lock);
+	mmu_interval_notifier_remove(&w->mni);
+	hmemreg_watch_free(ctx, w);
+	ret = 0;
+out:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+long hmemreg_ioc_watch_disarm(struct hmemreg_ctx *ctx, void *arg)
+{
+	struct hmemreg_watch_disarm *a = arg;
+
+	return hmemreg_watch_disarm(ctx, a->slot, a->gen);
+}
+
+long hmemreg_ioc_watch_info(struct hmemreg_ctx *ctx, void *arg)
+{
+	struct hmemreg_watch_info *a = arg;
+	int ret;
+
+	if (a->reserved)
+		return -EINVAL;
+	ret = hmemreg_watch_setup(ctx);
+	if (ret)
+		return ret;
+	a->max_watches = ctx->max_watches;
+	a->map_size = ctx->map_size;
+	a->gen_offset = HMEMREG_GEN_OFFSET;
+	a->ring_events = ctx->ring_cap;
+	a->event_size = sizeof(struct hmemreg_event);
+	return 0;
+}
+
+long hmemreg_ioc_events_ack(struct hmemreg_ctx *ctx, void *arg)
+{
+	struct hmemreg_events_ack *a = arg;
+
+	if (a->flags)
+		return -EINVAL;
+	a->dropped = 0;
+	a->discarded = 0;
+	/* Pairs with the release in hmemreg_watch_setup(). */
+	if (!smp_load_acquire(&ctx->page))
+		return 0;
+	spin_lock(&ctx->ring_lock);
+	if (ctx->dropped) {
+		a->dropped = ctx->dropped;
+		a->discarded = ctx->ring_count;
+		ctx->dropped = 0;
+		ctx->ring_count = 0;
+		ctx->ring_head = 0;
+		hmemreg_page_sync(ctx);
+	}
+	spin_unlock(&ctx->ring_lock);
+	return 0;
+}
+
+/* Records copied per read() pass; the bounce buffer is this big. */
+#define HMEMREG_READ_BATCH	64
+
+ssize_t hmemreg_events_read(struct hmemreg_ctx *ctx, char __user *buf,
+			    size_t count, bool nonblock)
+{
+	const size_t esz = sizeof(struct hmemreg_event);
+	struct hmemreg_event *bounce;
+	size_t n, i;
+	ssize_t ret;
+
+	if (count < esz)
+		return -EINVAL;
+	ret = hmemreg_watch_setup(ctx);
+	if (ret)
+		return ret;
+	n = min_t(size_t, count / esz, HMEMREG_READ_BATCH);
+	bounce = kmalloc_array(n, esz, GFP_KERNEL);
+	if (!bounce)
+		return -ENOMEM;
+	for (;;) {
+		spin_lock(&ctx->ring_lock);
+		if (ctx->dropped) {
+			ret = -EOVERFLOW;
+			break;
+		}
+		if (ctx->ring_count)
+			break;
+		spin_unlock(&ctx->ring_lock);
+		if (nonblock) {
+			ret = -EAGAIN;
+			goto out;
+		}
+		ret = wait_event_interruptible(ctx->waitq,
+					       READ_ONCE(ctx->ring_count) ||
+					       READ_ONCE(ctx->dropped));
+		if (ret)
+			goto out;
+	}
+	if (ret) {
+		spin_unlock(&ctx->ring_lock);
+		goto out;
+	}
+	n = min_t(size_t, n, ctx->ring_count);
+	for (i = 0; i < n; i++) {
+		bounce[i] = ctx->ring[ctx->ring_head];
+		ctx->ring_head = (ctx->ring_head + 1) % ctx->ring_cap;
+	}
+	ctx->ring_count -= n;
+	hmemreg_page_sync(ctx);
+	spin_unlock(&ctx->ring_lock);
+
+	if (copy_to_user(buf, bounce, n * esz)) {
+		/* The records are gone: report the loss as an overflow. */
+		spin_lock(&ctx->ring_lock);
+		ctx->dropped += n;
+		atomic64_add(n, &hmemreg_stats.events_dropped);
+		hmemreg_page_sync(ctx);
+		spin_unlock(&ctx->ring_lock);
+		ret = -EFAULT;
+		goto out;
+	}
+	ret = n * esz;
+out:
+	kfree(bounce);
+	return ret;
+}
+
+__poll_t hmemreg_events_poll(struct hmemreg_ctx *ctx, struct file *file,
+			     poll_table *wait)
+{
+	__poll_t mask = 0;
+
+	if (hmemreg_watch_setup(ctx))
+		return EPOLLERR;
+	poll_wait(file, &ctx->waitq, wait);
+	spin_lock(&ctx->ring_lock);
+	if (ctx->ring_count)
+		mask |= EPOLLIN | EPOLLRDNORM;
+	if (ctx->dropped)
+		mask |= EPOLLIN | EPOLLPRI;
+	spin_unlock(&ctx->ring_lock);
+	return mask;
+}
+
+int hmemreg_gen_mmap(struct hmemreg_ctx *ctx, struct vm_area_struct *vma)
+{
+	int ret;
+
+	if (vma->vm_pgoff)
+		return -EINVAL;
+	if (vma->vm_flags & VM_WRITE)
+		return -EPERM;
+	ret = hmemreg_watch_setup(ctx);
+	if (ret)
+		return ret;
+	if (vma->vm_end - vma->vm_start > ctx->map_size)
+		return -EINVAL;
+	hmemreg_vma_set_flags(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY,
+			      VM_MAYWRITE);
+	return remap_vmalloc_range(vma, ctx->page, 0);
+}

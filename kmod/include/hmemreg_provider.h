@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * hmemreg memory providers: the in-kernel interface through which a driver
+ * that owns memory lets hmemreg.ko export ranges of it as DMA-BUFs, with
+ * every attachment, pin and map recorded in the pin ledger.
+ *
+ * A provider describes one exported range through @priv (its own object);
+ * the export core owns the dma-buf and calls back:
+ *
+ *   map     build an sg_table of the whole range mapped for @dev (called
+ *           with the dma-buf's reservation lock held for dynamic importers;
+ *           must not take it). Return ERR_PTR on failure.
+ *   unmap   undo map.
+ *   pin     optional: the range must stay where it is until unpin (called
+ *           with the reservation lock held). Providers whose memory never
+ *           moves (both built-in ones) leave it NULL.
+ *   unpin   optional, pairs with pin.
+ *   mmap    optional: map the range into a user VMA (offset in vm_pgoff).
+ *   release the last reference to the export is gone: free @priv.
+ *
+ * Peer-to-peer: memory that lives in a device BAR (real accelerator memory)
+ * can only be reached by importers allowed to do PCI peer-to-peer. Such a
+ * provider sets HMEMREG_PROV_NEEDS_P2P; the export core then refuses
+ * attachments whose importer did not ask for peer2peer with -EOPNOTSUPP,
+ * and, because Debian's 6.1 kernel is built without CONFIG_PCI_P2PDMA (so
+ * pci_p2pdma_distance() always fails), with -EOPNOTSUPP for every importer
+ * on such kernels. The error is returned at attach time, never as a silent
+ * failure later. The built-in providers hand out system RAM, which every
+ * DMA-capable importer reaches, so they do not set the flag.
+ *
+ * A provider for NVIDIA's nvidia_p2p_get_pages() (designed, not built: no
+ * NVIDIA kernel headers here) would: pin on export with the free callback
+ * set, map with nvidia_p2p_dma_map_pages() for the importer's PCI device,
+ * set HMEMREG_PROV_NEEDS_P2P, and from the free callback post an event and
+ * mark the export revoked so map fails with -ENODEV from then on.
+ */
+#ifndef HMEMREG_PROVIDER_H
+#define HMEMREG_PROVIDER_H
+
+#include <linux/bits.h>
+#include <linux/dma-buf.h>
+#include <linux/dma-direction.h>
+#include <linux/list.h>
+#include <linux/module.h>
+#include <linux/scatterlist.h>
+
+struct device;
+struct vm_area_struct;
+
+#define HMEMREG_PROV_NEEDS_P2P	BIT(0)
+
+struct hmemreg_provider_ops {
+	struct sg_table *(*map)(void *priv, struct device *dev,
+				enum dma_data_direction dir);
+	void (*unmap)(void *priv, struct device *dev, struct sg_table *sgt,
+		      enum dma_data_direction dir);
+	int (*pin)(void *priv);
+	void (*unpin)(void *priv);
+	int (*mmap)(void *priv, struct vm_area_struct *vma);
+	void (*release)(void *priv);
+};
+
+/**
+ * struct hmemreg_provider - a source of exportable memory
+ * @name:  short name (ledger, debugfs)
+ * @id:    HMEMREG_PROVIDER_* for built-in ones; assigned by register
+ * @flags: HMEMREG_PROV_* bits
+ * @owner: module providing @ops
+ * @ops:   callbacks above
+ * @node:  registry list (owned by hmemreg)
+ */
+struct hmemreg_provider {
+	const char *name;
+	u32 id;
+	u32 flags;
+	struct module *owner;
+	const struct hmemreg_provider_ops *ops;
+	struct list_head node;
+};
+
+/**
+ * struct hmemreg_export_desc - what is being exported (for the ledger)
+ * @addr:   user VA, or offset inside @handle
+ * @len:    bytes, page aligned
+ * @handle: provider handle, 0 if none
+ * @cookie: caller's cookie
+ * @writable: importers may write
+ */
+struct hmemreg_export_desc {
+	u64 addr;
+	u64 len;
+	u64 handle;
+	u64 cookie;
+	bool writable;
+};
+
+int hmemreg_provider_register(struct hmemreg_provider *prov);
+void hmemreg_provider_unregister(struct hmemreg_provider *prov);
+
+/*
+ * hmemreg_export() - export @priv of @prov as a new dma-buf.
+ * On success the dma-buf owns @priv (released through ops->release); on
+ * failure @priv is untouched and still the caller's. @id receives the
+ * ledger id. The caller publishes the dma-buf (fd) as its very last step.
+ */
+struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
+			       const struct hmemreg_export_desc *desc, u64 *id);
+
+/* Helpers for providers whose memory is a page array. */
+struct sg_table *hmemreg_pages_map(struct page **pages, unsigned long npages,
+				   struct device *dev,
+				   enum dma_data_direction dir);
+void hmemreg_pages_unmap(struct device *dev, struct sg_table *sgt,
+			 enum dma_data_direction dir);
+
+#endif /* HMEMREG_PROVIDER_H */

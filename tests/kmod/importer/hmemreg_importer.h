@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * ABI of the test importer (hmemreg_importer.ko): a misc device that plays
+ * an RDMA NIC importing DMA-BUFs, driven step by step from userspace tests.
+ * Test-only; not part of hmemreg's product ABI.
+ */
+#ifndef _HMEMREG_IMPORTER_H
+#define _HMEMREG_IMPORTER_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define HMIMP_DEVICE_PATH	"/dev/hmemreg_importer"
+#define HMIMP_MAGIC		0xB6
+
+/* struct hmimp_attach.flags */
+#define HMIMP_DYNAMIC		0x1U	/* dma_buf_dynamic_attach, like mlx5 */
+
+/* struct hmimp_op.dir */
+#define HMIMP_BIDIRECTIONAL	0
+#define HMIMP_TO_DEVICE		1
+#define HMIMP_FROM_DEVICE	2
+
+/* struct hmimp_op.flags (UNPIN) */
+#define HMIMP_FORCE		0x1U	/* unpin even without a pin (exporter must cope) */
+
+/**
+ * struct hmimp_attach - HMIMP_IOC_ATTACH: attach to a DMA-BUF
+ * @fd:    IN  DMA-BUF fd
+ * @flags: IN  HMIMP_DYNAMIC or 0 (static: the core pins and maps at attach)
+ * @id:    OUT attachment id on this importer fd
+ * @pad:   0
+ * @size:  OUT size of the DMA-BUF
+ */
+struct hmimp_attach {
+	__s32 fd;
+	__u32 flags;
+	__u32 id;
+	__u32 pad;
+	__u64 size;
+};
+
+/**
+ * struct hmimp_op - PIN, MAP, UNMAP, UNPIN, DETACH
+ * @id:     IN  attachment id
+ * @dir:    IN  MAP: HMIMP_* direction
+ * @flags:  IN  UNPIN: HMIMP_FORCE
+ * @pad:    0
+ * @nents:  OUT MAP: DMA segments
+ * @mapped: OUT MAP: bytes covered by the segments
+ */
+struct hmimp_op {
+	__u32 id;
+	__u32 dir;
+	__u32 flags;
+	__u32 pad;
+	__u64 nents;
+	__u64 mapped;
+};
+
+/**
+ * struct hmimp_access - HMIMP_IOC_ACCESS: "DMA" to or from a mapped buffer
+ * @id:     IN attachment id (must be mapped)
+ * @write:  IN 1: copy @buf into the DMA-BUF; 0: copy out of it into @buf
+ * @offset: IN byte offset in the DMA-BUF
+ * @len:    IN bytes
+ * @buf:    IN user buffer
+ *
+ * Goes through the DMA addresses of the mapped sg table, as a NIC would.
+ */
+struct hmimp_access {
+	__u32 id;
+	__u32 write;
+	__u64 offset;
+	__u64 len;
+	__u64 buf;
+};
+
+/* struct hmimp_prov_export.flags */
+#define HMIMP_PROV_P2P		0x1U	/* use the provider that needs PCI P2P */
+
+/**
+ * struct hmimp_prov_export - HMIMP_IOC_PROV_EXPORT: export one page of the
+ * importer's own test provider through hmemreg's in-kernel provider API
+ * @flags:    IN  HMIMP_PROV_P2P
+ * @fd:       OUT DMA-BUF fd
+ * @provider: OUT provider id hmemreg assigned
+ * @pad:      0
+ * @export_id: OUT ledger id
+ */
+struct hmimp_prov_export {
+	__u32 flags;
+	__s32 fd;
+	__u32 provider;
+	__u32 pad;
+	__u64 export_id;
+};
+
+#define HMIMP_IOC_ATTACH	_IOWR(HMIMP_MAGIC, 1, struct hmimp_attach)
+#define HMIMP_IOC_PIN		_IOW(HMIMP_MAGIC, 2, struct hmimp_op)
+#define HMIMP_IOC_MAP		_IOWR(HMIMP_MAGIC, 3, struct hmimp_op)
+#define HMIMP_IOC_ACCESS	_IOW(HMIMP_MAGIC, 4, struct hmimp_access)
+#define HMIMP_IOC_UNMAP		_IOW(HMIMP_MAGIC, 5, struct hmimp_op)
+#define HMIMP_IOC_UNPIN		_IOW(HMIMP_MAGIC, 6, struct hmimp_op)
+#define HMIMP_IOC_DETACH	_IOW(HMIMP_MAGIC, 7, struct hmimp_op)
+#define HMIMP_IOC_PROV_EXPORT	_IOWR(HMIMP_MAGIC, 8, struct hmimp_prov_export)
+
+#endif /* _HMEMREG_IMPORTER_H */

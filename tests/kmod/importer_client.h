@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+// Userspace side of the test importer (hmemreg_importer.ko).
+#pragma once
+
+#include "importer/hmemreg_importer.h"
+#include "kmod_test.h"
+
+static inline int imp_open(void)
+{
+	int fd = open(HMIMP_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0, "open %s: %s (is hmemreg_importer.ko loaded?)", HMIMP_DEVICE_PATH,
+		      strerror(errno));
+	return fd;
+}
+
+static inline int imp_attach(int ifd, int dfd, uint32_t flags)
+{
+	struct hmimp_attach a = { .fd = dfd, .flags = flags };
+	int ret = hm_ioctl(ifd, HMIMP_IOC_ATTACH, &a);
+
+	return ret ? ret : (int)a.id;
+}
+
+static inline int imp_op(int ifd, unsigned long cmd, int id, uint32_t dir, uint32_t flags,
+		  struct hmimp_op *out)
+{
+	struct hmimp_op op = { .id = id, .dir = dir, .flags = flags };
+	int ret = hm_ioctl(ifd, cmd, &op);
+
+	if (out)
+		*out = op;
+	return ret;
+}
+
+static inline int imp_access(int ifd, int id, int write, uint64_t off, void *buf, uint64_t len)
+{
+	struct hmimp_access a = { .id = id, .write = write, .offset = off, .len = len,
+				  .buf = (uintptr_t)buf };
+
+	return hm_ioctl(ifd, HMIMP_IOC_ACCESS, &a);
+}
+
