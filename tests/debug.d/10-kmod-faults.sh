@@ -5,8 +5,8 @@
 # exactly that allocation failing (fail-nth), slab then page allocations;
 # (2) the kmod suites with failslab failing 1 in 50 of their slab allocations
 # (task filter; x86_64 has no stack-trace filter to aim at module code); (3)
-# the suites again without faults must pass, and both modules unload. KASAN, kmemleak and lockdep, judged by tests/vm/run, catch
-# what the unwinding breaks.
+# the suites again without faults must pass, and both modules unload. KASAN,
+# kmemleak and lockdep, judged by tests/vm/run, catch what the unwinding breaks.
 set -e
 . "$(dirname "$0")/../lib.sh"
 require_vm
