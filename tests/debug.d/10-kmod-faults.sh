@@ -3,8 +3,10 @@
 # make test-debug), on top of the module's own fail_every knob that the kmod
 # suites use: (1) load once per allocation point of loading and init, with
 # exactly that allocation failing (fail-nth), slab then page allocations;
-# (2) the kmod suites with failslab failing 1 in 50 of their slab allocations
-# (task filter; x86_64 has no stack-trace filter to aim at module code); (3)
+# (2) the kmod suites with one allocation failing inside 1 in 3 of their
+# ioctls to /dev/hmemreg* (fail-nth, through tests/debug/fail_nth_preload.c);
+# (3) the kmod suites with failslab failing 1 in 50 of their slab allocations
+# (task filter; x86_64 has no stack-trace filter to aim at module code); (4)
 # the suites again without faults must pass, and both modules unload. KASAN,
 # kmemleak and lockdep, judged by tests/vm/run, catch what the unwinding breaks.
 set -e
@@ -47,6 +49,14 @@ echo N > $D/fail_page_alloc/ignore-gfp-highmem
 # shellcheck disable=SC2086
 kmod_load $params
 [ ! -f "$importer" ] || importer_load
+echo "---- kmod suites with an allocation failing inside 1 in 3 of their hmemreg ioctls"
+log=/tmp/failnth.log
+: > $log
+(export LD_PRELOAD=$HMEMREG_BUILD/tests/debug/libhmemreg_failnth.so HMEMREG_FAILNTH_LOG=$log; suites) ||
+	echo "(suites failed under injected faults, as they may)"
+awk '{ a += $2; i += $4 } END { printf "fail-nth: %d ioctls armed, %d failed inside\n", a, i; exit !(i > 0) }' $log ||
+	{ echo "no failure was injected into an hmemreg ioctl: the injection setup is broken"; exit 1; }
+
 times=1000000
 # x86_64 has no FAULT_INJECTION_STACKTRACE_FILTER, so failures cannot be kept
 # to the module's own allocations: 1 in 50 of every slab allocation the suites
