@@ -77,7 +77,7 @@ long hmemreg_ioc_devmem_alloc(struct hmemreg_ctx *ctx, void *arg)
 	u64 handle;
 	int ret;
 
-	if (a->flags || a->handle)
+	if (a->flags)
 		return -EINVAL;
 	if (!a->len || !PAGE_ALIGNED(a->len))
 		return -EINVAL;

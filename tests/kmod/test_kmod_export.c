@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -389,5 +390,35 @@ Test(export, module_refuses_unload_while_exported)
 	close(dfd);
 	close(dfd2);
 	cr_assert_eq(module_refcnt(), base - 1, "each export held one module reference");
+	hm_assert_ledger_idle();
+}
+
+Test(export, host_pins_are_charged_to_memlock)
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		// Open as root, then become an unprivileged user (no CAP_IPC_LOCK).
+		int fd = open(HMEMREG_DEVICE_PATH, O_RDWR);
+		struct rlimit rl = { 4 * PG, 4 * PG };
+		char *b = mmap(NULL, 8 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		memset(b, 1, 8 * PG);
+		if (fd < 0 || setrlimit(RLIMIT_MEMLOCK, &rl) || setgid(65534) || setuid(65534))
+			_exit(10);
+		if (hm_export_host(fd, b, 8 * PG, 0, 0, NULL) != -ENOMEM)
+			_exit(11);
+		int d = hm_export_host(fd, b, 4 * PG, 0, 0, NULL);
+		if (d < 0)
+			_exit(12);
+		if (hm_export_host(fd, b + 4 * PG, PG, 0, 0, NULL) != -ENOMEM)
+			_exit(13);
+		close(d);	/* releases the charge */
+		d = hm_export_host(fd, b + 4 * PG, 4 * PG, 0, 0, NULL);
+		_exit(d < 0 ? 14 : 0);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child step %d failed", WEXITSTATUS(st));
 	hm_assert_ledger_idle();
 }

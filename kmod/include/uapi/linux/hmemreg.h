@@ -12,7 +12,8 @@
  *    and accepts larger (newer) ones when the unknown tail is all zero
  *    (otherwise E2BIG);
  *  - ioctl numbers are assigned once and never change; extend with a _V2;
- *  - reserved fields and unknown flag bits must be zero (else EINVAL).
+ *  - reserved fields and unknown flag bits must be zero (else EINVAL);
+ *    OUT-only fields are ignored on input.
  *
  * Errors common to every ioctl below (not repeated per ioctl):
  *   EFAULT  the argument pointer (or a pointer-sized field) is not readable
@@ -144,7 +145,9 @@ struct hmemreg_version {
  *   EXDEV      HMEMREG_EXPORT_WATCH from a process other than the one
  *              whose memory this fd watches (e.g. a forked child)
  *   EMFILE     no free file descriptor
- *   ENOMEM     out of memory or could not pin pages
+ *   ENOMEM     out of memory or could not pin pages; HOST: the pin would
+ *              exceed the caller's RLIMIT_MEMLOCK (pins are charged to it
+ *              unless the caller has CAP_IPC_LOCK)
  */
 struct hmemreg_export {
 	__u32 size;
