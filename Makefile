@@ -2,6 +2,8 @@
 #   make            build kmod/hmemreg.ko, libhmemreg, tools and tests
 #   make deps       install the Debian packages everything needs
 #   make test       every test lane this machine can run, one summary
+#   make test-debug the VM suites under a debug kernel (KASAN, kmemleak, lockdep...;
+#                   first run builds it, ~20 min on 2 cores; not part of make test)
 #   make demo       the end-to-end demo (VM with the module)
 #   make check-kmod checkpatch --strict, sparse (C=1) and W=1 on the module
 #   make install / dkms-install / dkms-uninstall
@@ -20,7 +22,8 @@ DEPS := build-essential cmake pkg-config file cpio xz-utils kmod iproute2 \
 	linux-headers-amd64 linux-image-amd64 linux-source-6.1 qemu-system-x86 busybox-static \
 	libfabric-dev libfabric-bin rdma-core libibverbs-dev ibverbs-utils \
 	libnl-3-dev libnl-genl-3-dev libcriterion-dev dkms sparse \
-	libucx-dev libhwloc-dev libnuma-dev iperf3 perftest
+	libucx-dev libhwloc-dev libnuma-dev iperf3 perftest \
+	flex bison bc libelf-dev libssl-dev
 
 all: kmod user
 
@@ -53,6 +56,10 @@ test-host: all
 test-vm: all
 	tests/run vm
 
+test-debug: deps
+	$(MAKE) all
+	tests/debug/run
+
 test-gpu: all
 	tests/run gpu
 
@@ -76,7 +83,7 @@ clean:
 	$(MAKE) -C tests/kmod/importer clean
 	rm -rf $(BUILD)
 
-.PHONY: all kmod user deps test test-host test-vm test-gpu demo check-kmod install clean
+.PHONY: all kmod user deps test test-host test-vm test-debug test-gpu demo check-kmod install clean
 
 DKMS_VER := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 dkms-install:

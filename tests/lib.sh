@@ -1,7 +1,10 @@
 # Helpers shared by the lane scripts (sourced).
 HMEMREG_TOP=${HMEMREG_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 HMEMREG_BUILD=${HMEMREG_BUILD:-$HMEMREG_TOP/build}
-export HMEMREG_TOP HMEMREG_BUILD
+# Where hmemreg.ko is loaded from: kmod/ (stock kernel) or the debug lane's
+# copy built against its kernel (tests/debug/run sets it).
+HMEMREG_KMOD_DIR=${HMEMREG_KMOD_DIR:-$HMEMREG_TOP/kmod}
+export HMEMREG_TOP HMEMREG_BUILD HMEMREG_KMOD_DIR
 
 # run_suites BIN...: run each Criterion binary; fail at the end if any failed.
 run_suites() {
@@ -19,7 +22,7 @@ require_vm() {
 }
 
 kmod_load() {
-	insmod "$HMEMREG_TOP/kmod/hmemreg.ko" "$@"
+	insmod "$HMEMREG_KMOD_DIR/hmemreg.ko" "$@"
 	# devtmpfs creates the node; the mode comes from the misc device (0660).
 	for _ in 1 2 3 4 5 6 7 8 9 10; do [ -e /dev/hmemreg ] && return 0; sleep 0.1; done
 	echo "/dev/hmemreg did not appear"; return 1
@@ -27,4 +30,10 @@ kmod_load() {
 
 kmod_unload() {
 	rmmod hmemreg
+}
+
+# The in-kernel test importer (tests/kmod/importer), or the debug lane's build
+# of it (HMEMREG_IMPORTER_DIR).
+importer_load() {
+	insmod "${HMEMREG_IMPORTER_DIR:-$HMEMREG_TOP/tests/kmod/importer}/hmemreg_importer.ko" "$@"
 }

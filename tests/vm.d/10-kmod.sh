@@ -6,7 +6,7 @@ set -e
 . "$(dirname "$0")/../lib.sh"
 require_vm
 kmod_load max_watches=1024 ring_events=256 devmem_mb=32
-insmod "$HMEMREG_TOP/tests/kmod/importer/hmemreg_importer.ko"
+importer_load
 bad=0
 # HMEMREG_KMOD_SUITES (a glob) narrows the run while developing.
 for b in "$HMEMREG_BUILD"/tests/kmod/${HMEMREG_KMOD_SUITES:-test_kmod_*}; do

@@ -1,0 +1,88 @@
+#!/bin/bash
+# hmemreg.ko's error paths under the kernel's own fault injection (debug kernel,
+# make test-debug), on top of the module's own fail_every knob that the kmod
+# suites use: (1) load once per allocation point of loading and init, with
+# exactly that allocation failing (fail-nth), slab then page allocations;
+# (2) the kmod suites with one allocation failing inside 1 in 3 of their
+# ioctls to /dev/hmemreg* (fail-nth, through tests/debug/fail_nth_preload.c);
+# (3) the kmod suites with failslab failing 1 in 50 of their slab allocations
+# (task filter; x86_64 has no stack-trace filter to aim at module code); (4)
+# the suites again without faults must pass, and both modules unload. KASAN,
+# kmemleak and lockdep, judged by tests/vm/run, catch what the unwinding breaks.
+set -e
+. "$(dirname "$0")/../lib.sh"
+require_vm
+D=/sys/kernel/debug
+[ -d $D/failslab ] && [ -d $D/fail_page_alloc ] ||
+	{ echo "SKIP: needs the debug kernel's fault injection (make test-debug)"; exit 77; }
+ko=$HMEMREG_KMOD_DIR/hmemreg.ko
+# The limits 10-kmod.sh loads with, so limit and overflow tests stay quick.
+params=${HMEMREG_KMOD_PARAMS-max_watches=1024 ring_events=256 devmem_mb=32}
+importer=${HMEMREG_IMPORTER_DIR:-$HMEMREG_TOP/tests/kmod/importer}/hmemreg_importer.ko
+suites() {
+	local b bad=0
+	for b in "$HMEMREG_BUILD"/tests/kmod/${HMEMREG_KMOD_SUITES:-test_kmod_*}; do
+		[ -x "$b" ] || continue
+		echo "---- $(basename "$b")"
+		"$b" --jobs 1 || bad=$((bad + 1))
+	done
+	return $bad
+}
+# Injected failures are expected here: no stack dump per failure, and the page
+# allocator's own "page allocation failure" / "vmalloc error" reports are not
+# findings.
+for a in failslab fail_page_alloc; do echo 0 > $D/$a/verbose; done
+printf '%s\n' "page allocation failure" "vmalloc error" >> /run/job/expected-reports
+
+echo "---- load/init with each slab allocation failing in turn"
+echo N > $D/failslab/ignore-gfp-wait
+echo 100 > $D/fail_page_alloc/min-order   # the page allocator is not asked
+"$HMEMREG_BUILD/tests/debug/fail_nth_load" "$ko" hmemreg "${HMEMREG_FAIL_NTH_MAX:-300}" "$params"
+
+echo "---- load/init with each page allocation failing in turn"
+echo Y > $D/failslab/ignore-gfp-wait
+echo 0 > $D/fail_page_alloc/min-order
+echo N > $D/fail_page_alloc/ignore-gfp-wait
+echo N > $D/fail_page_alloc/ignore-gfp-highmem
+"$HMEMREG_BUILD/tests/debug/fail_nth_load" "$ko" hmemreg "${HMEMREG_FAIL_NTH_MAX:-300}" "$params"
+
+# shellcheck disable=SC2086
+kmod_load $params
+[ ! -f "$importer" ] || importer_load
+echo "---- kmod suites with an allocation failing inside 1 in 3 of their hmemreg ioctls"
+log=/tmp/failnth.log
+: > $log
+(export LD_PRELOAD=$HMEMREG_BUILD/tests/debug/libhmemreg_failnth.so HMEMREG_FAILNTH_LOG=$log; suites) ||
+	echo "(suites failed under injected faults, as they may)"
+awk '{ a += $2; i += $4 } END { printf "fail-nth: %d ioctls armed, %d failed inside\n", a, i; exit !(i > 0) }' $log ||
+	{ echo "no failure was injected into an hmemreg ioctl: the injection setup is broken"; exit 1; }
+
+times=1000000
+# x86_64 has no FAULT_INJECTION_STACKTRACE_FILTER, so failures cannot be kept
+# to the module's own allocations: 1 in 50 of every slab allocation the suites
+# make fails (the module's, and the kernel's on the suites' behalf).
+echo "---- kmod suites with 1 in 50 of their slab allocations failing"
+attrs=failslab pct=2
+for a in $attrs; do
+	echo 1 > $D/$a/task-filter
+	echo $times > $D/$a/times
+	echo 1 > $D/$a/interval
+	echo N > $D/$a/ignore-gfp-wait
+	echo $pct > $D/$a/probability
+done
+# Only this subshell and its children (the suites) get failures.
+(echo 1 > /proc/self/make-it-fail; suites) || echo "(suites failed under injected faults, as they may)"
+injected=0
+for a in $attrs; do
+	echo 0 > $D/$a/probability
+	n=$((times - $(cat $D/$a/times)))
+	echo "$a: $n failure(s) injected"
+	injected=$((injected + n))
+done
+[ $injected -gt 0 ] || { echo "no failure was injected: the injection setup is broken"; exit 1; }
+
+echo "---- kmod suites again, no faults"
+suites
+[ ! -f "$importer" ] || rmmod hmemreg_importer
+kmod_unload
+[ ! -e /dev/hmemreg ] || { echo "/dev/hmemreg still present after rmmod"; exit 1; }
