@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 // A minimal test runner for the GPU suites.
 //
-// Why not Criterion here: on the GPU machine every Criterion test worker that
-// initialises the CUDA driver dies with a signal, while the same calls pass in
-// a plain process (seen 2026-11-29, Criterion 2.4.1, driver 580). So each GPU
-// test runs in a plain fork()ed child (CUDA is never initialised in the parent)
-// and reports like Criterion: PASS/FAIL per test, a synthesis line, non-zero
-// exit status on any failure. Filter with argv[1] (substring of the name).
+// Each GPU test runs in a plain fork()ed child (CUDA is never initialised in
+// the parent, so every test starts from a clean driver state) and reports
+// like Criterion: PASS/FAIL per test, a synthesis line, non-zero exit status
+// on any failure; a crash prints a backtrace. Filter with argv[1] (substring
+// of the name). History: this replaced Criterion after its workers crashed on
+// the GPU machine; the crash was later traced to our CUDA loader resolving
+// cuCtxGetDevice to the _v2 ABI (fixed), so Criterion may well work there
+// again; not re-checked.
 #pragma once
 
 #include <execinfo.h>
