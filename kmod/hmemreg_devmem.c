@@ -53,7 +53,8 @@ static void hmemreg_devmem_free_pages(struct hmemreg_devmem *mem)
 {
 	unsigned long i;
 
-	for (i = 0; i < mem->npages; i++)
+	/* pages is NULL when its own allocation failed (alloc error path). */
+	for (i = 0; mem->pages && i < mem->npages; i++)
 		if (mem->pages[i])
 			__free_page(mem->pages[i]);
 	kvfree(mem->pages);

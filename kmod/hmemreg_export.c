@@ -158,8 +158,13 @@ static struct sg_table *hmemreg_exp_map(struct dma_buf_attachment *attach,
 	struct hmemreg_ledger_att *att = attach->priv;
 	struct sg_table *sgt;
 
-	/* A read-only export never lets the device write. */
-	if (dir == DMA_FROM_DEVICE && !(exp->rec.state & HMEMREG_EXP_STATE_WRITABLE))
+	/*
+	 * A read-only export never lets the device write: only DMA_TO_DEVICE
+	 * (BIDIRECTIONAL writes too). Static importers of a pinnable exporter
+	 * are mapped BIDIRECTIONAL by the core at attach, so they are refused
+	 * here as well.
+	 */
+	if (dir != DMA_TO_DEVICE && !(exp->rec.state & HMEMREG_EXP_STATE_WRITABLE))
 		return ERR_PTR(-EACCES);
 	sgt = exp->prov->ops->map(exp->priv, attach->dev, dir);
 	if (IS_ERR(sgt))

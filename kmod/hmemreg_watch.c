@@ -255,6 +255,13 @@ void hmemreg_watch_teardown(struct hmemreg_ctx *ctx)
 		if (!w)
 			continue;
 		spin_lock(&ctx->ring_lock);
+		/*
+		 * A watch that fired sits on ctx->fired until reaped (no reap
+		 * runs: we hold ctx->lock). Unlink it before freeing it, as a
+		 * watch firing later in this loop still appends to that list.
+		 */
+		if (w->fired)
+			list_del(&w->fired_node);
 		w->fired = true;
 		spin_unlock(&ctx->ring_lock);
 		mmu_interval_notifier_remove(&w->mni);

@@ -113,6 +113,10 @@ Test(importer, readonly_export_refuses_device_writes)
 	int id = imp_attach(ifd, dfd, HMIMP_DYNAMIC);
 	cr_assert_geq(id, 0);
 	cr_assert_eq(imp_op(ifd, HMIMP_IOC_MAP, id, HMIMP_FROM_DEVICE, 0, NULL), -EACCES);
+	cr_assert_eq(imp_op(ifd, HMIMP_IOC_MAP, id, HMIMP_BIDIRECTIONAL, 0, NULL), -EACCES,
+		     "bidirectional lets the device write too");
+	cr_assert_lt(imp_attach(ifd, dfd, 0), 0,
+		     "a static importer is mapped bidirectional by the core: refused");
 	cr_assert_eq(imp_op(ifd, HMIMP_IOC_MAP, id, HMIMP_TO_DEVICE, 0, NULL), 0);
 	cr_assert_eq(imp_access(ifd, id, 1, 0, &c, 1), -EACCES);
 	cr_assert_eq(imp_access(ifd, id, 0, 0, &c, 1), 0);
@@ -180,7 +184,7 @@ Test(importer, attachment_keeps_export_after_all_fds_close)
 	int fd = hm_open(), ifd = imp_open();
 	char *buf = hm_map_anon(PG);
 	char c;
-	int dfd = hm_export_host(fd, buf, PG, 0, 0, NULL);
+	int dfd = hm_export_host(fd, buf, PG, HMEMREG_EXPORT_WRITE, 0, NULL);
 	int id = imp_attach(ifd, dfd, 0);
 
 	cr_assert_geq(id, 0);

@@ -123,8 +123,10 @@ struct hmemreg_version {
  * hold a reference on the allocation. The fd is installed last: once this
  * ioctl returns, closing the fd is the only way to release the export
  * (it goes away when the last fd and the last importer let go).
- * Importers: a read-only export (no HMEMREG_EXPORT_WRITE) refuses
- * DMA_FROM_DEVICE maps with EACCES and cannot be mmap()ed writable; both
+ * Importers: a read-only export (no HMEMREG_EXPORT_WRITE) maps only
+ * DMA_TO_DEVICE (FROM_DEVICE and BIDIRECTIONAL get EACCES, so static
+ * importers, which the core maps bidirectionally at attach, are refused)
+ * and cannot be mmap()ed writable; both
  * built-in providers are system RAM, reachable by every DMA-capable
  * importer without PCI peer-to-peer; providers of real device memory that
  * need P2P refuse importers that cannot do it with EOPNOTSUPP at attach
