@@ -359,7 +359,6 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 		if (a->handle)
 			return -EINVAL;
 		prov = &hmemreg_host_provider;
-		priv = hmemreg_host_create(a->addr, a->len, desc.writable);
 		break;
 	case HMEMREG_PROVIDER_DEVMEM:
 		if (watch)
@@ -367,19 +366,39 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 		if (!hmemreg_devmem_enabled())
 			return -EOPNOTSUPP;
 		prov = &hmemreg_devmem_provider;
-		priv = hmemreg_devmem_slice(ctx, a->handle, a->addr, a->len);
 		break;
 	default:
 		return -EINVAL;
 	}
-	if (IS_ERR(priv))
-		return PTR_ERR(priv);
+
+	/*
+	 * Arm before pinning: a change of the range between the pin and the
+	 * arm would otherwise go unseen. A firing in between is caught below.
+	 */
+	a->watch_slot = HMEMREG_WATCH_NO_SLOT;
+	a->watch_gen = 0;
+	if (watch) {
+		ret = hmemreg_watch_arm(ctx, a->addr, a->len, a->cookie, 0,
+					HMEMREG_EVF_EXPORT, &a->watch_slot,
+					&a->watch_gen);
+		if (ret)
+			return ret;
+	}
+	if (prov == &hmemreg_host_provider)
+		priv = hmemreg_host_create(a->addr, a->len, desc.writable);
+	else
+		priv = hmemreg_devmem_slice(ctx, a->handle, a->addr, a->len);
+	if (IS_ERR(priv)) {
+		ret = PTR_ERR(priv);
+		goto err_watch;
+	}
 
 	/* Reserve the fd first; it is installed only once nothing can fail. */
 	fd = get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
 		prov->ops->release(priv);
-		return fd;
+		ret = fd;
+		goto err_watch;
 	}
 	dmabuf = hmemreg_export(prov, priv, &desc, &a->export_id);
 	if (IS_ERR(dmabuf)) {
@@ -388,31 +407,27 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 		goto err_fd;
 	}
 	/* From here on the dma-buf owns priv: dma_buf_put() undoes it all. */
-	a->watch_slot = HMEMREG_WATCH_NO_SLOT;
-	a->watch_gen = 0;
-	if (watch) {
-		ret = hmemreg_watch_arm(ctx, a->addr, a->len, a->cookie, 0,
-					HMEMREG_EVF_EXPORT, &a->watch_slot,
-					&a->watch_gen);
-		if (ret)
-			goto err_put;
+	/* Fired since it was armed: the pinned pages may not be what the range maps now. */
+	if (watch && READ_ONCE(ctx->gen[a->watch_slot]) != a->watch_gen) {
+		ret = -EAGAIN;
+		goto err_put;
 	}
 	a->fd = fd;
 	if (copy_to_user(uarg, a, outsize)) {
 		ret = -EFAULT;
-		goto err_watch;
+		goto err_put;
 	}
 	/* Publish last: after this the dma-buf may be gone at any time. */
 	fd_install(fd, dmabuf->file);
 	return 0;
 
-err_watch:
-	if (watch)
-		hmemreg_watch_disarm(ctx, a->watch_slot, a->watch_gen);
 err_put:
 	dma_buf_put(dmabuf);
 err_fd:
 	put_unused_fd(fd);
+err_watch:
+	if (watch)
+		hmemreg_watch_disarm(ctx, a->watch_slot, a->watch_gen);
 	return ret;
 }
 

@@ -146,6 +146,8 @@ struct hmemreg_version {
  *              HMEMREG_EXPORT_WATCH, the per-fd watch limit is reached
  *   EXDEV      HMEMREG_EXPORT_WATCH from a process other than the one
  *              whose memory this fd watches (e.g. a forked child)
+ *   EAGAIN     HMEMREG_EXPORT_WATCH: the range changed while it was being
+ *              pinned (the watch, armed first, fired); nothing was exported
  *   EMFILE     no free file descriptor
  *   ENOMEM     out of memory or could not pin pages; HOST: the pin would
  *              exceed the caller's RLIMIT_MEMLOCK (pins are charged to it
