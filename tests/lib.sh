@@ -37,3 +37,18 @@ kmod_unload() {
 importer_load() {
 	insmod "${HMEMREG_IMPORTER_DIR:-$HMEMREG_TOP/tests/kmod/importer}/hmemreg_importer.ko" "$@"
 }
+
+# soft_roce RXE VETH NET: a veth pair ${VETH}0 (NET.1/24) <-> ${VETH}1
+# (NET.2/24) and the Soft-RoCE device RXE on ${VETH}0, with the modules
+# libfabric's verbs provider needs. Non-zero when rxe is unavailable here.
+soft_roce() {
+	local rxe=$1 veth=$2 net=$3
+	# rxe computes its ICRC with the crypto API's crc32 (not autoloaded);
+	# ib_uverbs gives userspace /dev/infiniband, rdma_ucm serves librdmacm.
+	{ modprobe crc32_generic 2>/dev/null || modprobe crc32_pclmul; } &&
+		modprobe ib_uverbs && modprobe rdma_ucm && modprobe rdma_rxe && modprobe veth || return 1
+	ip link add "${veth}0" type veth peer name "${veth}1" &&
+		ip addr add "$net.1/24" dev "${veth}0" && ip addr add "$net.2/24" dev "${veth}1" &&
+		ip link set "${veth}0" up && ip link set "${veth}1" up &&
+		rdma link add "$rxe" type rxe netdev "${veth}0"
+}

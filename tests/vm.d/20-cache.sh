@@ -17,15 +17,7 @@ echo "---- ledger (watches must all be gone)"
 "$HMEMREG_BUILD/tests/kmod/hmemreg_ledger_dump" --idle || bad=$((bad + 1))
 
 echo "---- verbs over Soft-RoCE"
-# rxe computes its ICRC with the crypto API's crc32 (not autoloaded);
-# ib_uverbs gives userspace /dev/infiniband.
-for m in veth crc32_generic crc32_pclmul ib_uverbs rdma_ucm rdma_rxe; do modprobe $m 2>/dev/null || true; done
-ip link add hrv0 type veth peer name hrv1
-ip addr add 10.77.0.1/24 dev hrv0
-ip addr add 10.77.0.2/24 dev hrv1
-ip link set hrv0 up
-ip link set hrv1 up
-rdma link add hrxe0 type rxe netdev hrv0
+soft_roce hrxe0 hrv 10.77.0 || echo "Soft-RoCE setup failed"
 if fi_info -p verbs >/dev/null 2>&1; then
 	# Registrations go through the cache only: providers must not cache.
 	HMEMREG_TEST_PROV=verbs HMEMREG_TEST_EXPECT_PIN=1 FI_VERBS_IFACE=hrv0 \

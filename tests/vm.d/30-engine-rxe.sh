@@ -6,17 +6,7 @@
 set -eu
 . "$(dirname "$0")/../lib.sh"
 require_vm
-# rxe computes its ICRC with the crypto API crc32, a separate module.
-modprobe crc32_generic 2>/dev/null || modprobe crc32_pclmul
-modprobe rdma_rxe
-modprobe rdma_ucm # librdmacm (ofi_rxm connects verbs endpoints through it)
-modprobe veth
-ip link add hmrv0 type veth peer name hmrv1
-ip addr add 10.216.0.1/24 dev hmrv0
-ip addr add 10.216.0.2/24 dev hmrv1
-ip link set hmrv0 up
-ip link set hmrv1 up
-rdma link add rxe0 type rxe netdev hmrv0
+soft_roce rxe0 hmrv 10.216.0
 rdma link show
 unset FI_UNIVERSE_SIZE
 HMEMREG_RXE_NODE=10.216.0.1 run_suites "$HMEMREG_BUILD/tests/fabric/test_fabric_rxe"

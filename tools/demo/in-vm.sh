@@ -19,15 +19,8 @@ kmod_load devmem_mb=256
 # kernel routes between local addresses over lo). Both hosts therefore share
 # rxe0; each is still its own process with its own engine, cache and memory.
 step "two hosts (two processes) on Soft-RoCE rxe0 over a veth pair"
-modprobe veth
-ip link add hmd0 type veth peer name hmd1
-ip addr add 10.216.0.1/24 dev hmd0
-ip addr add 10.216.0.2/24 dev hmd1
-ip link set hmd0 up
-ip link set hmd1 up
 provider="tcp;ofi_rxm" dom_a="" dom_b="" node_b=10.216.0.2
-if { modprobe crc32_generic 2>/dev/null || modprobe crc32_pclmul; } && modprobe rdma_rxe && modprobe rdma_ucm &&
-	rdma link add rxe0 type rxe netdev hmd0; then
+if soft_roce rxe0 hmd 10.216.0; then
 	rdma link show
 	provider="verbs;ofi_rxm" dom_a=rxe0 dom_b=rxe0 node_b=10.216.0.1
 else

@@ -19,6 +19,7 @@
 #include <rdma/fi_errno.h>
 
 #include "bench.hpp"
+#include "domain.hpp"
 #include "hmemreg/hmemreg.h"
 
 namespace hmemreg::bench {
@@ -27,47 +28,6 @@ namespace hmemreg::bench {
 int reg_cuda_main(int argc, char **argv);
 
 namespace {
-
-struct Fabric {
-	fi_info *info = nullptr;
-	fid_fabric *fabric = nullptr;
-	fid_domain *domain = nullptr;
-	int open(const std::string &prov)
-	{
-		fi_info *hints = fi_allocinfo();
-		hints->fabric_attr->prov_name = strdup(prov.c_str());
-		hints->ep_attr->type = FI_EP_MSG;
-		hints->caps = FI_MSG | FI_RMA;
-		hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-		int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
-		fi_freeinfo(hints);
-		if (rc == 0)
-			rc = fi_fabric(info->fabric_attr, &fabric, nullptr);
-		if (rc == 0)
-			rc = fi_domain(fabric, info, &domain, nullptr);
-		return rc;
-	}
-	~Fabric()
-	{
-		if (domain)
-			fi_close(&domain->fid);
-		if (fabric)
-			fi_close(&fabric->fid);
-		if (info)
-			fi_freeinfo(info);
-	}
-};
-
-template <typename F>
-double ns_per(long iters, F fn)
-{
-	auto t0 = std::chrono::steady_clock::now();
-	for (long i = 0; i < iters; i++)
-		if (!fn())
-			return -1;
-	auto t1 = std::chrono::steady_clock::now();
-	return std::chrono::duration<double, std::nano>(t1 - t0).count() / iters;
-}
 
 int bench_reg(int argc, char **argv)
 {
@@ -104,7 +64,7 @@ int bench_reg(int argc, char **argv)
 	pr.section("reg: cold registration vs cache miss vs cache hit (ns per op), host memory");
 	int bad = 0;
 	for (const auto &prov : provs) {
-		Fabric f;
+		Domain f;
 		int rc = f.open(prov);
 		if (rc) {
 			std::fprintf(stderr, "hmemreg_bench reg: provider %s: %s\n", prov.c_str(), fi_strerror(-rc));

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "domain.hpp"
 #include "hmem/cuda_driver.hpp"
 #include "hmem/cuda_memory.hpp"
 #include "hmemreg/hmemreg.h"
@@ -33,8 +34,6 @@
 namespace hmemreg::bench {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 struct Options {
 	std::string mem = "cuda";
@@ -57,54 +56,18 @@ size_t parse_size(const char *s)
 	return static_cast<size_t>(v);
 }
 
-template <class F> double ns_per_op(long iters, F &&op)
+// fi_mr_regattr of one range of memory kind `iface` on d's domain.
+int reg_range(const Domain &d, void *p, size_t n, fi_hmem_iface iface, int device, fid_mr **mr)
 {
-	auto t0 = Clock::now();
-	for (long i = 0; i < iters; i++)
-		op();
-	return std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(iters);
+	iovec iov{p, n};
+	fi_mr_attr attr{};
+	attr.mr_iov = &iov;
+	attr.iov_count = 1;
+	attr.access = FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ | FI_SEND | FI_RECV;
+	attr.iface = iface;
+	attr.device.cuda = device;
+	return fi_mr_regattr(d.domain, &attr, 0, mr);
 }
-
-struct Fabric {
-	fi_info *info = nullptr;
-	fid_fabric *fabric = nullptr;
-	fid_domain *domain = nullptr;
-	~Fabric()
-	{
-		if (domain)
-			fi_close(&domain->fid);
-		if (fabric)
-			fi_close(&fabric->fid);
-		if (info)
-			fi_freeinfo(info);
-	}
-	int open(const std::string &prov)
-	{
-		fi_info *hints = fi_allocinfo();
-		hints->ep_attr->type = FI_EP_RDM;
-		hints->caps = FI_RMA | FI_MSG;
-		hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-		hints->fabric_attr->prov_name = strdup(prov.c_str());
-		int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
-		fi_freeinfo(hints);
-		if (!rc)
-			rc = fi_fabric(info->fabric_attr, &fabric, nullptr);
-		if (!rc)
-			rc = fi_domain(fabric, info, &domain, nullptr);
-		return rc;
-	}
-	int reg(void *p, size_t n, fi_hmem_iface iface, int device, fid_mr **mr) const
-	{
-		iovec iov{p, n};
-		fi_mr_attr attr{};
-		attr.mr_iov = &iov;
-		attr.iov_count = 1;
-		attr.access = FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ | FI_SEND | FI_RECV;
-		attr.iface = iface;
-		attr.device.cuda = device;
-		return fi_mr_regattr(domain, &attr, 0, mr);
-	}
-};
 
 void emit(Printer &out, const Options &o, const char *prov, size_t bytes, const char *c, double ns, double cold,
 	  const char *note = "")
@@ -122,12 +85,11 @@ double cached_hit(hmemreg_cache *cache, const hmemreg_mr_request &rq, long iters
 	if (hmemreg_mr_get_req(cache, &rq, &m)) // warm: the one miss
 		return -1;
 	hmemreg_mr_put(cache, &m);
-	bool ok = true;
-	double ns = ns_per_op(iters, [&] {
-		ok &= hmemreg_mr_get_req(cache, &rq, &m) == 0;
-		hmemreg_mr_put(cache, &m);
+	return ns_per(iters, [&] {
+		if (hmemreg_mr_get_req(cache, &rq, &m))
+			return false;
+		return hmemreg_mr_put(cache, &m) == 0;
 	});
-	return ok ? ns : -1;
 }
 
 int run_cuda(const Options &o, Printer &out)
@@ -139,8 +101,8 @@ int run_cuda(const Options &o, Printer &out)
 	}
 	if (cuda::use_device(0))
 		return 1;
-	Fabric fab;
-	bool have_fab = fab.open(o.provider) == 0;
+	Domain fab;
+	bool have_fab = fab.open(o.provider, FI_EP_RDM) == 0;
 	bool hmem = have_fab && (fab.info->caps & FI_HMEM);
 	const char *prov = have_fab ? fab.info->fabric_attr->prov_name : o.provider.c_str();
 	// The cache over the in-memory registrar when the provider cannot reach
@@ -164,24 +126,23 @@ int run_cuda(const Options &o, Printer &out)
 		cuda::PointerInfo info;
 		cuda::classify(ptr, n, info);
 		long it = o.iters ? o.iters : 200;
-		bool ok = true;
-		double exp = ns_per_op(it, [&] {
+		double exp = ns_per(it, [&] {
 			UniqueFd fd;
-			ok &= cuda::export_dmabuf(info, fd) == 0;
+			return cuda::export_dmabuf(info, fd) == 0;
 		});
 		double cold = exp;
 		if (hmem) {
-			double r = ns_per_op(it, [&] {
+			double r = ns_per(it, [&] {
 				fid_mr *mr = nullptr;
-				ok &= fab.reg(ptr, n, FI_HMEM_CUDA, 0, &mr) == 0;
-				if (mr)
-					fi_close(&mr->fid);
+				if (reg_range(fab, ptr, n, FI_HMEM_CUDA, 0, &mr))
+					return false;
+				return fi_close(&mr->fid) == 0;
 			});
 			emit(out, o, prov, n, "cold_register", r, r);
 			cold = r;
 		}
-		emit(out, o, prov, n, "dmabuf_export", ok ? exp : -1, cold, hmem ? "" : "provider has no FI_HMEM: export is the cold cost");
-		double bid = ns_per_op(o.iters ? o.iters : 1000000, [&] { ok &= cuda::buffer_id(ptr) != 0; });
+		emit(out, o, prov, n, "dmabuf_export", exp, cold, hmem ? "" : "provider has no FI_HMEM: export is the cold cost");
+		double bid = ns_per(o.iters ? o.iters : 1000000, [&] { return cuda::buffer_id(ptr) != 0; });
 		emit(out, o, prov, n, "buffer_id", bid, cold);
 		hmemreg_mr_request rq{};
 		rq.size = sizeof(rq);
