@@ -39,15 +39,15 @@ int make(std::unique_ptr<Registrar> reg, const hmemreg_cache_config *cfg, hmemre
 	return 0;
 }
 
-void fill(hmemreg_mr *out, Entry *e)
+void fill(hmemreg_mr *out, const Lease &l)
 {
-	out->handle_ = e;
-	out->mr = static_cast<fid_mr *>(e->reg.handle);
-	out->desc = e->reg.desc;
-	out->key = e->reg.key;
-	out->start = e->range.start;
-	out->end = e->range.end;
-	out->flags = (e->state.load(std::memory_order_relaxed) & kOrphan) ? 0 : HMEMREG_MR_CACHED;
+	out->handle_ = l.entry;
+	out->mr = static_cast<fid_mr *>(l.handle);
+	out->desc = l.desc;
+	out->key = l.key;
+	out->start = l.range.start;
+	out->end = l.range.end;
+	out->flags = l.cached ? HMEMREG_MR_CACHED : 0;
 	out->reserved = 0;
 }
 
@@ -104,15 +104,15 @@ extern "C" int hmemreg_mr_get_req(struct hmemreg_cache *cache, const struct hmem
 	r.dmabuf_fd = req->dmabuf_fd;
 	r.dmabuf_offset = req->dmabuf_offset;
 	r.flags = req->flags;
-	Entry *e = nullptr;
+	Lease l;
 	try {
-		int rc = cache->core->get(r, e);
+		int rc = cache->core->get(r, l);
 		if (rc)
 			return rc;
 	} catch (const std::bad_alloc &) {
 		return -HMEMREG_ENOMEM;
 	}
-	fill(out, e);
+	fill(out, l);
 	return 0;
 }
 

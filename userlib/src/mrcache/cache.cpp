@@ -90,11 +90,11 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 	s->max_entry_size = cfg_.max_entry_size;
 	std::atomic_ref<uint32_t>(s->state).store(1, std::memory_order_release);
 	pending_ = monitor_->pending_word() ? monitor_->pending_word() : &kZeroWord;
-	// Memo: one 2-way set per entry allowed (rounded up), 64 .. 64Ki sets
-	// (32 bytes each: at most 2 MiB).
+	// Memo: one 2-way set per entry allowed (rounded up), 64 .. 32Ki sets
+	// (128 bytes each: at most 4 MiB, huge pages).
 	uint64_t want = cfg_.max_count ? cfg_.max_count : 64;
 	uint64_t n = 64;
-	while (n < want && n < (1ULL << 16))
+	while (n < want && n < (1ULL << 15))
 		n <<= 1;
 	memo_ = HugeArray<MemoSet>(n);
 	memo_shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(n));
@@ -150,34 +150,99 @@ size_t Cache::memo_index(Iface iface, uint64_t device, uintptr_t s) const
 	return static_cast<size_t>(h >> memo_shift_);
 }
 
-Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e)
+// Lock-free: see cache.hpp. Every load is acquire so that the closing
+// load of seq cannot move above the field loads (a seqlock without fences,
+// which TSan understands).
+bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 {
-	ReadGuard g(lock_);
-	uint64_t gen = memo_gen_.load(std::memory_order_acquire);
 	MemoSet &set = memo_[memo_index(req.iface, req.device, s)];
 	for (MemoSlot &slot : set.way) {
-		if (slot.gen.load(std::memory_order_acquire) != gen)
+		uint32_t q = slot.seq.load(std::memory_order_acquire);
+		uintptr_t tagged = slot.entry.load(std::memory_order_acquire);
+		uintptr_t st = slot.start.load(std::memory_order_acquire);
+		uintptr_t en = slot.end.load(std::memory_order_acquire);
+		if ((tagged & 63) != static_cast<uint32_t>(req.iface) || st > s || e > en || (q & 1))
 			continue;
-		Entry *c = slot.entry.load(std::memory_order_relaxed);
-		// Any live entry that covers the request is a correct answer.
-		if (c && c->iface == req.iface && c->device == req.device && c->range.covers(s, e)) {
-			c->state.fetch_add(1, std::memory_order_relaxed);
-			return c;
+		uint64_t dev = slot.device.load(std::memory_order_acquire);
+		uint64_t life = static_cast<uint64_t>(slot.life.load(std::memory_order_acquire)) << kLifeShift;
+		out.handle = reinterpret_cast<void *>(slot.handle.load(std::memory_order_acquire));
+		out.desc = reinterpret_cast<void *>(slot.desc.load(std::memory_order_acquire));
+		out.key = slot.key.load(std::memory_order_acquire);
+		if (slot.seq.load(std::memory_order_acquire) != q || dev != req.device)
+			continue;
+		auto *c = reinterpret_cast<Entry *>(tagged & ~uintptr_t{63});
+		if (!c)
+			continue;
+		// Reference it only while it is still cached in the same life.
+		uint64_t cur = c->state.load(std::memory_order_relaxed);
+		while ((cur & (kOrphan | kLifeMask)) == life) {
+			if (c->state.compare_exchange_weak(cur, cur + 1, std::memory_order_acquire,
+							   std::memory_order_relaxed)) {
+				out.entry = c;
+				out.range = Range{st, en};
+				out.cached = true;
+				return true;
+			}
 		}
 	}
+	return false;
+}
+
+void Cache::lease_of(Entry *c, Lease &out)
+{
+	out.entry = c;
+	out.range = c->range;
+	out.handle = c->reg.handle;
+	out.desc = c->reg.desc;
+	out.key = c->reg.key;
+	out.cached = !(c->state.load(std::memory_order_relaxed) & kOrphan);
+}
+
+// Caller holds the read side and a reference on c (so c is cached and its
+// fields are stable). Puts c in way 0, the previous way 0 in way 1; a slot
+// another thread is writing is left alone (the memo is only a hint).
+void Cache::memo_fill(MemoSet &set, Entry *c)
+{
+	MemoSlot &w0 = set.way[0], &w1 = set.way[1];
+	uint32_t q0 = w0.seq.load(std::memory_order_relaxed);
+	if ((q0 & 1) || !w0.seq.compare_exchange_strong(q0, q0 + 1, std::memory_order_acquire))
+		return;
+	uint32_t q1 = w1.seq.load(std::memory_order_relaxed);
+	if (!(q1 & 1) && w1.seq.compare_exchange_strong(q1, q1 + 1, std::memory_order_acquire)) {
+		constexpr auto rx = std::memory_order_relaxed;
+		constexpr auto rel = std::memory_order_release;
+		w1.life.store(w0.life.load(rx), rel);
+		w1.entry.store(w0.entry.load(rx), rel);
+		w1.device.store(w0.device.load(rx), rel);
+		w1.start.store(w0.start.load(rx), rel);
+		w1.end.store(w0.end.load(rx), rel);
+		w1.handle.store(w0.handle.load(rx), rel);
+		w1.desc.store(w0.desc.load(rx), rel);
+		w1.key.store(w0.key.load(rx), rel);
+		w1.seq.store(q1 + 2, rel);
+	}
+	constexpr auto rel = std::memory_order_release;
+	w0.life.store(static_cast<uint32_t>((c->state.load(std::memory_order_relaxed) & kLifeMask) >> kLifeShift), rel);
+	w0.entry.store(reinterpret_cast<uintptr_t>(c) | static_cast<uint32_t>(c->iface), rel);
+	w0.device.store(c->device, rel);
+	w0.start.store(c->range.start, rel);
+	w0.end.store(c->range.end, rel);
+	w0.handle.store(reinterpret_cast<uintptr_t>(c->reg.handle), rel);
+	w0.desc.store(reinterpret_cast<uintptr_t>(c->reg.desc), rel);
+	w0.key.store(c->reg.key, rel);
+	w0.seq.store(q0 + 2, rel);
+}
+
+// Slow lookup: the index under the read side; refills the memo.
+Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
+{
+	ReadGuard g(lock_);
 	Entry *c = find_cover_locked(req.iface, req.device, s, e);
 	if (!c)
 		return nullptr;
-	c->state.fetch_add(1, std::memory_order_relaxed);
-	// Most recent first: the older way moves down, the new one goes in way 0.
-	// Concurrent fills may interleave; every pointer stored is live in
-	// this generation, and readers check what they find.
-	if (set.way[0].gen.load(std::memory_order_relaxed) == gen) {
-		set.way[1].entry.store(set.way[0].entry.load(std::memory_order_relaxed), std::memory_order_relaxed);
-		set.way[1].gen.store(gen, std::memory_order_release);
-	}
-	set.way[0].entry.store(c, std::memory_order_relaxed);
-	set.way[0].gen.store(gen, std::memory_order_release);
+	c->state.fetch_add(1, std::memory_order_acquire); // in the index: not orphan, and writers wait for us
+	memo_fill(memo_[memo_index(req.iface, req.device, s)], c);
+	lease_of(c, out);
 	return c;
 }
 
@@ -201,7 +266,7 @@ void Cache::sync_monitor()
 		monitor_->sync(*this);
 }
 
-int Cache::get(const Request &req, Entry *&out)
+int Cache::get(const Request &req, Lease &out)
 {
 	uintptr_t s = reinterpret_cast<uintptr_t>(req.addr);
 	if (!req.addr || !req.len || s + req.len < s || static_cast<uint32_t>(req.iface) >= HMEMREG_IFACE_MAX)
@@ -213,9 +278,9 @@ int Cache::get(const Request &req, Entry *&out)
 	if (dead_pending_.load(std::memory_order_relaxed)) [[unlikely]]
 		reap();
 	for (;;) {
-		Entry *c = lookup(req, s, e);
-		if (!c)
+		if (!memo_hit(req, s, e, out) && !lookup(req, s, e, out))
 			break;
+		Entry *c = out.entry;
 		bool ok = c->gen_word->load(std::memory_order_acquire) == c->gen;
 		if (ok && c->validate) [[unlikely]] {
 			Monitor *m = monitor_for(c->iface);
@@ -223,7 +288,6 @@ int Cache::get(const Request &req, Entry *&out)
 		}
 		if (ok) [[likely]] {
 			stats_->hit(thread_state().shard);
-			out = c;
 			return 0;
 		}
 		// Its memory changed since it was registered: drop it and retry.
@@ -238,6 +302,15 @@ int Cache::get(const Request &req, Entry *&out)
 		reap();
 	}
 	return miss(req, out);
+}
+
+int Cache::get(const Request &req, Entry *&out)
+{
+	Lease l;
+	int rc = get(req, l);
+	if (rc == 0)
+		out = l.entry;
+	return rc;
 }
 
 int Cache::get(const Request &req, Ref &out)
@@ -256,12 +329,14 @@ int Cache::put(Entry *e)
 	if (forked_.load(std::memory_order_relaxed) && e->pid != pid_) [[unlikely]]
 		return -HMEMREG_ESTALE;
 	e->last_use.store(clock_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-	uint64_t old = e->state.fetch_sub(1, std::memory_order_acq_rel);
-	if ((old & kCountMask) == 0) [[unlikely]] {
-		e->state.fetch_add(1, std::memory_order_relaxed); // undo: it was not held
-		return -HMEMREG_EINVAL;
-	}
-	if (old == (kOrphan | 1)) [[unlikely]]
+	// A swap, not a subtraction: a put of an entry not held must not borrow
+	// from the life bits, even for a moment (memo_hit compares them).
+	uint64_t old = e->state.load(std::memory_order_relaxed);
+	do {
+		if ((old & kCountMask) == 0) [[unlikely]]
+			return -HMEMREG_EINVAL;
+	} while (!e->state.compare_exchange_weak(old, old - 1, std::memory_order_acq_rel, std::memory_order_relaxed));
+	if ((old & ~kLifeMask) == (kOrphan | 1)) [[unlikely]]
 		release_orphan(e);
 	return 0;
 }
@@ -288,14 +363,13 @@ uint64_t Cache::in_use_locked() const
 
 Cache::Node Cache::make_node(const Request &req, Range r)
 {
-	EntryPtr e = pool_.make();
+	EntryPtr e = pool_.make(next_serial_.fetch_add(1, std::memory_order_relaxed));
 	e->range = r;
 	e->iface = req.iface;
 	e->device = req.device;
 	e->cache = this;
 	e->owner = id_;
 	e->pid = pid_; // getpid() is a system call; pid_ is reset in a fork child
-	e->serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
 	e->req = req;
 	Index tmp; // allocate the map node here, outside lock_
 	tmp.emplace(Key{static_cast<uint32_t>(req.iface), req.device, r.start, e->serial}, std::move(e));
@@ -325,7 +399,7 @@ int Cache::do_register(const Request &req, Range r, Registration &out)
 	}
 }
 
-int Cache::register_uncached(const Request &req, Entry *&out)
+int Cache::register_uncached(const Request &req, Lease &out)
 {
 	Range r = registrar_->extent(req);
 	Node node = make_node(req, r);
@@ -333,7 +407,7 @@ int Cache::register_uncached(const Request &req, Entry *&out)
 	int rc = do_register(req, r, e->reg);
 	if (rc)
 		return rc;
-	e->state.store(kOrphan | 1, std::memory_order_relaxed);
+	e->state.store(kOrphan | e->life() | 1, std::memory_order_release);
 	lock_.lock();
 	orphans_.insert(std::move(node));
 	orphan_count_++;
@@ -341,11 +415,11 @@ int Cache::register_uncached(const Request &req, Entry *&out)
 	StatsSlot::add(stats_->raw()->uncached_registrations, 1);
 	publish_gauges_locked();
 	lock_.unlock();
-	out = e;
+	lease_of(e, out);
 	return 0;
 }
 
-int Cache::miss(const Request &req, Entry *&out)
+int Cache::miss(const Request &req, Lease &out)
 {
 	auto *s = stats_->raw();
 	StatsSlot::add(s->misses, 1);
@@ -379,7 +453,7 @@ int Cache::miss(const Request &req, Entry *&out)
 			mon->unsubscribe(*e);
 		registrar_->dereg(e->reg);
 		StatsSlot::add(s->deregistrations, 1);
-		out = other;
+		lease_of(other, out);
 		return 0;
 	}
 	bool cache_it = e->watched && !raced_locked(seq0, req.iface, r);
@@ -396,7 +470,7 @@ int Cache::miss(const Request &req, Entry *&out)
 	}
 	uint64_t tick = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
 	if (cache_it) {
-		e->state.store(1, std::memory_order_relaxed);
+		e->state.store(e->life() | 1, std::memory_order_release); // published: memo_hit may take it
 		e->last_use.store(tick, std::memory_order_relaxed);
 		index_.insert(std::move(node));
 		lru_append_locked(e, tick);
@@ -405,7 +479,7 @@ int Cache::miss(const Request &req, Entry *&out)
 	} else {
 		// Everything in use, or the range cannot be watched: hand it out
 		// uncached; it is released at its last put.
-		e->state.store(kOrphan | 1, std::memory_order_relaxed);
+		e->state.store(kOrphan | e->life() | 1, std::memory_order_release);
 		orphans_.insert(std::move(node));
 		orphan_count_++;
 		orphan_bytes_ += r.size();
@@ -414,7 +488,7 @@ int Cache::miss(const Request &req, Entry *&out)
 	publish_gauges_locked();
 	lock_.unlock();
 	reap();
-	out = e;
+	lease_of(e, out);
 	return 0;
 }
 
@@ -481,7 +555,6 @@ void Cache::unlink_locked(Index::iterator it, Cause cause)
 	lru_remove_locked(e);
 	count_--;
 	bytes_ -= e->range.size();
-	memo_gen_.fetch_add(1, std::memory_order_release);
 	uint64_t old = e->state.fetch_or(kOrphan, std::memory_order_acq_rel);
 	if (old & kCountMask) {
 		orphans_.insert(std::move(node));
@@ -705,7 +778,6 @@ void Cache::after_fork_child()
 	parent_.merge(dead_);
 	lru_head_ = lru_tail_ = nullptr;
 	count_ = bytes_ = orphan_count_ = orphan_bytes_ = dead_count_ = dead_bytes_ = 0;
-	memo_gen_.fetch_add(1);
 	dead_pending_.store(0);
 	forked_.store(1);
 	pid_ = ::getpid();

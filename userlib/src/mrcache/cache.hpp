@@ -20,12 +20,19 @@
 // (they leave the index at once; in-use ones are released at their last
 // put). Ranges are never merged across allocations.
 //
-// Hit path: a read lock that writes only to the thread's own cache line, a
-// direct-mapped memo of recent lookups (validated against the entry, so a
-// racy memo slot can only miss, never lie), one atomic increment of the
-// entry's count, and one load of its generation word. The LRU is ordered by
-// the cache clock at release (puts store it; the evictor fixes positions
-// lazily), so neither get nor put touches a shared list.
+// Hit path, no lock: a 2-way memo of recent lookups, hashed by the
+// request's page; each slot (one cache line, written under a seqlock)
+// holds a covering entry, the life it had when memoised, and copies of its
+// range and registration. A hit reads that line, takes a reference with
+// one compare-and-swap on the entry's state that succeeds only while the
+// entry is still in the index in that same life (entry.hpp), then loads
+// its generation word. Two random cache lines and one atomic per get; a
+// put is one more atomic on the same entry line. A racy or stale slot can
+// only miss, never lie. Misses of the memo search the index under a read
+// lock that writes only to the thread's own cache line, and refill the
+// memo. The LRU is ordered by the cache clock at release (puts store it;
+// the evictor fixes positions lazily), so neither get nor put touches a
+// shared list.
 //
 // Locking rule: nothing that can allocate, free, unmap, register or block on
 // a monitor runs under lock_ (uffd holds an unmapping thread until its event
@@ -90,6 +97,9 @@ public:
 	Cache &operator=(const Cache &) = delete;
 
 	// A registration covering the request, referenced. 0 or -HMEMREG_E*.
+	// The Lease form also returns copies of range and registration (what
+	// the C API hands out) without touching the entry's second line.
+	int get(const Request &req, Lease &out);
 	int get(const Request &req, Entry *&out);
 	int get(const Request &req, Ref &out);
 	// Release one reference. 0; -HMEMREG_EINVAL (null, not ours, count
@@ -139,20 +149,32 @@ private:
 	using Index = std::map<Key, EntryPtr>;
 	using Node = Index::node_type;
 
-	struct MemoSlot {
-		std::atomic<uint64_t> gen{~0ULL};
-		std::atomic<Entry *> entry{nullptr};
+	// One memoised lookup, one cache line. seq is odd while a writer
+	// (a slow lookup refilling it) holds the slot; readers retry nothing,
+	// they just treat a slot that changed under them as a miss.
+	struct alignas(64) MemoSlot {
+		std::atomic<uint32_t> seq{0};
+		std::atomic<uint32_t> life{0};      // (entry state & kLifeMask) >> kLifeShift when memoised
+		std::atomic<uintptr_t> entry{0};    // Entry * | iface (entries are 64-byte aligned)
+		std::atomic<uint64_t> device{0};
+		std::atomic<uintptr_t> start{0}, end{0};
+		std::atomic<uintptr_t> handle{0}, desc{0};
+		std::atomic<uint64_t> key{0};
 	};
-	struct alignas(32) MemoSet { // both ways in one cache line
+	static_assert(sizeof(MemoSlot) == 64);
+	struct alignas(128) MemoSet { // most recent fill in way 0
 		MemoSlot way[2];
 	};
 
 	Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m);
 
-	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e);
+	bool memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out);
+	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out);
+	static void memo_fill(MemoSet &set, Entry *c);
+	static void lease_of(Entry *c, Lease &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
-	int miss(const Request &req, Entry *&out);
-	int register_uncached(const Request &req, Entry *&out);
+	int miss(const Request &req, Lease &out);
+	int register_uncached(const Request &req, Lease &out);
 	int do_register(const Request &req, Range r, Registration &out);
 	Node make_node(const Request &req, Range r);
 	void unlink_locked(Index::iterator it, Cause cause);
@@ -177,8 +199,7 @@ private:
 	const std::atomic<uint64_t> *pending_; // monitor's pending word, or a zero
 
 	// Read-mostly words checked on every get.
-	alignas(64) std::atomic<uint64_t> memo_gen_{0};  // bumped when an entry leaves the index
-	std::atomic<uint64_t> clock_{1};                 // LRU clock, ticks on cache changes
+	alignas(64) std::atomic<uint64_t> clock_{1};                    // LRU clock, ticks on cache changes
 	std::atomic<uint32_t> dead_pending_{0};          // dead_ has entries to deregister
 	std::atomic<uint32_t> forked_{0};                // this is a fork child: cache nothing
 	HugeArray<MemoSet> memo_;

@@ -2,7 +2,10 @@
 // EntryPool: entries of one cache live in huge-page chunks (see
 // huge_array.hpp), so random hits touch few TLB entries. Allocation and
 // release take the pool's own mutex, never the cache lock; monitors never
-// need it.
+// need it. Entries are constructed once and recycled in place, never
+// destroyed or unmapped before the pool: the lock-free hit path may still
+// load the state word of an entry that was released meanwhile (it then
+// sees another life or kOrphan and backs off).
 #pragma once
 
 #include <memory>
@@ -28,37 +31,39 @@ public:
 	EntryPool(const EntryPool &) = delete;
 	EntryPool &operator=(const EntryPool &) = delete;
 
-	EntryPtr make()
+	// A free entry recycled for a life identified by serial (see entry.hpp).
+	EntryPtr make(uint64_t serial)
 	{
-		std::lock_guard g(mu_);
-		if (free_.empty())
-			grow();
-		Entry *slot = free_.back();
-		free_.pop_back();
-		return EntryPtr(new (slot) Entry(), EntryDeleter{this});
+		Entry *e;
+		{
+			std::lock_guard g(mu_);
+			if (free_.empty())
+				grow();
+			e = free_.back();
+			free_.pop_back();
+		}
+		e->recycle(serial);
+		return EntryPtr(e, EntryDeleter{this});
 	}
 	void release(Entry *e) noexcept
 	{
-		e->~Entry();
+		e->state.fetch_or(kOrphan, std::memory_order_relaxed); // already so, unless never published
 		std::lock_guard g(mu_);
 		free_.push_back(e); // capacity reserved in grow(): never allocates
 	}
 
 private:
-	struct Raw {
-		alignas(Entry) unsigned char b[sizeof(Entry)];
-	};
-	static constexpr size_t kPerChunk = (2u << 20) / sizeof(Raw);
+	static constexpr size_t kPerChunk = (2u << 20) / sizeof(Entry);
 	void grow()
 	{
-		chunks_.emplace_back(kPerChunk);
+		chunks_.emplace_back(kPerChunk); // constructs every entry (state: orphan)
 		free_.reserve(chunks_.size() * kPerChunk);
-		HugeArray<Raw> &c = chunks_.back();
+		HugeArray<Entry> &c = chunks_.back();
 		for (size_t i = kPerChunk; i-- > 0;)
-			free_.push_back(reinterpret_cast<Entry *>(&c[i]));
+			free_.push_back(&c[i]);
 	}
 	std::mutex mu_;
-	std::vector<HugeArray<Raw>> chunks_;
+	std::vector<HugeArray<Entry>> chunks_;
 	std::vector<Entry *> free_;
 };
 
