@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
-// cache_stress [ROUNDS]: the concurrency scenario without Criterion, for
+// cache_stress [ROUNDS]: the concurrency scenarios without Criterion, for
 // TSan (tests/host.d/15-sanitize.sh). Exit 0 when nothing stale, nothing
 // failed and nothing leaked; 77 when userfaultfd is unavailable.
 #include <cstdio>
 #include <cstdlib>
 
 #include "cache_stress.hpp"
+#include "memo_race.hpp"
 #include "mrcache/uffd_monitor.hpp"
 
 using namespace t;
@@ -32,6 +33,22 @@ int main(int argc, char **argv)
 		}
 		if (StampRegistrar::live_.load() != before) {
 			std::printf("leaked %ld registrations\n", StampRegistrar::live_.load() - before);
+			bad++;
+		}
+	}
+	{ // the lock-free memo: colliding slots refilled and entries recycled under readers
+		KeyRegistrar keys;
+		{
+			std::unique_ptr<Cache> c;
+			if (Cache::create(std::make_unique<SharedKeys>(&keys), config(64), c))
+				return 1;
+			MemoRaceResult r = run_memo_race(*c, keys, 3, rounds * 50L);
+			std::printf("memo race: %ld gets, bad %ld errors %ld in_use %llu\n", r.gets, r.bad, r.errors,
+				    static_cast<unsigned long long>(c->in_use()));
+			bad += static_cast<int>(r.bad + r.errors) + static_cast<int>(c->in_use());
+		}
+		if (keys.live()) {
+			std::printf("memo race: %llu registrations left\n", static_cast<unsigned long long>(keys.live()));
 			bad++;
 		}
 	}

@@ -90,14 +90,7 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 	s->max_entry_size = cfg_.max_entry_size;
 	std::atomic_ref<uint32_t>(s->state).store(1, std::memory_order_release);
 	pending_ = monitor_->pending_word() ? monitor_->pending_word() : &kZeroWord;
-	// Memo: one 2-way set per entry allowed (rounded up), 64 .. 32Ki sets
-	// (128 bytes each: at most 4 MiB, huge pages).
-	uint64_t want = cfg_.max_count ? cfg_.max_count : 64;
-	uint64_t n = 64;
-	while (n < want && n < (1ULL << 15))
-		n <<= 1;
-	memo_ = HugeArray<MemoSet>(n);
-	memo_shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(n));
+	memo_ = Memo(cfg_.max_count);
 }
 
 Cache::~Cache()
@@ -137,52 +130,23 @@ Monitor *Cache::monitor_for(Iface iface) const
 
 // ---------------------------------------------------------------- hit path
 
-size_t Cache::memo_index(Iface iface, uint64_t device, uintptr_t s) const
-{
-	// Page number and key through a 64-bit finalizer (multiplicative hashing
-	// alone clusters strided addresses, which is how buffers are laid out).
-	uint64_t h = (s >> 12) ^ (static_cast<uint64_t>(iface) << 56) ^ (device << 48);
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return static_cast<size_t>(h >> memo_shift_);
-}
-
-// Lock-free: see cache.hpp. Every load is acquire so that the closing
-// load of seq cannot move above the field loads (a seqlock without fences,
-// which TSan understands).
 bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 {
-	MemoSet &set = memo_[memo_index(req.iface, req.device, s)];
-	for (MemoSlot &slot : set.way) {
-		uint32_t q = slot.seq.load(std::memory_order_acquire);
-		uintptr_t tagged = slot.entry.load(std::memory_order_acquire);
-		uintptr_t st = slot.start.load(std::memory_order_acquire);
-		uintptr_t en = slot.end.load(std::memory_order_acquire);
-		if ((tagged & 63) != static_cast<uint32_t>(req.iface) || st > s || e > en || (q & 1))
-			continue;
-		uint64_t dev = slot.device.load(std::memory_order_acquire);
-		uint64_t life = static_cast<uint64_t>(slot.life.load(std::memory_order_acquire)) << kLifeShift;
-		out.handle = reinterpret_cast<void *>(slot.handle.load(std::memory_order_acquire));
-		out.desc = reinterpret_cast<void *>(slot.desc.load(std::memory_order_acquire));
-		out.key = slot.key.load(std::memory_order_acquire);
-		if (slot.seq.load(std::memory_order_acquire) != q || dev != req.device)
-			continue;
-		auto *c = reinterpret_cast<Entry *>(tagged & ~uintptr_t{63});
-		if (!c)
-			continue;
-		// Reference it only while it is still cached in the same life.
-		uint64_t cur = c->state.load(std::memory_order_relaxed);
-		while ((cur & (kOrphan | kLifeMask)) == life) {
-			if (c->state.compare_exchange_weak(cur, cur + 1, std::memory_order_acquire,
-							   std::memory_order_relaxed)) {
-				out.entry = c;
-				out.range = Range{st, en};
-				out.cached = true;
-				return true;
-			}
+	MemoView v;
+	if (!Memo::find(memo_.set_for(req.iface, req.device, s), req.iface, req.device, s, e, v))
+		return false;
+	// Reference it only while it is still cached in the same life.
+	Entry *c = v.entry;
+	uint64_t cur = c->state.load(std::memory_order_relaxed);
+	while ((cur & (kOrphan | kLifeMask)) == v.life) {
+		if (c->state.compare_exchange_weak(cur, cur + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+			out.entry = c;
+			out.range = v.range;
+			out.handle = v.handle;
+			out.desc = v.desc;
+			out.key = v.key;
+			out.cached = true;
+			return true;
 		}
 	}
 	return false;
@@ -198,41 +162,6 @@ void Cache::lease_of(Entry *c, Lease &out)
 	out.cached = !(c->state.load(std::memory_order_relaxed) & kOrphan);
 }
 
-// Caller holds the read side and a reference on c (so c is cached and its
-// fields are stable). Puts c in way 0, the previous way 0 in way 1; a slot
-// another thread is writing is left alone (the memo is only a hint).
-void Cache::memo_fill(MemoSet &set, Entry *c)
-{
-	MemoSlot &w0 = set.way[0], &w1 = set.way[1];
-	uint32_t q0 = w0.seq.load(std::memory_order_relaxed);
-	if ((q0 & 1) || !w0.seq.compare_exchange_strong(q0, q0 + 1, std::memory_order_acquire))
-		return;
-	uint32_t q1 = w1.seq.load(std::memory_order_relaxed);
-	if (!(q1 & 1) && w1.seq.compare_exchange_strong(q1, q1 + 1, std::memory_order_acquire)) {
-		constexpr auto rx = std::memory_order_relaxed;
-		constexpr auto rel = std::memory_order_release;
-		w1.life.store(w0.life.load(rx), rel);
-		w1.entry.store(w0.entry.load(rx), rel);
-		w1.device.store(w0.device.load(rx), rel);
-		w1.start.store(w0.start.load(rx), rel);
-		w1.end.store(w0.end.load(rx), rel);
-		w1.handle.store(w0.handle.load(rx), rel);
-		w1.desc.store(w0.desc.load(rx), rel);
-		w1.key.store(w0.key.load(rx), rel);
-		w1.seq.store(q1 + 2, rel);
-	}
-	constexpr auto rel = std::memory_order_release;
-	w0.life.store(static_cast<uint32_t>((c->state.load(std::memory_order_relaxed) & kLifeMask) >> kLifeShift), rel);
-	w0.entry.store(reinterpret_cast<uintptr_t>(c) | static_cast<uint32_t>(c->iface), rel);
-	w0.device.store(c->device, rel);
-	w0.start.store(c->range.start, rel);
-	w0.end.store(c->range.end, rel);
-	w0.handle.store(reinterpret_cast<uintptr_t>(c->reg.handle), rel);
-	w0.desc.store(reinterpret_cast<uintptr_t>(c->reg.desc), rel);
-	w0.key.store(c->reg.key, rel);
-	w0.seq.store(q0 + 2, rel);
-}
-
 // Slow lookup: the index under the read side; refills the memo.
 Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 {
@@ -241,7 +170,7 @@ Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 	if (!c)
 		return nullptr;
 	c->state.fetch_add(1, std::memory_order_acquire); // in the index: not orphan, and writers wait for us
-	memo_fill(memo_[memo_index(req.iface, req.device, s)], c);
+	Memo::fill(memo_.set_for(req.iface, req.device, s), *c);
 	lease_of(c, out);
 	return c;
 }

@@ -21,9 +21,10 @@
 // put). Ranges are never merged across allocations.
 //
 // Hit path, no lock: a 2-way memo of recent lookups, hashed by the
-// request's page; each slot (one cache line, written under a seqlock)
-// holds a covering entry, the life it had when memoised, and copies of its
-// range and registration. A hit reads that line, takes a reference with
+// request's page (memo.hpp); each slot (one cache line, written under a
+// seqlock) holds a covering entry, the life it had when memoised, and
+// copies of its range and registration. A hit reads that line, takes a
+// reference with
 // one compare-and-swap on the entry's state that succeeds only while the
 // entry is still in the index in that same life (entry.hpp), then loads
 // its generation word. Two random cache lines and one atomic per get; a
@@ -49,7 +50,7 @@
 #include "hmemreg/cache.h"
 #include "mrcache/entry.hpp"
 #include "mrcache/entry_pool.hpp"
-#include "mrcache/huge_array.hpp"
+#include "mrcache/memo.hpp"
 #include "mrcache/monitor.hpp"
 #include "mrcache/reader_lock.hpp"
 #include "mrcache/registrar.hpp"
@@ -149,28 +150,10 @@ private:
 	using Index = std::map<Key, EntryPtr>;
 	using Node = Index::node_type;
 
-	// One memoised lookup, one cache line. seq is odd while a writer
-	// (a slow lookup refilling it) holds the slot; readers retry nothing,
-	// they just treat a slot that changed under them as a miss.
-	struct alignas(64) MemoSlot {
-		std::atomic<uint32_t> seq{0};
-		std::atomic<uint32_t> life{0};      // (entry state & kLifeMask) >> kLifeShift when memoised
-		std::atomic<uintptr_t> entry{0};    // Entry * | iface (entries are 64-byte aligned)
-		std::atomic<uint64_t> device{0};
-		std::atomic<uintptr_t> start{0}, end{0};
-		std::atomic<uintptr_t> handle{0}, desc{0};
-		std::atomic<uint64_t> key{0};
-	};
-	static_assert(sizeof(MemoSlot) == 64);
-	struct alignas(128) MemoSet { // most recent fill in way 0
-		MemoSlot way[2];
-	};
-
 	Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m);
 
 	bool memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out);
 	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out);
-	static void memo_fill(MemoSet &set, Entry *c);
 	static void lease_of(Entry *c, Lease &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
 	int miss(const Request &req, Lease &out);
@@ -189,7 +172,6 @@ private:
 	void publish_gauges_locked();
 	uint64_t in_use_locked() const;
 	Monitor *monitor_for(Iface iface) const;
-	size_t memo_index(Iface iface, uint64_t device, uintptr_t s) const;
 
 	hmemreg_cache_config cfg_;
 	std::unique_ptr<Registrar> registrar_;
@@ -202,8 +184,7 @@ private:
 	alignas(64) std::atomic<uint64_t> clock_{1};                    // LRU clock, ticks on cache changes
 	std::atomic<uint32_t> dead_pending_{0};          // dead_ has entries to deregister
 	std::atomic<uint32_t> forked_{0};                // this is a fork child: cache nothing
-	HugeArray<MemoSet> memo_;
-	unsigned memo_shift_ = 58;
+	Memo memo_;
 
 	EntryPool pool_; // declared before the indexes: destroyed after them
 

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+// The lock-free hit path (memo): what it hands out is the entry's, and a
+// memo slot left behind by an entry that was invalidated, released or
+// recycled for another range never answers again.
+#include <criterion/criterion.h>
+
+#include "memo_race.hpp"
+
+using namespace t;
+
+namespace {
+
+struct Fixture {
+	MemoryRegistrar reg;
+	std::unique_ptr<Cache> cache;
+	Mapping mem{16 * page()};
+
+	Fixture()
+	{
+		cr_assert_not_null(mem.p);
+		cr_assert_eq(Cache::create(std::make_unique<SharedRegistrar>(&reg), config(), cache), 0);
+	}
+	char *at(size_t pages) { return mem.p + pages * page(); }
+	Lease get(const void *a, size_t len)
+	{
+		Lease l;
+		int rc = cache->get(req(a, len), l);
+		cr_assert_eq(rc, 0, "get: %s", hmemreg_strerror(rc));
+		return l;
+	}
+};
+
+void assert_lease_is_entry(const Lease &l)
+{
+	cr_assert_eq(l.key, l.entry->reg.key);
+	cr_assert_eq(l.desc, l.entry->reg.desc);
+	cr_assert_eq(l.handle, l.entry->reg.handle);
+	cr_assert_eq(l.range.start, l.entry->range.start);
+	cr_assert_eq(l.range.end, l.entry->range.end);
+}
+
+} // namespace
+
+Test(cache_memo, slot_being_written_is_a_miss)
+{
+	Memo memo(64);
+	Entry a, b;
+	a.recycle(7);
+	a.range = Range{0x10000, 0x12000};
+	a.reg.key = 42;
+	b.recycle(8);
+	b.range = Range{0x20000, 0x21000};
+	b.reg.key = 43;
+	Memo::Set &set = memo.set_for(Iface::host, 0, 0x10000);
+	MemoView v;
+	cr_assert_not(Memo::find(set, Iface::host, 0, 0x10000, 0x10010, v), "empty");
+	Memo::fill(set, a);
+	cr_assert(Memo::find(set, Iface::host, 0, 0x10000, 0x10010, v));
+	cr_assert_eq(v.entry, &a);
+	cr_assert_eq(v.key, 42u);
+	cr_assert_eq(v.life, a.life());
+	cr_assert_not(Memo::find(set, Iface::host, 0, 0x11ff0, 0x12010, v), "not covered");
+	cr_assert_not(Memo::find(set, Iface::host, 1, 0x10000, 0x10010, v), "other device");
+	cr_assert_not(Memo::find(set, Iface::cuda, 0, 0x10000, 0x10010, v), "other memory kind");
+	uint32_t q;
+	cr_assert(set.way[0].begin_write(q));
+	cr_assert_not(set.way[0].begin_write(q), "one writer at a time");
+	cr_assert_not(Memo::find(set, Iface::host, 0, 0x10000, 0x10010, v), "a slot being written never answers");
+	Memo::fill(set, b); // way 0 busy: the fill gives up
+	set.way[0].end_write(q);
+	cr_assert(Memo::find(set, Iface::host, 0, 0x10000, 0x10010, v));
+	cr_assert_not(Memo::find(set, Iface::host, 0, 0x20000, 0x20010, v));
+	Memo::fill(set, b); // b in way 0, a moves to way 1
+	cr_assert(Memo::find(set, Iface::host, 0, 0x20000, 0x20010, v));
+	cr_assert_eq(v.entry, &b);
+	cr_assert(Memo::find(set, Iface::host, 0, 0x10000, 0x10010, v));
+	cr_assert_eq(v.entry, &a);
+	cr_assert_eq(v.key, 42u);
+}
+
+Test(cache_memo, memo_hit_hands_out_the_entry_registration)
+{
+	Fixture f;
+	Lease a = f.get(f.at(2) + 8, 64); // miss
+	Lease b = f.get(f.at(2) + 8, 64); // index lookup fills the memo... or memo
+	Lease c = f.get(f.at(2) + 100, 8); // same page: memo
+	cr_assert_eq(a.entry, b.entry);
+	cr_assert_eq(a.entry, c.entry);
+	assert_lease_is_entry(b);
+	assert_lease_is_entry(c);
+	cr_assert(c.cached);
+	cr_assert_eq(a.entry->count(), 3u);
+	for (Lease *l : {&a, &b, &c})
+		cr_assert_eq(f.cache->put(l->entry), 0);
+	cr_assert_eq(stats(*f.cache).hits, 2u);
+	cr_assert_eq(f.reg.regs(), 1u);
+}
+
+Test(cache_memo, invalidated_held_entry_is_not_returned_again)
+{
+	Fixture f;
+	Lease a = f.get(f.at(1), 64);
+	Lease a2 = f.get(f.at(1), 64); // memoised, count 2
+	cr_assert_eq(a.entry, a2.entry);
+	auto s = reinterpret_cast<uintptr_t>(f.at(1));
+	cr_assert_eq(f.cache->invalidate(Iface::host, s, s + 1), 1);
+	Lease b = f.get(f.at(1), 64); // the memo still names a: it must not answer
+	cr_assert_neq(b.entry, a.entry);
+	cr_assert_neq(b.key, a.key);
+	cr_assert_eq(f.reg.regs(), 2u);
+	cr_assert_eq(f.cache->put(a.entry), 0);
+	cr_assert_eq(f.cache->put(a2.entry), 0); // last put releases the orphan
+	cr_assert_eq(f.cache->put(b.entry), 0);
+	cr_assert_eq(f.reg.live(), 1u);
+}
+
+Test(cache_memo, recycled_entry_never_answers_for_its_old_range)
+{
+	Fixture f;
+	Lease a = f.get(f.at(3), 64);
+	Entry *old = a.entry;
+	uint64_t old_key = a.key;
+	cr_assert_eq(f.cache->put(old), 0);
+	f.get(f.at(3), 64); // memo filled with (old, its life)
+	cr_assert_eq(f.cache->put(old), 0);
+	auto s = reinterpret_cast<uintptr_t>(f.at(3));
+	cr_assert_eq(f.cache->invalidate(Iface::host, s, s + page()), 1); // released to the pool
+	Lease b = f.get(f.at(9), 64); // another range gets the same memory
+	cr_assert_eq(b.entry, old, "the pool hands the freed entry out again (this test needs that)");
+	Lease c = f.get(f.at(3), 64); // the memo slot for page 3 still names `old`
+	cr_assert_neq(c.entry, old);
+	cr_assert_neq(c.key, old_key);
+	cr_assert(c.range.covers(s, s + 64));
+	assert_lease_is_entry(c);
+	cr_assert_eq(f.reg.regs(), 3u);
+	cr_assert_eq(f.cache->put(b.entry), 0);
+	cr_assert_eq(f.cache->put(c.entry), 0);
+}
+
+Test(cache_memo, put_of_unheld_entry_keeps_it_usable)
+{
+	Fixture f;
+	Lease a = f.get(f.at(0), 64);
+	cr_assert_eq(f.cache->put(a.entry), 0);
+	cr_assert_eq(f.cache->put(a.entry), -HMEMREG_EINVAL);
+	Lease b = f.get(f.at(0), 64); // still cached, still hits
+	cr_assert_eq(b.entry, a.entry);
+	cr_assert_eq(f.reg.regs(), 1u);
+	cr_assert_eq(f.cache->put(b.entry), 0);
+}
+
+Test(cache_memo, colliding_slots_under_invalidation_never_lie)
+{
+	KeyRegistrar keys;
+	{
+		std::unique_ptr<Cache> c;
+		cr_assert_eq(Cache::create(std::make_unique<SharedKeys>(&keys), config(64), c), 0);
+		MemoRaceResult r = run_memo_race(*c, keys, 3, 20000);
+		cr_assert_eq(r.errors, 0);
+		cr_assert_eq(r.bad, 0, "%ld of %ld gets handed out a wrong or dead registration", r.bad, r.gets);
+		cr_assert_eq(c->in_use(), 0u);
+		cr_assert_gt(stats(*c).hits, 0u);
+	}
+	cr_assert_eq(keys.live(), 0u, "everything deregistered");
+}

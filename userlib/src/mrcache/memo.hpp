@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+// Memo: the cache's lock-free front, a 2-way set-associative table of
+// recent lookups hashed by the request's page. A slot is one cache line:
+// the covering entry, the life it had when memoised (entry.hpp), and
+// copies of its range and registration, so a hit reads this line and the
+// entry's first line only. Slots are written under a per-slot seqlock by
+// slow lookups (several may fill at once; a slot busy with another writer
+// is skipped: the memo is a hint). Readers take no lock: a slot that is
+// being written, or changed while read, is a miss. What a slot names is
+// only a candidate: the cache references the entry with a compare-and-swap
+// that checks the life, so a stale slot never answers.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "mrcache/entry.hpp"
+#include "mrcache/huge_array.hpp"
+
+namespace hmemreg::mr {
+
+// What a slot held when read consistently.
+struct MemoView {
+	Entry *entry = nullptr;
+	uint64_t life = 0; // state & kLifeMask when memoised
+	Range range;
+	void *handle = nullptr, *desc = nullptr;
+	uint64_t key = 0;
+};
+
+class Memo {
+public:
+	struct alignas(64) Slot {
+		std::atomic<uint32_t> seq{0};    // odd while a writer holds the slot
+		std::atomic<uint32_t> life{0};   // (state & kLifeMask) >> kLifeShift
+		std::atomic<uintptr_t> entry{0}; // Entry * | iface (entries are 64-byte aligned)
+		std::atomic<uint64_t> device{0};
+		std::atomic<uintptr_t> start{0}, end{0};
+		std::atomic<uintptr_t> handle{0}, desc{0};
+		std::atomic<uint64_t> key{0};
+
+		// Writer side: false if another writer holds it; else q is the
+		// value to give end_write().
+		bool begin_write(uint32_t &q);
+		void end_write(uint32_t q) { seq.store(q + 2, std::memory_order_release); }
+	};
+	static_assert(sizeof(Slot) == 64);
+	struct alignas(128) Set { // most recent fill in way 0
+		Slot way[2];
+	};
+
+	Memo() = default;
+	// One set per entry the cache may hold (rounded up to a power of two),
+	// 64 .. 32Ki sets of 128 bytes (at most 4 MiB, in huge pages).
+	explicit Memo(uint64_t max_entries);
+
+	Set &set_for(Iface iface, uint64_t device, uintptr_t s)
+	{
+		// Page number and key through a 64-bit finalizer (multiplicative
+		// hashing alone clusters strided addresses, which is how buffers
+		// are laid out).
+		uint64_t h = (s >> 12) ^ (static_cast<uint64_t>(iface) << 56) ^ (device << 48);
+		h ^= h >> 33;
+		h *= 0xff51afd7ed558ccdULL;
+		h ^= h >> 33;
+		h *= 0xc4ceb9fe1a85ec53ULL;
+		h ^= h >> 33;
+		return sets_[static_cast<size_t>(h >> shift_)];
+	}
+
+	// A slot of set naming an entry of (iface, device) covering [s, e).
+	// Every load is acquire, so the closing load of seq cannot move above
+	// the field loads: a seqlock without fences (which TSan understands).
+	static bool find(Set &set, Iface iface, uint64_t device, uintptr_t s, uintptr_t e, MemoView &out)
+	{
+		constexpr auto acq = std::memory_order_acquire;
+		for (Slot &slot : set.way) {
+			uint32_t q = slot.seq.load(acq);
+			uintptr_t tagged = slot.entry.load(acq);
+			uintptr_t st = slot.start.load(acq), en = slot.end.load(acq);
+			if ((q & 1) || (tagged & 63) != static_cast<uint32_t>(iface) || st > s || e > en)
+				continue;
+			uint64_t dev = slot.device.load(acq);
+			out.life = static_cast<uint64_t>(slot.life.load(acq)) << kLifeShift;
+			out.handle = reinterpret_cast<void *>(slot.handle.load(acq));
+			out.desc = reinterpret_cast<void *>(slot.desc.load(acq));
+			out.key = slot.key.load(acq);
+			if (slot.seq.load(acq) != q || dev != device || !(tagged & ~uintptr_t{63}))
+				continue;
+			out.entry = reinterpret_cast<Entry *>(tagged & ~uintptr_t{63});
+			out.range = Range{st, en};
+			return true;
+		}
+		return false;
+	}
+
+	// Memoise c (caller holds a reference, so its fields are stable) in
+	// way 0 of set, moving way 0 to way 1.
+	static void fill(Set &set, const Entry &c);
+
+private:
+	HugeArray<Set> sets_;
+	unsigned shift_ = 58;
+};
+
+} // namespace hmemreg::mr
