@@ -5,8 +5,8 @@ namespace hmemreg::mr {
 
 Memo::Memo(uint64_t max_entries)
 {
-	uint64_t want = max_entries ? max_entries : 64, n = 64;
-	while (n < want && n < (1ULL << 15))
+	uint64_t want = 2 * (max_entries ? max_entries : 64), n = 64;
+	while (n < want && n < (1ULL << 16))
 		n <<= 1;
 	sets_ = HugeArray<Set>(n);
 	shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(n));
