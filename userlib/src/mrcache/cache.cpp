@@ -135,21 +135,26 @@ bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 	MemoView v;
 	if (!Memo::find(memo_.set_for(req.iface, req.device, s), req.iface, req.device, s, e, v))
 		return false;
-	// Reference it only while it is still cached in the same life.
+	// Count the reference, then check it is still cached in the same life
+	// (the handshake in entry.hpp); if not, give it back.
 	Entry *c = v.entry;
-	uint64_t cur = c->state.load(std::memory_order_relaxed);
-	while ((cur & (kOrphan | kLifeMask)) == v.life) {
-		if (c->state.compare_exchange_weak(cur, cur + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
-			out.entry = c;
-			out.range = v.range;
-			out.handle = v.handle;
-			out.desc = v.desc;
-			out.key = v.key;
-			out.cached = true;
-			return true;
-		}
+	std::atomic<int64_t> &n = c->counter(thread_state().shard);
+	n.fetch_add(1, std::memory_order_seq_cst);
+	if ((c->state.load(std::memory_order_seq_cst) & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {
+		n.fetch_sub(1, std::memory_order_seq_cst);
+		// Our passing increment may have kept its releaser from
+		// releasing it: check again (the entry may be in another life).
+		if (c->state.load(std::memory_order_seq_cst) & kOrphan)
+			release_orphan(c);
+		return false;
 	}
-	return false;
+	out.entry = c;
+	out.range = v.range;
+	out.handle = v.handle;
+	out.desc = v.desc;
+	out.key = v.key;
+	out.cached = true;
+	return true;
 }
 
 void Cache::lease_of(Entry *c, Lease &out)
@@ -169,7 +174,7 @@ Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 	Entry *c = find_cover_locked(req.iface, req.device, s, e);
 	if (!c)
 		return nullptr;
-	c->state.fetch_add(1, std::memory_order_acquire); // in the index: not orphan, and writers wait for us
+	c->counter(thread_state().shard).fetch_add(1, std::memory_order_seq_cst); // in the index; writers wait for us
 	Memo::fill(memo_.set_for(req.iface, req.device, s), *c);
 	lease_of(c, out);
 	return c;
@@ -257,15 +262,19 @@ int Cache::put(Entry *e)
 		return -HMEMREG_EINVAL;
 	if (forked_.load(std::memory_order_relaxed) && e->pid != pid_) [[unlikely]]
 		return -HMEMREG_ESTALE;
-	e->last_use.store(clock_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-	// A swap, not a subtraction: a put of an entry not held must not borrow
-	// from the life bits, even for a moment (memo_hit compares them).
-	uint64_t old = e->state.load(std::memory_order_relaxed);
-	do {
-		if ((old & kCountMask) == 0) [[unlikely]]
-			return -HMEMREG_EINVAL;
-	} while (!e->state.compare_exchange_weak(old, old - 1, std::memory_order_acq_rel, std::memory_order_relaxed));
-	if ((old & ~kLifeMask) == (kOrphan | 1)) [[unlikely]]
+	// LRU recency without a shared write per put: the clock only moves
+	// when the cache changes.
+	uint64_t now = clock_.load(std::memory_order_relaxed);
+	if (e->last_use.load(std::memory_order_relaxed) != now)
+		e->last_use.store(now, std::memory_order_relaxed);
+	std::atomic<int64_t> &n = e->counter(thread_state().shard);
+	// A put of an entry nobody holds is caught when this thread's counter
+	// has nothing to give back and the sum is zero (not when it races
+	// with other puts of the same entry: that is the caller's bug).
+	if (n.load(std::memory_order_relaxed) <= 0 && e->count() == 0) [[unlikely]]
+		return -HMEMREG_EINVAL;
+	n.fetch_sub(1, std::memory_order_seq_cst);
+	if (e->state.load(std::memory_order_seq_cst) & kOrphan) [[unlikely]]
 		release_orphan(e);
 	return 0;
 }
@@ -336,7 +345,9 @@ int Cache::register_uncached(const Request &req, Lease &out)
 	int rc = do_register(req, r, e->reg);
 	if (rc)
 		return rc;
-	e->state.store(kOrphan | e->life() | 1, std::memory_order_release);
+	e->counter(thread_state().shard).fetch_add(1, std::memory_order_seq_cst);
+	e->state.store(kOrphan | e->life(), std::memory_order_seq_cst);
+	e->orphan_listed = true;
 	lock_.lock();
 	orphans_.insert(std::move(node));
 	orphan_count_++;
@@ -375,7 +386,7 @@ int Cache::miss(const Request &req, Lease &out)
 	Entry *other = find_cover_locked(req.iface, req.device, r.start, r.end);
 	if (other) {
 		// Another thread registered a covering range meanwhile: use it.
-		other->state.fetch_add(1, std::memory_order_relaxed);
+		other->counter(thread_state().shard).fetch_add(1, std::memory_order_seq_cst);
 		StatsSlot::add(s->races, 1);
 		lock_.unlock();
 		if (e->watched)
@@ -399,7 +410,8 @@ int Cache::miss(const Request &req, Lease &out)
 	}
 	uint64_t tick = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
 	if (cache_it) {
-		e->state.store(e->life() | 1, std::memory_order_release); // published: memo_hit may take it
+		e->counter(thread_state().shard).fetch_add(1, std::memory_order_seq_cst);
+		e->state.store(e->life(), std::memory_order_seq_cst); // published: memo_hit may take it
 		e->last_use.store(tick, std::memory_order_relaxed);
 		index_.insert(std::move(node));
 		lru_append_locked(e, tick);
@@ -408,7 +420,9 @@ int Cache::miss(const Request &req, Lease &out)
 	} else {
 		// Everything in use, or the range cannot be watched: hand it out
 		// uncached; it is released at its last put.
-		e->state.store(kOrphan | e->life() | 1, std::memory_order_release);
+		e->counter(thread_state().shard).fetch_add(1, std::memory_order_seq_cst);
+		e->state.store(kOrphan | e->life(), std::memory_order_seq_cst);
+		e->orphan_listed = true;
 		orphans_.insert(std::move(node));
 		orphan_count_++;
 		orphan_bytes_ += r.size();
@@ -484,8 +498,9 @@ void Cache::unlink_locked(Index::iterator it, Cause cause)
 	lru_remove_locked(e);
 	count_--;
 	bytes_ -= e->range.size();
-	uint64_t old = e->state.fetch_or(kOrphan, std::memory_order_acq_rel);
-	if (old & kCountMask) {
+	e->state.fetch_or(kOrphan, std::memory_order_seq_cst);
+	if (e->count() != 0) { // a put that brings it to zero now sees kOrphan
+		e->orphan_listed = true;
 		orphans_.insert(std::move(node));
 		orphan_count_++;
 		orphan_bytes_ += e->range.size();
@@ -627,15 +642,22 @@ int Cache::flush()
 
 // ---------------------------------------------------------------- release
 
+// e was seen orphan after a put (or a stale hit's undo): release it if it
+// is still listed and nobody holds it. e may have been released meanwhile
+// (then it is not listed and maybe already in another life): only the
+// flag, which changes under lock_ alone, is read before that is known.
 void Cache::release_orphan(Entry *e)
 {
 	Index out;
 	lock_.lock();
-	auto it = orphans_.find(Key{static_cast<uint32_t>(e->iface), e->device, e->range.start, e->serial});
-	if (it != orphans_.end()) {
-		orphan_count_--;
-		orphan_bytes_ -= e->range.size();
-		out.insert(orphans_.extract(it));
+	if (e->orphan_listed && e->count() == 0) {
+		auto it = orphans_.find(Key{static_cast<uint32_t>(e->iface), e->device, e->range.start, e->serial});
+		if (it != orphans_.end()) {
+			e->orphan_listed = false;
+			orphan_count_--;
+			orphan_bytes_ -= e->range.size();
+			out.insert(orphans_.extract(it));
+		}
 	}
 	publish_gauges_locked();
 	lock_.unlock();

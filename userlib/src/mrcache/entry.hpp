@@ -13,25 +13,36 @@ namespace hmemreg::mr {
 
 class Cache;
 
-// Entry::state: reference count in bits 0..31, the entry's life (low bits
-// of its serial, new each time the pool hands the memory out) in bits
-// 32..61, kOrphan once the entry has left the index (invalidated, replaced,
-// never cached, or free in the pool). Whoever moves an orphan's count to
-// zero, the last put or the unlinker, releases it: both steps are single
-// atomic operations on this one word, so exactly one side sees
-// (kOrphan | 0).
+// References are counted per shard of threads (kCountShards counters per
+// entry, in per-shard arrays: a thread's counters share cache lines with
+// nobody else's), so hits of different threads never write a common line.
+// A thread adds to its own shard's counter on get and subtracts from its
+// own on put, whichever thread took the reference: single counters may go
+// negative, only their sum (Entry::count) means anything.
 //
-// The lock-free hit path (Cache::memo_hit) takes a reference only with a
-// compare-and-swap that expects "this life, not orphan": an entry that was
-// unlinked, released or reused since the memo saw it fails the swap, so a
-// stale memo can cost a miss but never return a dead registration. Entry
-// memory is never unmapped while the cache lives (EntryPool), so that one
-// load and swap on a recycled entry is harmless.
+// Entry::state: the entry's life (low bits of its serial, new each time the
+// pool hands the memory out) and kOrphan once the entry has left the index
+// (invalidated, replaced, never cached, or free in the pool). Counting
+// against invalidation is a store-load handshake, all seq_cst:
+//   get:    counter += 1;  load state  (orphan or other life: undo, miss)
+//   put:    counter -= 1;  load state  (orphan: try to release)
+//   unlink: state |= kOrphan;  sum the counters (0: release now)
+// Either the unlinker sees a get's increment, or that get sees kOrphan.
+// Releases of an orphan are decided under the cache lock, by whoever then
+// finds the sum at zero and the entry still on the orphan list.
+//
+// The lock-free hit path (Cache::memo_hit) checks "this life, not orphan"
+// after its increment: an entry that was unlinked, released or reused
+// since the memo saw it fails, so a stale memo slot can cost a miss but
+// never return a dead registration. Entry memory and counters are never
+// unmapped while the cache lives (EntryPool), so that one increment and
+// load on a recycled entry are harmless, and its undo restores the sum.
 inline constexpr uint64_t kOrphan = 1ULL << 62;
-inline constexpr uint64_t kCountMask = (1ULL << 32) - 1;
 inline constexpr unsigned kLifeShift = 32;
 inline constexpr uint64_t kLifeMask = ((1ULL << 30) - 1) << kLifeShift;
 inline constexpr uint32_t kEntryMagic = 0x4d52454e; // "MREN"
+inline constexpr unsigned kCountShards = 16;
+inline constexpr size_t kEntriesPerChunk = 8192; // EntryPool chunk; also the counters' shard stride
 
 inline constexpr uint64_t life_bits(uint64_t serial)
 {
@@ -41,56 +52,68 @@ inline constexpr uint64_t life_bits(uint64_t serial)
 // A generation word that never changes: entries whose monitor has none.
 inline const std::atomic<uint64_t> kNoGeneration{0};
 
-// Laid out for the hit path: a memo hit reads and writes line 0 only (the
-// memo slot carries copies of the range and the registration); a put
-// reads and writes line 0 only. Line 1 is read by slow lookups and by C++
-// callers that use e->reg directly.
+// Laid out for the hit path: a memo hit reads line 0 only (the memo slot
+// carries copies of the range and the registration) and writes only the
+// thread's counter; a put likewise. Line 1 is read by slow lookups and by
+// C++ callers that use e->reg directly.
 struct alignas(64) Entry {
 	// Line 0.
 	std::atomic<uint64_t> state{kOrphan};
+	std::atomic<int64_t> *counts = nullptr; // shard s: counts[s * kEntriesPerChunk]
 	const std::atomic<uint64_t> *gen_word = &kNoGeneration; // kmod: gen[slot]
 	uint64_t gen = 0;
-	std::atomic<uint64_t> last_use{0}; // cache clock at the last put
-	uint64_t device = 0;
+	std::atomic<uint64_t> last_use{0}; // cache clock at the last put (stored only when it moved)
 	Iface iface = Iface::host;
 	uint32_t owner = 0;    // id of the cache that made it (checked by put)
 	uint32_t validate = 0; // 1: ask the iface's monitor valid() on each hit
 	uint32_t magic = kEntryMagic;
-	pid_t pid = 0;         // process that registered it
 	// Line 1.
 	alignas(64) Registration reg;
 	Range range;
+	uint64_t device = 0;
 	uint64_t serial = 0; // unique per cache, part of the index key
+	pid_t pid = 0;       // process that registered it
 	// Cold.
 	Cache *cache = nullptr;
 	uint64_t lru_stamp = 0; // clock value the LRU position reflects
 	Entry *lru_prev = nullptr, *lru_next = nullptr;
 	bool on_lru = false;
 	bool watched = false;    // a monitor subscription is armed
+	bool orphan_listed = false; // on Cache::orphans_ (read and written under the cache lock only; false while free)
 	uint32_t watch_slot = 0; // monitor-private (kmod slot)
 	uint64_t watch_gen = 0;  // monitor-private (kmod generation)
 	Request req;             // what the first request asked for
 
-	uint64_t count() const { return state.load(std::memory_order_acquire) & kCountMask; }
-	// The state word this entry's life starts from (not yet published).
+	std::atomic<int64_t> &counter(unsigned shard) const { return counts[(shard % kCountShards) * kEntriesPerChunk]; }
+	// References held now (exact when no get or put runs concurrently).
+	uint64_t count() const
+	{
+		int64_t n = 0;
+		for (unsigned s = 0; s < kCountShards; s++)
+			n += counts[s * kEntriesPerChunk].load(std::memory_order_seq_cst);
+		return n > 0 ? static_cast<uint64_t>(n) : 0;
+	}
+	// The state word of this entry's life while cached.
 	uint64_t life() const { return life_bits(serial); }
 	// Every field back to its default, for a new life; state stays orphan
 	// (a concurrent memo_hit cannot take it) until the cache publishes it.
+	// The counters are left alone: they sum to zero (the entry was
+	// released), and a stale hit's increment may still be undone on them.
 	void recycle(uint64_t new_serial)
 	{
 		state.store(kOrphan | life_bits(new_serial), std::memory_order_relaxed);
 		gen_word = &kNoGeneration;
 		gen = 0;
 		last_use.store(0, std::memory_order_relaxed);
-		device = 0;
 		iface = Iface::host;
 		owner = 0;
 		validate = 0;
 		magic = kEntryMagic;
-		pid = 0;
 		reg = Registration{};
 		range = Range{};
+		device = 0;
 		serial = new_serial;
+		pid = 0;
 		cache = nullptr;
 		lru_stamp = 0;
 		lru_prev = lru_next = nullptr;
@@ -102,6 +125,7 @@ struct alignas(64) Entry {
 	}
 };
 static_assert(offsetof(Entry, reg) == 64, "hot fields fill exactly one line");
+static_assert(sizeof(Entry) == 256, "kEntriesPerChunk entries fill a 2 MiB chunk");
 
 // What a get hands out: the entry (for put) and copies of what the caller
 // needs, taken from the memo slot on a hit so the entry's line 1 stays cold.

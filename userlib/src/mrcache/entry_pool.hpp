@@ -47,23 +47,28 @@ public:
 	}
 	void release(Entry *e) noexcept
 	{
-		e->state.fetch_or(kOrphan, std::memory_order_relaxed); // already so, unless never published
+		e->state.fetch_or(kOrphan, std::memory_order_seq_cst); // already so, unless never published
 		std::lock_guard g(mu_);
 		free_.push_back(e); // capacity reserved in grow(): never allocates
 	}
 
 private:
-	static constexpr size_t kPerChunk = (2u << 20) / sizeof(Entry);
+	static constexpr size_t kPerChunk = kEntriesPerChunk;
 	void grow()
 	{
 		chunks_.emplace_back(kPerChunk); // constructs every entry (state: orphan)
+		counts_.emplace_back(kPerChunk * kCountShards); // shard-major: counts[s][i]
 		free_.reserve(chunks_.size() * kPerChunk);
 		HugeArray<Entry> &c = chunks_.back();
-		for (size_t i = kPerChunk; i-- > 0;)
+		HugeArray<std::atomic<int64_t>> &n = counts_.back();
+		for (size_t i = kPerChunk; i-- > 0;) {
+			c[i].counts = &n[i];
 			free_.push_back(&c[i]);
+		}
 	}
 	std::mutex mu_;
 	std::vector<HugeArray<Entry>> chunks_;
+	std::vector<HugeArray<std::atomic<int64_t>>> counts_;
 	std::vector<Entry *> free_;
 };
 
