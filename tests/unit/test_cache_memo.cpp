@@ -82,7 +82,7 @@ Test(cache_memo, memo_hit_hands_out_the_entry_registration)
 {
 	Fixture f;
 	Lease a = f.get(f.at(2) + 8, 64); // miss
-	Lease b = f.get(f.at(2) + 8, 64); // index lookup fills the memo... or memo
+	Lease b = f.get(f.at(2) + 8, 64); // the miss filled the memo: memo hit
 	Lease c = f.get(f.at(2) + 100, 8); // same page: memo
 	cr_assert_eq(a.entry, b.entry);
 	cr_assert_eq(a.entry, c.entry);

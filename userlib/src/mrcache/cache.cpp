@@ -430,6 +430,8 @@ int Cache::miss(const Request &req, Lease &out)
 	}
 	publish_gauges_locked();
 	lock_.unlock();
+	if (cache_it) // the next get of this request hits without the index
+		Memo::fill(memo_.set_for(req.iface, req.device, reinterpret_cast<uintptr_t>(req.addr)), *e);
 	reap();
 	lease_of(e, out);
 	return 0;
