@@ -138,6 +138,7 @@ bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 	// Count the reference, then check it is still cached in the same life
 	// (the handshake in entry.hpp); if not, give it back.
 	Entry *c = v.entry;
+	__builtin_prefetch(c); // its line comes in while the increment waits for the counter's
 	std::atomic<int64_t> &n = c->counter(thread_state().shard);
 	n.fetch_add(1, std::memory_order_seq_cst);
 	if ((c->state.load(std::memory_order_seq_cst) & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {

@@ -42,7 +42,13 @@ inline constexpr unsigned kLifeShift = 32;
 inline constexpr uint64_t kLifeMask = ((1ULL << 30) - 1) << kLifeShift;
 inline constexpr uint32_t kEntryMagic = 0x4d52454e; // "MREN"
 inline constexpr unsigned kCountShards = 16;
-inline constexpr size_t kEntriesPerChunk = 8192; // EntryPool chunk; also the counters' shard stride
+// EntryPool chunk layout: one mapping aligned to its size, entries first,
+// then their counters shard-major (shard s of entry i at counters[s][i]),
+// so an entry's counter is found from its address alone and can be loaded
+// in parallel with the entry itself.
+inline constexpr size_t kEntriesPerChunk = 8192;
+inline constexpr size_t kChunkEntryBytes = 2u << 20;
+inline constexpr size_t kChunkBytes = 4u << 20;
 
 inline constexpr uint64_t life_bits(uint64_t serial)
 {
@@ -59,7 +65,6 @@ inline const std::atomic<uint64_t> kNoGeneration{0};
 struct alignas(64) Entry {
 	// Line 0.
 	std::atomic<uint64_t> state{kOrphan};
-	std::atomic<int64_t> *counts = nullptr; // shard s: counts[s * kEntriesPerChunk]
 	const std::atomic<uint64_t> *gen_word = &kNoGeneration; // kmod: gen[slot]
 	uint64_t gen = 0;
 	std::atomic<uint64_t> last_use{0}; // cache clock at the last put (stored only when it moved)
@@ -84,13 +89,19 @@ struct alignas(64) Entry {
 	uint64_t watch_gen = 0;  // monitor-private (kmod generation)
 	Request req;             // what the first request asked for
 
-	std::atomic<int64_t> &counter(unsigned shard) const { return counts[(shard % kCountShards) * kEntriesPerChunk]; }
+	// Only for entries made by an EntryPool (see the chunk layout above).
+	std::atomic<int64_t> &counter(unsigned shard) const
+	{
+		auto self = reinterpret_cast<uintptr_t>(this), base = self & ~(kChunkBytes - 1);
+		auto *counters = reinterpret_cast<std::atomic<int64_t> *>(base + kChunkEntryBytes);
+		return counters[(shard % kCountShards) * kEntriesPerChunk + (self - base) / sizeof(Entry)];
+	}
 	// References held now (exact when no get or put runs concurrently).
 	uint64_t count() const
 	{
 		int64_t n = 0;
 		for (unsigned s = 0; s < kCountShards; s++)
-			n += counts[s * kEntriesPerChunk].load(std::memory_order_seq_cst);
+			n += counter(s).load(std::memory_order_seq_cst);
 		return n > 0 ? static_cast<uint64_t>(n) : 0;
 	}
 	// The state word of this entry's life while cached.
@@ -125,7 +136,8 @@ struct alignas(64) Entry {
 	}
 };
 static_assert(offsetof(Entry, reg) == 64, "hot fields fill exactly one line");
-static_assert(sizeof(Entry) == 256, "kEntriesPerChunk entries fill a 2 MiB chunk");
+static_assert(sizeof(Entry) * kEntriesPerChunk == kChunkEntryBytes, "entries fill their half chunk");
+static_assert(kCountShards * kEntriesPerChunk * sizeof(int64_t) <= kChunkBytes - kChunkEntryBytes, "counters fit");
 
 // What a get hands out: the entry (for put) and copies of what the caller
 // needs, taken from the memo slot on a hit so the entry's line 1 stays cold.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// EntryPool: entries of one cache live in huge-page chunks (see
-// huge_array.hpp), so random hits touch few TLB entries. Allocation and
+// EntryPool: entries of one cache and their reference counters live in
+// huge-page chunks (layout in entry.hpp), so random hits touch few TLB
+// entries. Allocation and
 // release take the pool's own mutex, never the cache lock; monitors never
 // need it. Entries are constructed once and recycled in place, never
 // destroyed or unmapped before the pool: the lock-free hit path may still
@@ -10,10 +11,11 @@
 
 #include <memory>
 #include <mutex>
+#include <new>
+#include <sys/mman.h>
 #include <vector>
 
 #include "mrcache/entry.hpp"
-#include "mrcache/huge_array.hpp"
 
 namespace hmemreg::mr {
 
@@ -53,22 +55,53 @@ public:
 	}
 
 private:
-	static constexpr size_t kPerChunk = kEntriesPerChunk;
+	// One chunk: a mapping aligned to kChunkBytes, entries then counters.
+	class Chunk {
+	public:
+		Chunk()
+		{
+			// Over-allocate, keep the aligned middle.
+			void *p = ::mmap(nullptr, 2 * kChunkBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (p == MAP_FAILED)
+				throw std::bad_alloc();
+			auto a = reinterpret_cast<uintptr_t>(p), b = (a + kChunkBytes - 1) & ~(kChunkBytes - 1);
+			if (b > a)
+				::munmap(p, b - a);
+			if (a + 2 * kChunkBytes > b + kChunkBytes)
+				::munmap(reinterpret_cast<void *>(b + kChunkBytes), a + 2 * kChunkBytes - (b + kChunkBytes));
+			base_ = reinterpret_cast<char *>(b);
+			::madvise(base_, kChunkBytes, MADV_HUGEPAGE); // best effort
+			entries_ = reinterpret_cast<Entry *>(base_);
+			for (size_t i = 0; i < kEntriesPerChunk; i++)
+				new (&entries_[i]) Entry();
+			auto *n = reinterpret_cast<std::atomic<int64_t> *>(base_ + kChunkEntryBytes);
+			for (size_t i = 0; i < kCountShards * kEntriesPerChunk; i++)
+				new (&n[i]) std::atomic<int64_t>(0);
+		}
+		~Chunk()
+		{
+			if (base_)
+				::munmap(base_, kChunkBytes);
+		}
+		Chunk(const Chunk &) = delete;
+		Chunk &operator=(const Chunk &) = delete;
+		Entry &operator[](size_t i) { return entries_[i]; }
+
+	private:
+		char *base_ = nullptr;
+		Entry *entries_ = nullptr;
+	};
+
 	void grow()
 	{
-		chunks_.emplace_back(kPerChunk); // constructs every entry (state: orphan)
-		counts_.emplace_back(kPerChunk * kCountShards); // shard-major: counts[s][i]
-		free_.reserve(chunks_.size() * kPerChunk);
-		HugeArray<Entry> &c = chunks_.back();
-		HugeArray<std::atomic<int64_t>> &n = counts_.back();
-		for (size_t i = kPerChunk; i-- > 0;) {
-			c[i].counts = &n[i];
+		chunks_.push_back(std::make_unique<Chunk>()); // every entry constructed, state orphan
+		free_.reserve(chunks_.size() * kEntriesPerChunk);
+		Chunk &c = *chunks_.back();
+		for (size_t i = kEntriesPerChunk; i-- > 0;)
 			free_.push_back(&c[i]);
-		}
 	}
 	std::mutex mu_;
-	std::vector<HugeArray<Entry>> chunks_;
-	std::vector<HugeArray<std::atomic<int64_t>>> counts_;
+	std::vector<std::unique_ptr<Chunk>> chunks_;
 	std::vector<Entry *> free_;
 };
 
