@@ -23,17 +23,16 @@
 // Hit path, no lock: a 2-way memo of recent lookups, hashed by the
 // request's page (memo.hpp); each slot (one cache line, written under a
 // seqlock) holds a covering entry, the life it had when memoised, and
-// copies of its range and registration. A hit reads that line, takes a
-// reference with
-// one compare-and-swap on the entry's state that succeeds only while the
-// entry is still in the index in that same life (entry.hpp), then loads
-// its generation word. Two random cache lines and one atomic per get; a
-// put is one more atomic on the same entry line. A racy or stale slot can
-// only miss, never lie. Misses of the memo search the index under a read
-// lock that writes only to the thread's own cache line, and refill the
-// memo. The LRU is ordered by the cache clock at release (puts store it;
-// the evictor fixes positions lazily), so neither get nor put touches a
-// shared list.
+// copies of its range and registration. A hit reads that line, adds one to
+// the calling thread's shard counter of the entry, then loads the entry's
+// state: still cached in the same life, or the increment is undone and the
+// get falls back (entry.hpp has the handshake with invalidation). Then one
+// load of its generation word (kmod). Neither get nor put writes a line
+// that another thread writes. Memo misses search the index under a read
+// lock that writes only the thread's own cache line, and refill the memo.
+// The LRU is ordered by the cache clock at release (puts store it when it
+// moved; the evictor fixes positions lazily), so neither get nor put
+// touches a shared list.
 //
 // Locking rule: nothing that can allocate, free, unmap, register or block on
 // a monitor runs under lock_ (uffd holds an unmapping thread until its event

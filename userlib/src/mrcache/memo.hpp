@@ -2,13 +2,14 @@
 // Memo: the cache's lock-free front, a 2-way set-associative table of
 // recent lookups hashed by the request's page. A slot is one cache line:
 // the covering entry, the life it had when memoised (entry.hpp), and
-// copies of its range and registration, so a hit reads this line and the
-// entry's first line only. Slots are written under a per-slot seqlock by
-// slow lookups (several may fill at once; a slot busy with another writer
-// is skipped: the memo is a hint). Readers take no lock: a slot that is
-// being written, or changed while read, is a miss. What a slot names is
-// only a candidate: the cache references the entry with a compare-and-swap
-// that checks the life, so a stale slot never answers.
+// copies of its range and registration, so a hit reads this line, the
+// entry's first line and the thread's counter only. Slots are written
+// under a per-slot seqlock by slow lookups and misses (several may fill at
+// once; a slot busy with another writer is skipped: the memo is a hint).
+// Readers take no lock: a slot that is being written, or changed while
+// read, is a miss. What a slot names is only a candidate: the cache counts
+// a reference and then checks that the entry is still cached in that life
+// (entry.hpp), so a stale slot never answers.
 #pragma once
 
 #include <atomic>
