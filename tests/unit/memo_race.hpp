@@ -111,7 +111,7 @@ inline MemoRaceResult run_memo_race(Cache &cache, KeyRegistrar &keys, int thread
 				  l.desc == reinterpret_cast<void *>(l.range.start ^ l.key) &&
 				  l.handle == reinterpret_cast<void *>(l.range.end + l.key);
 			bad += !ok;
-			if (cache.put(e))
+			if (i % 2 ? cache.put(e, l.shard) : cache.put(e))
 				errors++;
 		}
 		done++;

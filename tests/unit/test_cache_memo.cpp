@@ -3,6 +3,7 @@
 // memo slot left behind by an entry that was invalidated, released or
 // recycled for another range never answers again.
 #include <criterion/criterion.h>
+#include <thread>
 
 #include "memo_race.hpp"
 
@@ -147,6 +148,29 @@ Test(cache_memo, put_of_unheld_entry_keeps_it_usable)
 	cr_assert_eq(b.entry, a.entry);
 	cr_assert_eq(f.reg.regs(), 1u);
 	cr_assert_eq(f.cache->put(b.entry), 0);
+}
+
+Test(cache_memo, put_from_another_thread_takes_the_count_back)
+{
+	Fixture f;
+	Lease a = f.get(f.at(4), 64);
+	Lease b = f.get(f.at(4), 64);
+	cr_assert_eq(a.entry->count(), 2u);
+	int rc1 = -1, rc2 = -1, rc3 = -1;
+	std::thread([&] {
+		rc1 = f.cache->put(a.entry, a.shard); // where the get counted it
+		rc2 = f.cache->put(b.entry);          // shard unknown: any counter holding one
+		rc3 = f.cache->put(b.entry);          // nothing held any more
+	}).join();
+	cr_assert_eq(rc1, 0);
+	cr_assert_eq(rc2, 0);
+	cr_assert_eq(rc3, -HMEMREG_EINVAL);
+	cr_assert_eq(a.entry->count(), 0u);
+	for (unsigned s = 0; s < kCountShards; s++)
+		cr_assert_eq(a.entry->counter(s).load(), 0, "no counter below zero, none left over");
+	Lease c = f.get(f.at(4), 64); // still cached
+	cr_assert_eq(c.entry, a.entry);
+	cr_assert_eq(f.cache->put(c.entry, c.shard), 0);
 }
 
 Test(cache_memo, colliding_slots_under_invalidation_never_lie)

@@ -39,9 +39,12 @@ int make(std::unique_ptr<Registrar> reg, const hmemreg_cache_config *cfg, hmemre
 	return 0;
 }
 
+// handle_ is the entry with the counter shard in its low bits (entries are
+// 64-byte aligned): the put takes the reference back where the get put it.
+static_assert(kCountShards <= 64);
 void fill(hmemreg_mr *out, const Lease &l)
 {
-	out->handle_ = l.entry;
+	out->handle_ = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(l.entry) | l.shard);
 	out->mr = static_cast<fid_mr *>(l.handle);
 	out->desc = l.desc;
 	out->key = l.key;
@@ -131,7 +134,8 @@ extern "C" int hmemreg_mr_put(struct hmemreg_cache *cache, struct hmemreg_mr *mr
 {
 	if (!cache || !mr || !mr->handle_)
 		return -HMEMREG_EINVAL;
-	int rc = cache->core->put(static_cast<Entry *>(mr->handle_));
+	auto h = reinterpret_cast<uintptr_t>(mr->handle_);
+	int rc = cache->core->put(reinterpret_cast<Entry *>(h & ~uintptr_t{63}), static_cast<unsigned>(h & 63));
 	if (rc == 0)
 		mr->handle_ = nullptr;
 	return rc;

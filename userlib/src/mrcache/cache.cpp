@@ -37,6 +37,7 @@ Ref &Ref::operator=(Ref &&o) noexcept
 		reset();
 		c_ = o.c_;
 		e_ = o.e_;
+		shard_ = o.shard_;
 		o.e_ = nullptr;
 	}
 	return *this;
@@ -45,7 +46,7 @@ Ref &Ref::operator=(Ref &&o) noexcept
 void Ref::reset()
 {
 	if (e_)
-		c_->put(e_);
+		c_->put(e_, shard_);
 	e_ = nullptr;
 }
 
@@ -139,10 +140,10 @@ bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 	// (the handshake in entry.hpp); if not, give it back.
 	Entry *c = v.entry;
 	__builtin_prefetch(c); // its line comes in while the increment waits for the counter's
-	std::atomic<int64_t> &n = c->counter(thread_state().shard);
-	n.fetch_add(1, std::memory_order_seq_cst);
+	unsigned shard = thread_state().shard % kCountShards;
+	c->counter(shard).fetch_add(1, std::memory_order_seq_cst);
 	if ((c->state.load(std::memory_order_seq_cst) & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {
-		n.fetch_sub(1, std::memory_order_seq_cst);
+		uncount(c, shard);
 		// Our passing increment may have kept its releaser from
 		// releasing it: check again (the entry may be in another life).
 		if (c->state.load(std::memory_order_seq_cst) & kOrphan)
@@ -150,6 +151,7 @@ bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 		return false;
 	}
 	out.entry = c;
+	out.shard = shard;
 	out.range = v.range;
 	out.handle = v.handle;
 	out.desc = v.desc;
@@ -175,7 +177,8 @@ Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 	Entry *c = find_cover_locked(req.iface, req.device, s, e);
 	if (!c)
 		return nullptr;
-	c->counter(thread_state().shard).fetch_add(1, std::memory_order_seq_cst); // in the index; writers wait for us
+	out.shard = thread_state().shard % kCountShards;
+	c->counter(out.shard).fetch_add(1, std::memory_order_seq_cst); // in the index; writers wait for us
 	Memo::fill(memo_.set_for(req.iface, req.device, s), *c);
 	lease_of(c, out);
 	return c;
@@ -233,7 +236,7 @@ int Cache::get(const Request &req, Lease &out)
 				unlink_locked(it, Cause::stale);
 		}
 		lock_.unlock();
-		put(c);
+		put(c, out.shard);
 		reap();
 	}
 	return miss(req, out);
@@ -250,14 +253,35 @@ int Cache::get(const Request &req, Entry *&out)
 
 int Cache::get(const Request &req, Ref &out)
 {
-	Entry *e = nullptr;
-	int rc = get(req, e);
+	Lease l;
+	int rc = get(req, l);
 	if (rc == 0)
-		out = Ref(this, e);
+		out = Ref(this, l.entry, l.shard);
 	return rc;
 }
 
+// Takes one reference off e's counters, trying shard `hint` first (the
+// one its get counted it on, normally). Counters only ever go down from a
+// positive value, so none is negative and their sum is exact. False when
+// no counter has one: nobody held e.
+bool Cache::uncount(Entry *e, unsigned hint)
+{
+	for (unsigned i = 0; i < kCountShards; i++) {
+		std::atomic<int64_t> &n = e->counter(hint + i);
+		int64_t v = n.load(std::memory_order_relaxed);
+		while (v > 0)
+			if (n.compare_exchange_weak(v, v - 1, std::memory_order_seq_cst, std::memory_order_relaxed))
+				return true;
+	}
+	return false;
+}
+
 int Cache::put(Entry *e)
+{
+	return put(e, thread_state().shard);
+}
+
+int Cache::put(Entry *e, unsigned shard)
 {
 	if (!e || e->owner != id_ || e->magic != kEntryMagic)
 		return -HMEMREG_EINVAL;
@@ -268,13 +292,10 @@ int Cache::put(Entry *e)
 	uint64_t now = clock_.load(std::memory_order_relaxed);
 	if (e->last_use.load(std::memory_order_relaxed) != now)
 		e->last_use.store(now, std::memory_order_relaxed);
-	std::atomic<int64_t> &n = e->counter(thread_state().shard);
-	// A put of an entry nobody holds is caught when this thread's counter
-	// has nothing to give back and the sum is zero (not when it races
-	// with other puts of the same entry: that is the caller's bug).
-	if (n.load(std::memory_order_relaxed) <= 0 && e->count() == 0) [[unlikely]]
+	// A put of an entry nobody holds finds no count to take (unless it
+	// races with other holders' puts: that is the caller's bug).
+	if (!uncount(e, shard)) [[unlikely]]
 		return -HMEMREG_EINVAL;
-	n.fetch_sub(1, std::memory_order_seq_cst);
 	if (e->state.load(std::memory_order_seq_cst) & kOrphan) [[unlikely]]
 		release_orphan(e);
 	return 0;
@@ -346,7 +367,8 @@ int Cache::register_uncached(const Request &req, Lease &out)
 	int rc = do_register(req, r, e->reg);
 	if (rc)
 		return rc;
-	e->counter(thread_state().shard).fetch_add(1, std::memory_order_seq_cst);
+	unsigned shard = thread_state().shard % kCountShards;
+	e->counter(shard).fetch_add(1, std::memory_order_seq_cst);
 	e->state.store(kOrphan | e->life(), std::memory_order_seq_cst);
 	e->orphan_listed = true;
 	lock_.lock();
@@ -357,6 +379,7 @@ int Cache::register_uncached(const Request &req, Lease &out)
 	publish_gauges_locked();
 	lock_.unlock();
 	lease_of(e, out);
+	out.shard = shard;
 	return 0;
 }
 
@@ -383,11 +406,12 @@ int Cache::miss(const Request &req, Lease &out)
 	}
 
 	Index released; // nodes to release after unlocking
+	const unsigned shard = thread_state().shard % kCountShards;
 	lock_.lock();
 	Entry *other = find_cover_locked(req.iface, req.device, r.start, r.end);
 	if (other) {
 		// Another thread registered a covering range meanwhile: use it.
-		other->counter(thread_state().shard).fetch_add(1, std::memory_order_seq_cst);
+		other->counter(shard).fetch_add(1, std::memory_order_seq_cst);
 		StatsSlot::add(s->races, 1);
 		lock_.unlock();
 		if (e->watched)
@@ -395,6 +419,7 @@ int Cache::miss(const Request &req, Lease &out)
 		registrar_->dereg(e->reg);
 		StatsSlot::add(s->deregistrations, 1);
 		lease_of(other, out);
+		out.shard = shard;
 		return 0;
 	}
 	bool cache_it = e->watched && !raced_locked(seq0, req.iface, r);
@@ -411,7 +436,7 @@ int Cache::miss(const Request &req, Lease &out)
 	}
 	uint64_t tick = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
 	if (cache_it) {
-		e->counter(thread_state().shard).fetch_add(1, std::memory_order_seq_cst);
+		e->counter(shard).fetch_add(1, std::memory_order_seq_cst);
 		e->state.store(e->life(), std::memory_order_seq_cst); // published: memo_hit may take it
 		e->last_use.store(tick, std::memory_order_relaxed);
 		index_.insert(std::move(node));
@@ -421,7 +446,7 @@ int Cache::miss(const Request &req, Lease &out)
 	} else {
 		// Everything in use, or the range cannot be watched: hand it out
 		// uncached; it is released at its last put.
-		e->counter(thread_state().shard).fetch_add(1, std::memory_order_seq_cst);
+		e->counter(shard).fetch_add(1, std::memory_order_seq_cst);
 		e->state.store(kOrphan | e->life(), std::memory_order_seq_cst);
 		e->orphan_listed = true;
 		orphans_.insert(std::move(node));
@@ -435,6 +460,7 @@ int Cache::miss(const Request &req, Lease &out)
 		Memo::fill(memo_.set_for(req.iface, req.device, reinterpret_cast<uintptr_t>(req.addr)), *e);
 	reap();
 	lease_of(e, out);
+	out.shard = shard;
 	return 0;
 }
 

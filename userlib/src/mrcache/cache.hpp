@@ -63,8 +63,8 @@ class Cache;
 class Ref {
 public:
 	Ref() = default;
-	Ref(Cache *c, Entry *e) : c_(c), e_(e) {}
-	Ref(Ref &&o) noexcept : c_(o.c_), e_(o.e_) { o.e_ = nullptr; }
+	Ref(Cache *c, Entry *e, unsigned shard = 0) : c_(c), e_(e), shard_(shard) {}
+	Ref(Ref &&o) noexcept : c_(o.c_), e_(o.e_), shard_(o.shard_) { o.e_ = nullptr; }
 	Ref &operator=(Ref &&o) noexcept;
 	Ref(const Ref &) = delete;
 	Ref &operator=(const Ref &) = delete;
@@ -80,6 +80,7 @@ public:
 private:
 	Cache *c_ = nullptr;
 	Entry *e_ = nullptr;
+	unsigned shard_ = 0; // counter shard the get used (put takes it back there)
 };
 
 class Cache {
@@ -104,7 +105,10 @@ public:
 	int get(const Request &req, Ref &out);
 	// Release one reference. 0; -HMEMREG_EINVAL (null, not ours, count
 	// already 0); -HMEMREG_ESTALE (taken in the parent before fork).
+	// With the Lease's shard, a put from another thread than the get's
+	// takes the count back where it was added (one line, not a search).
 	int put(Entry *e);
+	int put(Entry *e, unsigned shard);
 
 	// Drop entries of iface overlapping [start, end) (all devices).
 	// Returns how many left the index.
@@ -152,6 +156,7 @@ private:
 	Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m);
 
 	bool memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out);
+	static bool uncount(Entry *e, unsigned hint);
 	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out);
 	static void lease_of(Entry *c, Lease &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);

@@ -16,9 +16,10 @@ class Cache;
 // References are counted per shard of threads (kCountShards counters per
 // entry, in per-shard arrays: a thread's counters share cache lines with
 // nobody else's), so hits of different threads never write a common line.
-// A thread adds to its own shard's counter on get and subtracts from its
-// own on put, whichever thread took the reference: single counters may go
-// negative, only their sum (Entry::count) means anything.
+// A get adds one to its thread's counter; a put takes one back from the
+// counter its get used (Lease::shard, kept in the C API's handle), or
+// from any counter that has one. No counter goes below zero; their sum
+// (Entry::count) is the number of references held.
 //
 // Entry::state: the entry's life (low bits of its serial, new each time the
 // pool hands the memory out) and kOrphan once the entry has left the index
@@ -148,6 +149,7 @@ struct Lease {
 	void *desc = nullptr;
 	uint64_t key = 0;
 	bool cached = false;
+	unsigned shard = 0; // the counter the reference was added to: give it to put()
 };
 
 } // namespace hmemreg::mr
