@@ -150,7 +150,7 @@ Test(cache_core, in_use_entries_are_never_evicted_and_overflow_is_uncached)
 	Entry *a = f.get(f.at(0), page());
 	Entry *b = f.get(f.at(2), page());
 	Entry *c = f.get(f.at(4), page()); // cache full of in-use entries
-	cr_assert(c->state.load() & kOrphan, "returned uncached");
+	cr_assert(c->state().load() & kOrphan, "returned uncached");
 	auto s = stats(*f.cache);
 	cr_assert_eq(s.entries, 2);
 	cr_assert_eq(s.uncached, 1);
@@ -171,13 +171,13 @@ Test(cache_core, max_entry_size_and_no_cache_flag_bypass_the_index)
 	cfg.max_entry_size = 2 * page();
 	Fixture f(cfg);
 	Entry *big = f.get(f.at(0), 3 * page());
-	cr_assert(big->state.load() & kOrphan);
+	cr_assert(big->state().load() & kOrphan);
 	f.cache->put(big);
 	Request r = req(f.at(8), page());
 	r.flags = HMEMREG_MR_NO_CACHE;
 	Entry *e = nullptr;
 	cr_assert_eq(f.cache->get(r, e), 0);
-	cr_assert(e->state.load() & kOrphan);
+	cr_assert(e->state().load() & kOrphan);
 	f.cache->put(e);
 	cr_assert_eq(stats(*f.cache).entries, 0);
 	cr_assert_eq(f.reg.live(), 0u);
@@ -323,7 +323,7 @@ Test(cache_core, device_memory_without_device_monitor_is_uncached)
 	r.device = 1;
 	Entry *e = nullptr;
 	cr_assert_eq(f.cache->get(r, e), 0);
-	cr_assert(e->state.load() & kOrphan, "nothing can watch it: uncached");
+	cr_assert(e->state().load() & kOrphan, "nothing can watch it: uncached");
 	f.cache->put(e);
 	cr_assert_eq(f.reg.live(), 0u);
 }

@@ -66,7 +66,7 @@ Test(cache_kmod, munmap_then_mmap_at_same_address_misses)
 	char *p = map(len);
 	stamp(p, 1);
 	Entry *e = get(*c, p, len);
-	cr_assert_not(e->state.load() & kOrphan, "watched: cached");
+	cr_assert_not(e->state().load() & kOrphan, "watched: cached");
 	cr_assert_neq(e->gen, 0u, "has a generation");
 	cr_assert_eq(e->gen_word->load(), e->gen);
 	c->put(e);

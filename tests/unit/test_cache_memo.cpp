@@ -40,16 +40,82 @@ void assert_lease_is_entry(const Lease &l)
 	cr_assert_eq(l.range.end, l.entry->range.end);
 }
 
+// Watches through one generation word (what the kmod monitor does per
+// watch) and, when asked, a per-hit valid() (what the CUDA one does).
+class GenMonitor final : public Monitor {
+public:
+	explicit GenMonitor(bool validate) : validate_(validate) {}
+	hmemreg_monitor kind() const override { return HMEMREG_MONITOR_NONE; }
+	const char *name() const override { return "gen"; }
+	int subscribe(Entry &e) override
+	{
+		e.gen_word = &word;
+		e.gen = word.load();
+		e.validate = validate_;
+		return 0;
+	}
+	bool valid(const Entry &) override
+	{
+		checks++;
+		return ok.load();
+	}
+	std::atomic<uint64_t> word{5};
+	std::atomic<bool> ok{true};
+	std::atomic<int> checks{0};
+
+private:
+	bool validate_;
+};
+
+void gen_or_validate_checked_on_memo_hit(bool validate)
+{
+	MemoryRegistrar reg;
+	auto mon = std::make_shared<GenMonitor>(validate);
+	std::unique_ptr<Cache> c;
+	cr_assert_eq(Cache::create(std::make_unique<SharedRegistrar>(&reg), config(), mon, c), 0);
+	Mapping mem(4 * page());
+	Lease a;
+	cr_assert_eq(c->get(req(mem.p, 64), a), 0);
+	cr_assert_eq(c->put(a.entry, a.shard), 0);
+	Lease b;
+	cr_assert_eq(c->get(req(mem.p, 64), b), 0); // memo hit, checks pass
+	cr_assert_eq(b.entry, a.entry);
+	cr_assert_eq(c->put(b.entry, b.shard), 0);
+	if (validate) {
+		cr_assert_geq(mon->checks.load(), 1, "valid() asked on the hit");
+		mon->ok = false; // the device says the buffer changed
+	} else {
+		mon->word++; // the watch fired; no event read yet
+	}
+	Lease d;
+	cr_assert_eq(c->get(req(mem.p, 64), d), 0);
+	cr_assert_neq(d.key, a.key, "a changed entry never answers, even from the memo");
+	cr_assert_eq(reg.regs(), 2u);
+	cr_assert_eq(stats(*c).invalidations[HMEMREG_INVAL_STALE], 1u);
+	mon->ok = true;
+	cr_assert_eq(c->put(d.entry, d.shard), 0);
+}
+
 } // namespace
+
+Test(cache_memo, generation_word_is_checked_on_memo_hits)
+{
+	gen_or_validate_checked_on_memo_hit(false);
+}
+
+Test(cache_memo, monitor_valid_is_asked_on_memo_hits)
+{
+	gen_or_validate_checked_on_memo_hit(true);
+}
 
 Test(cache_memo, slot_being_written_is_a_miss)
 {
 	Memo memo(64);
-	Entry a, b;
-	a.recycle(7);
+	EntryPool pool;
+	EntryPtr pa = pool.make(7), pb = pool.make(8);
+	Entry &a = *pa, &b = *pb;
 	a.range = Range{0x10000, 0x12000};
 	a.reg.key = 42;
-	b.recycle(8);
 	b.range = Range{0x20000, 0x21000};
 	b.reg.key = 43;
 	Memo::Set &set = memo.set_for(Iface::host, 0, 0x10000);
@@ -167,7 +233,7 @@ Test(cache_memo, put_from_another_thread_takes_the_count_back)
 	cr_assert_eq(rc3, -HMEMREG_EINVAL);
 	cr_assert_eq(a.entry->count(), 0u);
 	for (unsigned s = 0; s < kCountShards; s++)
-		cr_assert_eq(a.entry->counter(s).load(), 0, "no counter below zero, none left over");
+		cr_assert_eq(a.entry->cell(s).count.load(), 0, "no counter below zero, none left over");
 	Lease c = f.get(f.at(4), 64); // still cached
 	cr_assert_eq(c.entry, a.entry);
 	cr_assert_eq(f.cache->put(c.entry, c.shard), 0);

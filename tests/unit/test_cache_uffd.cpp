@@ -49,7 +49,7 @@ Test(cache_uffd, munmap_then_mmap_at_same_address_misses)
 	cr_assert_neq(p, MAP_FAILED);
 	stamp(p, 1);
 	Entry *e = get(*c, p, len);
-	cr_assert(!(e->state.load() & kOrphan), "host memory is watched: cached");
+	cr_assert(!(e->state().load() & kOrphan), "host memory is watched: cached");
 	cr_assert_eq(e->reg.cookie, 1u);
 	c->put(e);
 	e = get(*c, p, len);

@@ -83,6 +83,7 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 	cfg_.name[sizeof(cfg_.name) - 1] = 0;
 	stats_ = StatsSlot::acquire(cfg_.publish_stats != 0, cfg_.name[0] ? cfg_.name : "cache");
 	id_ = stats_->raw()->id;
+	pool_.set_owner(id_);
 	auto *s = stats_->raw();
 	stats_->set_label(s->monitor, sizeof(s->monitor), monitor_->name());
 	stats_->set_label(s->registrar, sizeof(s->registrar), registrar_->name());
@@ -139,14 +140,14 @@ bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 	// Count the reference, then check it is still cached in the same life
 	// (the handshake in entry.hpp); if not, give it back.
 	Entry *c = v.entry;
-	__builtin_prefetch(c); // its line comes in while the increment waits for the counter's
+	__builtin_prefetch(&c->state()); // comes in while the increment waits for the counter
 	unsigned shard = thread_state().shard % kCountShards;
-	c->counter(shard).fetch_add(1, std::memory_order_seq_cst);
-	if ((c->state.load(std::memory_order_seq_cst) & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {
-		uncount(c, shard);
+	c->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
+	if ((c->state().load(std::memory_order_seq_cst) & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {
+		uncount(c, shard, 0);
 		// Our passing increment may have kept its releaser from
 		// releasing it: check again (the entry may be in another life).
-		if (c->state.load(std::memory_order_seq_cst) & kOrphan)
+		if (c->state().load(std::memory_order_seq_cst) & kOrphan)
 			release_orphan(c);
 		return false;
 	}
@@ -167,7 +168,7 @@ void Cache::lease_of(Entry *c, Lease &out)
 	out.handle = c->reg.handle;
 	out.desc = c->reg.desc;
 	out.key = c->reg.key;
-	out.cached = !(c->state.load(std::memory_order_relaxed) & kOrphan);
+	out.cached = !(c->state().load(std::memory_order_relaxed) & kOrphan);
 }
 
 // Slow lookup: the index under the read side; refills the memo.
@@ -178,7 +179,7 @@ Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 	if (!c)
 		return nullptr;
 	out.shard = thread_state().shard % kCountShards;
-	c->counter(out.shard).fetch_add(1, std::memory_order_seq_cst); // in the index; writers wait for us
+	c->cell(out.shard).count.fetch_add(1, std::memory_order_seq_cst); // in the index; writers wait for us
 	Memo::fill(memo_.set_for(req.iface, req.device, s), *c);
 	lease_of(c, out);
 	return c;
@@ -219,10 +220,15 @@ int Cache::get(const Request &req, Lease &out)
 		if (!memo_hit(req, s, e, out) && !lookup(req, s, e, out))
 			break;
 		Entry *c = out.entry;
-		bool ok = c->gen_word->load(std::memory_order_acquire) == c->gen;
-		if (ok && c->validate) [[unlikely]] {
-			Monitor *m = monitor_for(c->iface);
-			ok = m && m->valid(*c);
+		bool ok = true;
+		// Held: its state (this life's flags) is stable, and in cache.
+		uint64_t checks = c->state().load(std::memory_order_relaxed) & (kHasGen | kValidate);
+		if (checks) {
+			ok = c->gen_word->load(std::memory_order_acquire) == c->gen;
+			if (ok && (checks & kValidate)) [[unlikely]] {
+				Monitor *m = monitor_for(c->iface);
+				ok = m && m->valid(*c);
+			}
 		}
 		if (ok) [[likely]] {
 			stats_->hit(thread_state().shard);
@@ -230,7 +236,7 @@ int Cache::get(const Request &req, Lease &out)
 		}
 		// Its memory changed since it was registered: drop it and retry.
 		lock_.lock();
-		if (!(c->state.load() & kOrphan)) {
+		if (!(c->state().load() & kOrphan)) {
 			auto it = index_.find(Key{static_cast<uint32_t>(c->iface), c->device, c->range.start, c->serial});
 			if (it != index_.end())
 				unlink_locked(it, Cause::stale);
@@ -261,17 +267,22 @@ int Cache::get(const Request &req, Ref &out)
 }
 
 // Takes one reference off e's counters, trying shard `hint` first (the
-// one its get counted it on, normally). Counters only ever go down from a
-// positive value, so none is negative and their sum is exact. False when
-// no counter has one: nobody held e.
-bool Cache::uncount(Entry *e, unsigned hint)
+// one its get counted it on, normally), and records `now` (low bits of
+// the clock, 0: do not) there for the LRU. Counters only ever go down from
+// a positive value, so none is negative and their sum is exact. False
+// when no counter has one: nobody held e.
+bool Cache::uncount(Entry *e, unsigned hint, uint32_t now)
 {
 	for (unsigned i = 0; i < kCountShards; i++) {
-		std::atomic<int64_t> &n = e->counter(hint + i);
-		int64_t v = n.load(std::memory_order_relaxed);
-		while (v > 0)
-			if (n.compare_exchange_weak(v, v - 1, std::memory_order_seq_cst, std::memory_order_relaxed))
+		Cell &c = e->cell(hint + i);
+		int32_t v = c.count.load(std::memory_order_relaxed);
+		while (v > 0) {
+			if (c.count.compare_exchange_weak(v, v - 1, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+				if (now && c.last.load(std::memory_order_relaxed) != now)
+					c.last.store(now, std::memory_order_relaxed);
 				return true;
+			}
+		}
 	}
 	return false;
 }
@@ -283,20 +294,17 @@ int Cache::put(Entry *e)
 
 int Cache::put(Entry *e, unsigned shard)
 {
-	if (!e || e->owner != id_ || e->magic != kEntryMagic)
+	if (!e || e->header().magic != kEntryMagic || e->header().owner != id_)
 		return -HMEMREG_EINVAL;
 	if (forked_.load(std::memory_order_relaxed) && e->pid != pid_) [[unlikely]]
 		return -HMEMREG_ESTALE;
-	// LRU recency without a shared write per put: the clock only moves
-	// when the cache changes.
-	uint64_t now = clock_.load(std::memory_order_relaxed);
-	if (e->last_use.load(std::memory_order_relaxed) != now)
-		e->last_use.store(now, std::memory_order_relaxed);
 	// A put of an entry nobody holds finds no count to take (unless it
 	// races with other holders' puts: that is the caller's bug).
-	if (!uncount(e, shard)) [[unlikely]]
+	auto now = static_cast<uint32_t>(clock_.load(std::memory_order_relaxed));
+	now += !now; // 0 means "no put recorded"
+	if (!uncount(e, shard, now)) [[unlikely]]
 		return -HMEMREG_EINVAL;
-	if (e->state.load(std::memory_order_seq_cst) & kOrphan) [[unlikely]]
+	if (e->state().load(std::memory_order_seq_cst) & kOrphan) [[unlikely]]
 		release_orphan(e);
 	return 0;
 }
@@ -328,7 +336,6 @@ Cache::Node Cache::make_node(const Request &req, Range r)
 	e->iface = req.iface;
 	e->device = req.device;
 	e->cache = this;
-	e->owner = id_;
 	e->pid = pid_; // getpid() is a system call; pid_ is reset in a fork child
 	e->req = req;
 	Index tmp; // allocate the map node here, outside lock_
@@ -368,8 +375,8 @@ int Cache::register_uncached(const Request &req, Lease &out)
 	if (rc)
 		return rc;
 	unsigned shard = thread_state().shard % kCountShards;
-	e->counter(shard).fetch_add(1, std::memory_order_seq_cst);
-	e->state.store(kOrphan | e->life(), std::memory_order_seq_cst);
+	e->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
+	e->state().store(kOrphan | e->life(), std::memory_order_seq_cst);
 	e->orphan_listed = true;
 	lock_.lock();
 	orphans_.insert(std::move(node));
@@ -411,7 +418,7 @@ int Cache::miss(const Request &req, Lease &out)
 	Entry *other = find_cover_locked(req.iface, req.device, r.start, r.end);
 	if (other) {
 		// Another thread registered a covering range meanwhile: use it.
-		other->counter(shard).fetch_add(1, std::memory_order_seq_cst);
+		other->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
 		StatsSlot::add(s->races, 1);
 		lock_.unlock();
 		if (e->watched)
@@ -436,9 +443,9 @@ int Cache::miss(const Request &req, Lease &out)
 	}
 	uint64_t tick = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
 	if (cache_it) {
-		e->counter(shard).fetch_add(1, std::memory_order_seq_cst);
-		e->state.store(e->life(), std::memory_order_seq_cst); // published: memo_hit may take it
-		e->last_use.store(tick, std::memory_order_relaxed);
+		e->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
+		e->state().store(e->life(), std::memory_order_seq_cst); // published: memo_hit may take it
+		e->inserted = tick;
 		index_.insert(std::move(node));
 		lru_append_locked(e, tick);
 		count_++;
@@ -446,8 +453,8 @@ int Cache::miss(const Request &req, Lease &out)
 	} else {
 		// Everything in use, or the range cannot be watched: hand it out
 		// uncached; it is released at its last put.
-		e->counter(shard).fetch_add(1, std::memory_order_seq_cst);
-		e->state.store(kOrphan | e->life(), std::memory_order_seq_cst);
+		e->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
+		e->state().store(kOrphan | e->life(), std::memory_order_seq_cst);
 		e->orphan_listed = true;
 		orphans_.insert(std::move(node));
 		orphan_count_++;
@@ -501,7 +508,7 @@ Entry *Cache::lru_pick_locked()
 	Entry *e = lru_head_;
 	while (e && steps++ < limit) {
 		Entry *next = e->lru_next;
-		uint64_t used = e->last_use.load(std::memory_order_relaxed);
+		uint64_t used = e->last_used(clock_.load(std::memory_order_relaxed));
 		if (e->count() != 0) {
 			if (++busy > kLruScanLimit)
 				return nullptr; // (nearly) everything is in use
@@ -527,7 +534,7 @@ void Cache::unlink_locked(Index::iterator it, Cause cause)
 	lru_remove_locked(e);
 	count_--;
 	bytes_ -= e->range.size();
-	e->state.fetch_or(kOrphan, std::memory_order_seq_cst);
+	e->state().fetch_or(kOrphan, std::memory_order_seq_cst);
 	if (e->count() != 0) { // a put that brings it to zero now sees kOrphan
 		e->orphan_listed = true;
 		orphans_.insert(std::move(node));

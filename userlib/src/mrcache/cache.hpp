@@ -156,7 +156,7 @@ private:
 	Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m);
 
 	bool memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out);
-	static bool uncount(Entry *e, unsigned hint);
+	static bool uncount(Entry *e, unsigned hint, uint32_t now);
 	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out);
 	static void lease_of(Entry *c, Lease &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
@@ -213,7 +213,7 @@ private:
 	bool raced_locked(uint64_t seq0, Iface iface, Range r) const;
 	std::atomic<uint64_t> next_serial_{1};
 	pid_t pid_;
-	uint32_t id_ = 0; // unique per process (Entry::owner)
+	uint32_t id_ = 0; // unique per process (ChunkHeader::owner)
 };
 
 } // namespace hmemreg::mr

@@ -21,10 +21,11 @@ class Cache;
 // from any counter that has one. No counter goes below zero; their sum
 // (Entry::count) is the number of references held.
 //
-// Entry::state: the entry's life (low bits of its serial, new each time the
-// pool hands the memory out) and kOrphan once the entry has left the index
-// (invalidated, replaced, never cached, or free in the pool). Counting
-// against invalidation is a store-load handshake, all seq_cst:
+// Entry::state(): the entry's life (low bits of its serial, new each time
+// the pool hands the memory out), kOrphan once the entry has left the index
+// (invalidated, replaced, never cached, or free in the pool), and what a
+// hit must check besides (kHasGen, kValidate). Counting against
+// invalidation is a store-load handshake, all seq_cst:
 //   get:    counter += 1;  load state  (orphan or other life: undo, miss)
 //   put:    counter -= 1;  load state  (orphan: try to release)
 //   unlink: state |= kOrphan;  sum the counters (0: release now)
@@ -35,21 +36,42 @@ class Cache;
 // The lock-free hit path (Cache::memo_hit) checks "this life, not orphan"
 // after its increment: an entry that was unlinked, released or reused
 // since the memo saw it fails, so a stale memo slot can cost a miss but
-// never return a dead registration. Entry memory and counters are never
-// unmapped while the cache lives (EntryPool), so that one increment and
-// load on a recycled entry are harmless, and its undo restores the sum.
+// never return a dead registration. Entry memory, states and counters are
+// never unmapped while the cache lives (EntryPool), so that one increment
+// and load on a recycled entry are harmless, and its undo restores the sum.
 inline constexpr uint64_t kOrphan = 1ULL << 62;
 inline constexpr unsigned kLifeShift = 32;
 inline constexpr uint64_t kLifeMask = ((1ULL << 30) - 1) << kLifeShift;
+inline constexpr uint64_t kHasGen = 1;   // compare *gen_word with gen on a hit (kmod)
+inline constexpr uint64_t kValidate = 2; // ask the iface's monitor valid() on a hit (CUDA)
 inline constexpr uint32_t kEntryMagic = 0x4d52454e; // "MREN"
 inline constexpr unsigned kCountShards = 16;
-// EntryPool chunk layout: one mapping aligned to its size, entries first,
-// then their counters shard-major (shard s of entry i at counters[s][i]),
-// so an entry's counter is found from its address alone and can be loaded
-// in parallel with the entry itself.
+
+// EntryPool chunk layout, one mapping whose start is aligned to kChunkAlign,
+// so everything about an entry is found from its address alone (no load
+// to wait for), and a hit touches the entry's slice of the small dense
+// arrays instead of the entry itself:
+//   [0, 2 MiB)            entries (256 bytes each)
+//   [2 MiB, 3 MiB)        counter cells, shard-major: cell[s][i]
+//   [3 MiB, 3 MiB+64 KiB) state words, state[i]
+//   then a header         magic and the owning cache's id (checked by put)
 inline constexpr size_t kEntriesPerChunk = 8192;
-inline constexpr size_t kChunkEntryBytes = 2u << 20;
-inline constexpr size_t kChunkBytes = 4u << 20;
+inline constexpr size_t kChunkAlign = 4u << 20;
+inline constexpr size_t kCellsOffset = 2u << 20;
+inline constexpr size_t kStatesOffset = 3u << 20;
+inline constexpr size_t kHeaderOffset = kStatesOffset + kEntriesPerChunk * 8;
+inline constexpr size_t kChunkMapped = kHeaderOffset + 4096;
+
+// A thread shard's counter of one entry, and the low bits of the cache
+// clock at that shard's last put of it (LRU recency, no shared write).
+struct Cell {
+	std::atomic<int32_t> count{0};
+	std::atomic<uint32_t> last{0};
+};
+struct ChunkHeader {
+	uint32_t magic = kEntryMagic;
+	uint32_t owner = 0;
+};
 
 inline constexpr uint64_t life_bits(uint64_t serial)
 {
@@ -59,26 +81,23 @@ inline constexpr uint64_t life_bits(uint64_t serial)
 // A generation word that never changes: entries whose monitor has none.
 inline const std::atomic<uint64_t> kNoGeneration{0};
 
-// Laid out for the hit path: a memo hit reads line 0 only (the memo slot
-// carries copies of the range and the registration) and writes only the
-// thread's counter; a put likewise. Line 1 is read by slow lookups and by
-// C++ callers that use e->reg directly.
+// Line 0 is read on hits only for entries that need a check (kHasGen,
+// kValidate); a memo hit otherwise reads the memo slot (copies of range
+// and registration), the state word and the thread's counter cell. Line 1
+// is read by slow lookups and by C++ callers that use e->reg directly.
 struct alignas(64) Entry {
 	// Line 0.
-	std::atomic<uint64_t> state{kOrphan};
 	const std::atomic<uint64_t> *gen_word = &kNoGeneration; // kmod: gen[slot]
 	uint64_t gen = 0;
-	std::atomic<uint64_t> last_use{0}; // cache clock at the last put (stored only when it moved)
+	uint64_t inserted = 0; // cache clock when it entered the index (LRU)
 	Iface iface = Iface::host;
-	uint32_t owner = 0;    // id of the cache that made it (checked by put)
 	uint32_t validate = 0; // 1: ask the iface's monitor valid() on each hit
-	uint32_t magic = kEntryMagic;
+	pid_t pid = 0;         // process that registered it
 	// Line 1.
 	alignas(64) Registration reg;
 	Range range;
 	uint64_t device = 0;
 	uint64_t serial = 0; // unique per cache, part of the index key
-	pid_t pid = 0;       // process that registered it
 	// Cold.
 	Cache *cache = nullptr;
 	uint64_t lru_stamp = 0; // clock value the LRU position reflects
@@ -91,41 +110,55 @@ struct alignas(64) Entry {
 	Request req;             // what the first request asked for
 
 	// Only for entries made by an EntryPool (see the chunk layout above).
-	std::atomic<int64_t> &counter(unsigned shard) const
+	uintptr_t chunk() const { return reinterpret_cast<uintptr_t>(this) & ~(kChunkAlign - 1); }
+	size_t index() const { return (reinterpret_cast<uintptr_t>(this) - chunk()) / sizeof(Entry); }
+	std::atomic<uint64_t> &state() const { return reinterpret_cast<std::atomic<uint64_t> *>(chunk() + kStatesOffset)[index()]; }
+	Cell &cell(unsigned shard) const
 	{
-		auto self = reinterpret_cast<uintptr_t>(this), base = self & ~(kChunkBytes - 1);
-		auto *counters = reinterpret_cast<std::atomic<int64_t> *>(base + kChunkEntryBytes);
-		return counters[(shard % kCountShards) * kEntriesPerChunk + (self - base) / sizeof(Entry)];
+		return reinterpret_cast<Cell *>(chunk() + kCellsOffset)[(shard % kCountShards) * kEntriesPerChunk + index()];
 	}
+	const ChunkHeader &header() const { return *reinterpret_cast<const ChunkHeader *>(chunk() + kHeaderOffset); }
 	// References held now (exact when no get or put runs concurrently).
 	uint64_t count() const
 	{
 		int64_t n = 0;
 		for (unsigned s = 0; s < kCountShards; s++)
-			n += counter(s).load(std::memory_order_seq_cst);
-		return n > 0 ? static_cast<uint64_t>(n) : 0;
+			n += cell(s).count.load(std::memory_order_seq_cst);
+		return static_cast<uint64_t>(n);
 	}
-	// The state word of this entry's life while cached.
-	uint64_t life() const { return life_bits(serial); }
+	// The cache clock at the last put, or when it entered the index. Cells
+	// keep 32 bits (ages up to 2^32 ticks read right) and may hold values
+	// of an earlier life: those are older than `inserted` and ignored.
+	uint64_t last_used(uint64_t now) const
+	{
+		uint64_t best = inserted;
+		for (unsigned s = 0; s < kCountShards; s++) {
+			uint32_t l = cell(s).last.load(std::memory_order_relaxed);
+			uint64_t t = now - static_cast<uint32_t>(static_cast<uint32_t>(now) - l);
+			if (l && t <= now && t > best)
+				best = t;
+		}
+		return best;
+	}
+	// The state word of this entry's life while cached, with its checks.
+	uint64_t life() const { return life_bits(serial) | (gen_word != &kNoGeneration ? kHasGen : 0) | (validate ? kValidate : 0); }
 	// Every field back to its default, for a new life; state stays orphan
 	// (a concurrent memo_hit cannot take it) until the cache publishes it.
 	// The counters are left alone: they sum to zero (the entry was
 	// released), and a stale hit's increment may still be undone on them.
 	void recycle(uint64_t new_serial)
 	{
-		state.store(kOrphan | life_bits(new_serial), std::memory_order_relaxed);
+		state().store(kOrphan | life_bits(new_serial), std::memory_order_relaxed);
 		gen_word = &kNoGeneration;
 		gen = 0;
-		last_use.store(0, std::memory_order_relaxed);
+		inserted = 0;
 		iface = Iface::host;
-		owner = 0;
 		validate = 0;
-		magic = kEntryMagic;
+		pid = 0;
 		reg = Registration{};
 		range = Range{};
 		device = 0;
 		serial = new_serial;
-		pid = 0;
 		cache = nullptr;
 		lru_stamp = 0;
 		lru_prev = lru_next = nullptr;
@@ -137,8 +170,9 @@ struct alignas(64) Entry {
 	}
 };
 static_assert(offsetof(Entry, reg) == 64, "hot fields fill exactly one line");
-static_assert(sizeof(Entry) * kEntriesPerChunk == kChunkEntryBytes, "entries fill their half chunk");
-static_assert(kCountShards * kEntriesPerChunk * sizeof(int64_t) <= kChunkBytes - kChunkEntryBytes, "counters fit");
+static_assert(sizeof(Entry) * kEntriesPerChunk == kCellsOffset, "entries fill their part of a chunk");
+static_assert(kCellsOffset + kCountShards * kEntriesPerChunk * sizeof(Cell) <= kStatesOffset, "cells fit");
+static_assert(kChunkMapped <= kChunkAlign);
 
 // What a get hands out: the entry (for put) and copies of what the caller
 // needs, taken from the memo slot on a hit so the entry's line 1 stays cold.

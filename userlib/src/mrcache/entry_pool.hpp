@@ -30,6 +30,9 @@ using EntryPtr = std::unique_ptr<Entry, EntryDeleter>;
 class EntryPool {
 public:
 	EntryPool() = default;
+	// The cache's id, written in each chunk's header (put checks it). Set
+	// before the first make().
+	void set_owner(uint32_t owner) { owner_ = owner; }
 	EntryPool(const EntryPool &) = delete;
 	EntryPool &operator=(const EntryPool &) = delete;
 
@@ -49,39 +52,42 @@ public:
 	}
 	void release(Entry *e) noexcept
 	{
-		e->state.fetch_or(kOrphan, std::memory_order_seq_cst); // already so, unless never published
+		e->state().fetch_or(kOrphan, std::memory_order_seq_cst); // already so, unless never published
 		std::lock_guard g(mu_);
 		free_.push_back(e); // capacity reserved in grow(): never allocates
 	}
 
 private:
-	// One chunk: a mapping aligned to kChunkBytes, entries then counters.
+	// One chunk (layout in entry.hpp).
 	class Chunk {
 	public:
-		Chunk()
+		explicit Chunk(uint32_t owner)
 		{
-			// Over-allocate, keep the aligned middle.
-			void *p = ::mmap(nullptr, 2 * kChunkBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			// Over-allocate, keep an aligned window.
+			void *p = ::mmap(nullptr, 2 * kChunkAlign, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 			if (p == MAP_FAILED)
 				throw std::bad_alloc();
-			auto a = reinterpret_cast<uintptr_t>(p), b = (a + kChunkBytes - 1) & ~(kChunkBytes - 1);
+			auto a = reinterpret_cast<uintptr_t>(p), b = (a + kChunkAlign - 1) & ~(kChunkAlign - 1);
 			if (b > a)
 				::munmap(p, b - a);
-			if (a + 2 * kChunkBytes > b + kChunkBytes)
-				::munmap(reinterpret_cast<void *>(b + kChunkBytes), a + 2 * kChunkBytes - (b + kChunkBytes));
+			::munmap(reinterpret_cast<void *>(b + kChunkMapped), a + 2 * kChunkAlign - (b + kChunkMapped));
 			base_ = reinterpret_cast<char *>(b);
-			::madvise(base_, kChunkBytes, MADV_HUGEPAGE); // best effort
+			::madvise(base_, kStatesOffset, MADV_HUGEPAGE); // best effort
 			entries_ = reinterpret_cast<Entry *>(base_);
 			for (size_t i = 0; i < kEntriesPerChunk; i++)
 				new (&entries_[i]) Entry();
-			auto *n = reinterpret_cast<std::atomic<int64_t> *>(base_ + kChunkEntryBytes);
+			auto *cells = reinterpret_cast<Cell *>(base_ + kCellsOffset);
 			for (size_t i = 0; i < kCountShards * kEntriesPerChunk; i++)
-				new (&n[i]) std::atomic<int64_t>(0);
+				new (&cells[i]) Cell();
+			auto *states = reinterpret_cast<std::atomic<uint64_t> *>(base_ + kStatesOffset);
+			for (size_t i = 0; i < kEntriesPerChunk; i++)
+				new (&states[i]) std::atomic<uint64_t>(kOrphan);
+			new (base_ + kHeaderOffset) ChunkHeader{kEntryMagic, owner};
 		}
 		~Chunk()
 		{
 			if (base_)
-				::munmap(base_, kChunkBytes);
+				::munmap(base_, kChunkMapped);
 		}
 		Chunk(const Chunk &) = delete;
 		Chunk &operator=(const Chunk &) = delete;
@@ -94,13 +100,14 @@ private:
 
 	void grow()
 	{
-		chunks_.push_back(std::make_unique<Chunk>()); // every entry constructed, state orphan
+		chunks_.push_back(std::make_unique<Chunk>(owner_)); // every entry constructed, state orphan
 		free_.reserve(chunks_.size() * kEntriesPerChunk);
 		Chunk &c = *chunks_.back();
 		for (size_t i = kEntriesPerChunk; i-- > 0;)
 			free_.push_back(&c[i]);
 	}
 	std::mutex mu_;
+	uint32_t owner_ = 0;
 	std::vector<std::unique_ptr<Chunk>> chunks_;
 	std::vector<Entry *> free_;
 };

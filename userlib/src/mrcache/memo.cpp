@@ -40,7 +40,7 @@ void Memo::fill(Set &set, const Entry &c)
 		w1.key.store(w0.key.load(rx), rel);
 		w1.end_write(q1);
 	}
-	w0.life.store(static_cast<uint32_t>((c.state.load(rx) & kLifeMask) >> kLifeShift), rel);
+	w0.life.store(static_cast<uint32_t>((c.state().load(rx) & kLifeMask) >> kLifeShift), rel);
 	w0.entry.store(reinterpret_cast<uintptr_t>(&c) | static_cast<uint32_t>(c.iface), rel);
 	w0.device.store(c.device, rel);
 	w0.start.store(c.range.start, rel);
