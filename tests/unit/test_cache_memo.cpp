@@ -239,6 +239,23 @@ Test(cache_memo, put_from_another_thread_takes_the_count_back)
 	cr_assert_eq(f.cache->put(c.entry, c.shard), 0);
 }
 
+Test(cache_memo, reference_of_another_thread_keeps_invalidated_entry_registered)
+{
+	Fixture f;
+	Lease a = f.get(f.at(5), 64);
+	cr_assert_eq(f.cache->put(a.entry, a.shard), 0);
+	Lease b;
+	std::thread([&] { b = f.get(f.at(5), 64); }).join(); // memo hit, counted on that thread's shard
+	cr_assert_eq(b.entry, a.entry);
+	cr_assert_neq(b.shard, a.shard, "this test needs two shards");
+	auto s = reinterpret_cast<uintptr_t>(f.at(5));
+	cr_assert_eq(f.cache->invalidate(Iface::host, s, s + 1), 1);
+	cr_assert_eq(f.reg.deregs(), 0u, "still held (by the other thread's count): not deregistered");
+	cr_assert_eq(b.entry->count(), 1u);
+	cr_assert_eq(f.cache->put(b.entry, b.shard), 0);
+	cr_assert_eq(f.reg.deregs(), 1u, "released at the last put");
+}
+
 Test(cache_memo, colliding_slots_under_invalidation_never_lie)
 {
 	KeyRegistrar keys;

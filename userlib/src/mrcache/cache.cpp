@@ -142,7 +142,7 @@ bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 	Entry *c = v.entry;
 	__builtin_prefetch(&c->state()); // comes in while the increment waits for the counter
 	unsigned shard = thread_state().shard % kCountShards;
-	c->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
+	c->count_in(shard);
 	if ((c->state().load(std::memory_order_seq_cst) & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {
 		uncount(c, shard, 0);
 		// Our passing increment may have kept its releaser from
@@ -179,7 +179,7 @@ Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 	if (!c)
 		return nullptr;
 	out.shard = thread_state().shard % kCountShards;
-	c->cell(out.shard).count.fetch_add(1, std::memory_order_seq_cst); // in the index; writers wait for us
+	c->count_in(out.shard); // in the index; writers wait for us
 	Memo::fill(memo_.set_for(req.iface, req.device, s), *c);
 	lease_of(c, out);
 	return c;
@@ -273,8 +273,10 @@ int Cache::get(const Request &req, Ref &out)
 // when no counter has one: nobody held e.
 bool Cache::uncount(Entry *e, unsigned hint, uint32_t now)
 {
-	for (unsigned i = 0; i < kCountShards; i++) {
-		Cell &c = e->cell(hint + i);
+	hint %= kCountShards;
+	unsigned others = Entry::shards_of(e->state().load(std::memory_order_relaxed)) & ~(1u << hint);
+	for (unsigned s = hint;; s = static_cast<unsigned>(__builtin_ctz(others)), others &= others - 1) {
+		Cell &c = e->cell(s);
 		int32_t v = c.count.load(std::memory_order_relaxed);
 		while (v > 0) {
 			if (c.count.compare_exchange_weak(v, v - 1, std::memory_order_seq_cst, std::memory_order_relaxed)) {
@@ -283,8 +285,9 @@ bool Cache::uncount(Entry *e, unsigned hint, uint32_t now)
 				return true;
 			}
 		}
+		if (!others)
+			return false;
 	}
-	return false;
 }
 
 int Cache::put(Entry *e)
@@ -376,7 +379,7 @@ int Cache::register_uncached(const Request &req, Lease &out)
 		return rc;
 	unsigned shard = thread_state().shard % kCountShards;
 	e->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
-	e->state().store(kOrphan | e->life(), std::memory_order_seq_cst);
+	e->state().store(kOrphan | e->life() | (1ULL << (kShardShift + shard)), std::memory_order_seq_cst);
 	e->orphan_listed = true;
 	lock_.lock();
 	orphans_.insert(std::move(node));
@@ -418,7 +421,7 @@ int Cache::miss(const Request &req, Lease &out)
 	Entry *other = find_cover_locked(req.iface, req.device, r.start, r.end);
 	if (other) {
 		// Another thread registered a covering range meanwhile: use it.
-		other->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
+		other->count_in(shard);
 		StatsSlot::add(s->races, 1);
 		lock_.unlock();
 		if (e->watched)
@@ -444,7 +447,8 @@ int Cache::miss(const Request &req, Lease &out)
 	uint64_t tick = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
 	if (cache_it) {
 		e->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
-		e->state().store(e->life(), std::memory_order_seq_cst); // published: memo_hit may take it
+		// Published: memo_hit may take it.
+		e->state().store(e->life() | (1ULL << (kShardShift + shard)), std::memory_order_seq_cst);
 		e->inserted = tick;
 		index_.insert(std::move(node));
 		lru_append_locked(e, tick);
@@ -454,7 +458,7 @@ int Cache::miss(const Request &req, Lease &out)
 		// Everything in use, or the range cannot be watched: hand it out
 		// uncached; it is released at its last put.
 		e->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
-		e->state().store(kOrphan | e->life(), std::memory_order_seq_cst);
+		e->state().store(kOrphan | e->life() | (1ULL << (kShardShift + shard)), std::memory_order_seq_cst);
 		e->orphan_listed = true;
 		orphans_.insert(std::move(node));
 		orphan_count_++;
@@ -534,8 +538,8 @@ void Cache::unlink_locked(Index::iterator it, Cause cause)
 	lru_remove_locked(e);
 	count_--;
 	bytes_ -= e->range.size();
-	e->state().fetch_or(kOrphan, std::memory_order_seq_cst);
-	if (e->count() != 0) { // a put that brings it to zero now sees kOrphan
+	uint64_t st = e->state().fetch_or(kOrphan, std::memory_order_seq_cst);
+	if (e->count(st) != 0) { // a put that brings it to zero now sees kOrphan
 		e->orphan_listed = true;
 		orphans_.insert(std::move(node));
 		orphan_count_++;

@@ -23,13 +23,16 @@ class Cache;
 //
 // Entry::state(): the entry's life (low bits of its serial, new each time
 // the pool hands the memory out), kOrphan once the entry has left the index
-// (invalidated, replaced, never cached, or free in the pool), and what a
-// hit must check besides (kHasGen, kValidate). Counting against
-// invalidation is a store-load handshake, all seq_cst:
-//   get:    counter += 1;  load state  (orphan or other life: undo, miss)
+// (invalidated, replaced, never cached, or free in the pool), what a hit
+// must check besides (kHasGen, kValidate), and which shards' counters this
+// life has used (so a sum reads those cells only, not all 16 lines).
+// Counting against invalidation is a store-load handshake, all seq_cst:
+//   get:    shard bit set (once per life and shard); counter += 1;
+//           load state  (orphan or other life: undo, miss)
 //   put:    counter -= 1;  load state  (orphan: try to release)
-//   unlink: state |= kOrphan;  sum the counters (0: release now)
-// Either the unlinker sees a get's increment, or that get sees kOrphan.
+//   unlink: state |= kOrphan;  sum the counters of the shards it names
+// Either the unlinker sees a get's increment (and its bit, set before),
+// or that get sees kOrphan.
 // Releases of an orphan are decided under the cache lock, by whoever then
 // finds the sum at zero and the entry still on the orphan list.
 //
@@ -44,6 +47,7 @@ inline constexpr unsigned kLifeShift = 32;
 inline constexpr uint64_t kLifeMask = ((1ULL << 30) - 1) << kLifeShift;
 inline constexpr uint64_t kHasGen = 1;   // compare *gen_word with gen on a hit (kmod)
 inline constexpr uint64_t kValidate = 2; // ask the iface's monitor valid() on a hit (CUDA)
+inline constexpr unsigned kShardShift = 2; // bits 2..17: shards whose counters this life used
 inline constexpr uint32_t kEntryMagic = 0x4d52454e; // "MREN"
 inline constexpr unsigned kCountShards = 16;
 
@@ -118,12 +122,23 @@ struct alignas(64) Entry {
 		return reinterpret_cast<Cell *>(chunk() + kCellsOffset)[(shard % kCountShards) * kEntriesPerChunk + index()];
 	}
 	const ChunkHeader &header() const { return *reinterpret_cast<const ChunkHeader *>(chunk() + kHeaderOffset); }
-	// References held now (exact when no get or put runs concurrently).
-	uint64_t count() const
+	// Count a reference on shard's counter (the shard named in the state first).
+	void count_in(unsigned shard) const
+	{
+		uint64_t bit = 1ULL << (kShardShift + shard % kCountShards);
+		if (!(state().load(std::memory_order_relaxed) & bit))
+			state().fetch_or(bit, std::memory_order_seq_cst);
+		cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
+	}
+	static unsigned shards_of(uint64_t st) { return static_cast<unsigned>(st >> kShardShift) & ((1u << kCountShards) - 1); }
+	// References held now (exact when no get or put runs concurrently),
+	// summed over the shards named in st (a state value; default: now).
+	uint64_t count() const { return count(state().load(std::memory_order_seq_cst)); }
+	uint64_t count(uint64_t st) const
 	{
 		int64_t n = 0;
-		for (unsigned s = 0; s < kCountShards; s++)
-			n += cell(s).count.load(std::memory_order_seq_cst);
+		for (unsigned m = shards_of(st); m; m &= m - 1)
+			n += cell(static_cast<unsigned>(__builtin_ctz(m))).count.load(std::memory_order_seq_cst);
 		return static_cast<uint64_t>(n);
 	}
 	// The cache clock at the last put, or when it entered the index. Cells
@@ -132,8 +147,8 @@ struct alignas(64) Entry {
 	uint64_t last_used(uint64_t now) const
 	{
 		uint64_t best = inserted;
-		for (unsigned s = 0; s < kCountShards; s++) {
-			uint32_t l = cell(s).last.load(std::memory_order_relaxed);
+		for (unsigned m = shards_of(state().load(std::memory_order_relaxed)); m; m &= m - 1) {
+			uint32_t l = cell(static_cast<unsigned>(__builtin_ctz(m))).last.load(std::memory_order_relaxed);
 			uint64_t t = now - static_cast<uint32_t>(static_cast<uint32_t>(now) - l);
 			if (l && t <= now && t > best)
 				best = t;
