@@ -140,7 +140,10 @@ bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
 	// Count the reference, then check it is still cached in the same life
 	// (the handshake in entry.hpp); if not, give it back.
 	Entry *c = v.entry;
-	__builtin_prefetch(&c->state()); // comes in while the increment waits for the counter
+	// A slot left by an entry that is gone (evictions leave many) costs a
+	// load, no atomic write.
+	if ((c->state().load(std::memory_order_relaxed) & (kOrphan | kLifeMask)) != v.life)
+		return false;
 	unsigned shard = thread_state().shard % kCountShards;
 	c->count_in(shard);
 	if ((c->state().load(std::memory_order_seq_cst) & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {
