@@ -10,7 +10,9 @@
 // reference is then the slower of cuMemcpy device->host and host->device
 // from pinned memory of the same size, next to the device-to-device copy
 // (cuMemcpyPeer across two GPUs) that a device-direct NIC path approaches
-// (d2d/xfer = that gap).
+// (d2d/xfer = that gap). host_gbps is the same transfer between host
+// buffers over the same provider in the same run: staged/host is what
+// staging costs on top of the wire.
 //
 // Columns follow fabtests (bytes iters total time MB/sec usec/xfer
 // Mxfers/sec; MB = 10^6 B), plus chunks, rails, Gbps, the reference and the
@@ -448,6 +450,15 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 		auto dst = b.register_region(buf.dst(), maxbuf);
 		Bytes desc = b.descriptor(*dst);
 		const char *path = src->staged() || dst->staged() ? "staged" : "direct";
+		// --mem cuda: host buffers too, for the same transfer between host memory.
+		std::vector<uint8_t> hsrc(o.cuda ? maxbuf : 0, 0x5a), hdst(o.cuda ? maxbuf : 0);
+		RegionRef hs, hd;
+		Bytes hdesc;
+		if (o.cuda) {
+			hs = a.register_region(hsrc.data(), maxbuf);
+			hd = b.register_region(hdst.data(), maxbuf);
+			hdesc = b.descriptor(*hd);
+		}
 		std::vector<uint8_t> pat(maxbuf);
 		for (size_t i = 0; i < maxbuf; i++)
 			pat[i] = pattern(i);
@@ -458,7 +469,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 					continue;
 				// Best of `repeat` runs, the reference likewise, interleaved,
 				// so both see the same machine (this one is shared).
-				Result r{0, 1};
+				Result r{0, 1}, host{0, 1};
 				double ref = fixed_ref;
 				CopyLimits lim;
 				for (unsigned k = 0; k < o.repeat; k++) {
@@ -475,6 +486,9 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 						ref = std::max(k ? ref : 0.0, iperf3_gbps(w));
 					}
 					if (o.cuda) {
+						Result h = run_writes(a, peer, *hs, hdesc, size, nch, o.seconds, o.window);
+						if (h.iters / h.seconds > host.iters / host.seconds)
+							host = h;
 						CopyLimits c = copy_limits(o, buf, size, o.seconds / 2);
 						lim.d2h = std::max(lim.d2h, c.d2h);
 						lim.h2d = std::max(lim.h2d, c.h2d);
@@ -525,6 +539,8 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 					row.add("d2h_gbps", lim.d2h, 1).add("h2d_gbps", lim.h2d, 1);
 					row.add(o.src_dev == o.dst_dev ? "d2d_gbps" : "peer_gbps", lim.d2d, 1);
 					row.add("d2d/xfer", gbps > 0 ? lim.d2d / gbps : 0.0, 2);
+					double hg = static_cast<double>(size) * host.iters * 8 / host.seconds / 1e9;
+					row.add("host_gbps", hg, 2).add("staged/host", hg > 0 ? gbps / hg : 0.0, 2);
 				}
 				if (o.json)
 					row.add("verified", o.verify ? "yes" : "no");
