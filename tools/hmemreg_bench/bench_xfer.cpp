@@ -56,6 +56,7 @@ struct Options {
 	bool verify = false;
 	bool cuda = false;
 	int src_dev = 0, dst_dev = 0;
+	size_t max_write = 0; // 0: the engine's default
 };
 
 uint8_t pattern(size_t i)
@@ -408,6 +409,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 	if (prov.find("verbs") != std::string::npos && o.node.empty())
 		std::fprintf(stderr, "xfer: verbs: pass --node <address of the RDMA netdev>\n");
 	cfg.idle_spin = 1u << 30; // a benchmark spins
+	cfg.max_write = o.max_write;
 
 	std::string ref_what;
 	double fixed_ref = 0;
@@ -556,7 +558,7 @@ int usage()
 	std::fprintf(stderr,
 		     "usage: hmemreg_bench xfer [--json] [--provider P[,P]] [--node ADDR] [--min SIZE] [--max SIZE]\n"
 		     "                          [--chunks N[,N]] [--rails R[,R]] [--window W] [--seconds S] [--repeat N] [--verify]\n"
-		     "                          [--mem host|cuda] [--devices SRC,DST]\n"
+		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE]\n"
 		     "  sizes go up by 4x from --min (4k) to --max (64m; up to 1g); providers default tcp;ofi_rxm,shm;\n"
 		     "  each row is the best of --repeat runs of --seconds, the reference measured alongside\n");
 	return 2;
@@ -594,6 +596,8 @@ int xfer_main(int argc, char **argv)
 			o.repeat = std::max(1, std::atoi(v.c_str()));
 		else if (a == "--seconds")
 			o.seconds = std::atof(v.c_str());
+		else if (a == "--max-write")
+			o.max_write = parse_size(v);
 		else if (a == "--mem" && (v == "host" || v == "cuda"))
 			o.cuda = v == "cuda";
 		else if (a == "--devices") {
