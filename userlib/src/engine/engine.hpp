@@ -91,7 +91,8 @@ struct Config {
 	// Receive buffers pre-posted per rail and send buffers per rail.
 	size_t recv_buffers = 64;
 	size_t send_buffers = 64;
-	// Split writes larger than this (0 = the provider's max_msg_size).
+	// Split writes larger than this (0 = 512 KiB for tcp, else the provider's
+	// max_msg_size).
 	size_t max_write = 0;
 	// Active transfers (writes and sends) before write()/send() say EAGAIN.
 	size_t max_transfers = 4096;
