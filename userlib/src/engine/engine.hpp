@@ -209,7 +209,8 @@ struct PathStats {
 	uint64_t staged_to_host_bytes = 0; // copied device -> mirror before sending
 	uint64_t staged_to_device_bytes = 0; // copied mirror -> device after landing
 	uint64_t staged_landings = 0;      // staged writes delivered to device memory here
-	uint64_t staged_errors = 0;        // notices naming an unknown region or a bad range; failed copies
+	uint64_t staged_errors = 0;        // notices naming an unknown region or a bad range, failed
+	                                   // copies, arrivals abandoned by their writer
 };
 
 class Engine {

@@ -344,6 +344,8 @@ size_t Impl::poll_staging()
 				++it;
 			}
 		}
+		const int64_t now = PeerState::now_ns();
+		const int64_t limit = static_cast<int64_t>(cfg.peer_timeout_ms) * 1'000'000;
 		for (auto it = st.landings.begin(); it != st.landings.end();) {
 			Landing &g = it->second;
 			while (!g.copies.empty() && g.copies.front().done()) {
@@ -352,6 +354,12 @@ size_t Impl::poll_staging()
 				g.copies.pop_front();
 			}
 			if (g.expected < 0 || g.received < g.expected || !g.copies.empty()) {
+				if (limit && g.copies.empty() && now - g.last > limit) {
+					st.stats.staged_errors++; // its writer stopped midway
+					it = st.landings.erase(it);
+					st.pending--;
+					continue;
+				}
 				++it;
 				continue;
 			}
@@ -405,6 +413,7 @@ void Impl::on_landed(const Events::Msg &m)
 		st.pending++;
 	g.sender = m.hdr.sender;
 	g.received++;
+	g.last = PeerState::now_ns();
 	auto rit = st.regions.find(h.staged_id);
 	std::shared_ptr<RegionImpl> r = rit == st.regions.end() ? nullptr : rit->second.lock();
 	if (!r) {
@@ -457,6 +466,7 @@ void Impl::on_staged_done(const Events::Msg &m, PeerId from)
 		st.pending++;
 	g.from = from;
 	g.sender = m.hdr.sender;
+	g.last = PeerState::now_ns();
 	g.expected = d.notices;
 	g.tag = m.hdr.tag;
 	g.bytes = m.hdr.bytes;

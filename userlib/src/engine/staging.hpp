@@ -62,6 +62,9 @@ struct Landing {
 	uint32_t chunks = 0;
 	std::deque<cuda::Fence> copies; // mirror -> device, in stream order
 	std::vector<RegionRef> hold;    // the regions copied into
+	int64_t last = 0;               // steady ns of its last notice: a writer that
+					// died midway leaves it unfinished; dropped after
+					// Config::peer_timeout_ms
 };
 
 struct Staging {
