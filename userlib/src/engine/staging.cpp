@@ -117,12 +117,11 @@ std::vector<wire::LandedRange> target_ranges(const StagedPiece &pc)
 void finish_staged(Impl &im, const std::shared_ptr<StagedWrite> &w);
 
 // One piece or notice of w completed (or was skipped).
-void step(Impl &im, const std::shared_ptr<StagedWrite> &w, size_t more_pending = 0)
+void step(Impl &im, const std::shared_ptr<StagedWrite> &w)
 {
 	bool last;
 	{
 		std::lock_guard l(im.staging->mu);
-		w->unfinished += more_pending;
 		last = --w->unfinished == 0;
 	}
 	if (last)
@@ -137,7 +136,7 @@ void notice_done(Impl &im, const std::shared_ptr<StagedWrite> &w, const Transfer
 }
 
 // Sends the Landed notices of piece `idx` (its writes are delivered).
-size_t send_notices(Impl &im, const std::shared_ptr<StagedWrite> &w, size_t idx)
+void send_notices(Impl &im, const std::shared_ptr<StagedWrite> &w, size_t idx)
 {
 	auto ranges = target_ranges(w->pieces[idx]);
 	const size_t per = (im.cfg.max_message - sizeof(wire::LandedHeader)) / sizeof(wire::LandedRange);
@@ -153,24 +152,24 @@ size_t send_notices(Impl &im, const std::shared_ptr<StagedWrite> &w, size_t idx)
 					     [&im, w](const Transfer &t) { notice_done(im, w, t); }));
 	}
 	{
+		// Counted before any can complete (on another progress thread).
 		std::lock_guard l(im.staging->mu);
 		w->notices += static_cast<uint32_t>(sends.size());
+		w->unfinished += sends.size();
 	}
 	for (auto &s : sends) {
 		im.admit(s, true);
 		im.rails[s->send_rail]->enqueue_send(s);
 	}
-	return sends.size();
 }
 
 void piece_done(Impl &im, const std::shared_ptr<StagedWrite> &w, size_t idx, const Transfer &t)
 {
-	size_t notices = 0;
 	if (t.status() != 0)
 		w->outer->fail(-t.status(), t.error());
 	else if (w->remote.staged_id && !w->outer->failed.load() && !im.closing.load())
-		notices = send_notices(im, w, idx);
-	step(im, w, notices);
+		send_notices(im, w, idx);
+	step(im, w);
 }
 
 // Every piece and notice completed: tell the target (the outer transfer
