@@ -61,9 +61,7 @@ fabric::InfoPtr make_hints(const Config &cfg)
 	return h;
 }
 
-
 } // namespace
-
 
 RegionImpl::RegionImpl(uint64_t engine, void *addr, size_t len, std::vector<std::shared_ptr<DomainHolder>> domains,
 		       std::unique_ptr<LocalRegistration> reg, std::unique_ptr<StagedMemory> staged)
@@ -555,7 +553,7 @@ RegionRef Engine::register_region(void *addr, size_t len)
 	if (rc == -HMEMREG_EINVAL)
 		throw Error(HMEMREG_EINVAL, "register_region: " + why);
 	if (rc == 0 && info.kind == cuda::MemKind::device && !im->caps.hmem)
-		return im->register_staged(addr, len);
+		return im->register_staged(addr, len, info);
 	auto reg = register_local(im->caches, addr, len);
 	return std::make_shared<RegionImpl>(im->id, addr, len, std::move(holders), std::move(reg));
 }

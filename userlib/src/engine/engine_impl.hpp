@@ -17,6 +17,7 @@
 #include "engine/topology.hpp"
 #include "engine/transfer.hpp"
 #include "engine/wire.hpp"
+#include "hmem/cuda_memory.hpp"
 
 namespace hmemreg::engine {
 
@@ -101,7 +102,7 @@ struct Engine::Impl {
 
 	// staging.cpp
 	void describe_device_memory();
-	RegionRef register_staged(void *addr, size_t len);
+	RegionRef register_staged(void *addr, size_t len, const cuda::PointerInfo &info);
 	TransferRef write_staged(const std::shared_ptr<PeerState> &p, std::span<const Chunk> chunks,
 				 const wire::RegionDescriptor &d, uint64_t tag, TransferCallback done);
 	size_t poll_staging();

@@ -224,19 +224,15 @@ void Impl::describe_device_memory()
 				     " pieces (provider " + caps.provider + " has no FI_HMEM)";
 }
 
-RegionRef Impl::register_staged(void *addr, size_t len)
+RegionRef Impl::register_staged(void *addr, size_t len, const cuda::PointerInfo &info)
 {
 	if (!cfg.stage_device_memory)
 		throw Error(HMEMREG_ENOTSUP, "register_region: CUDA device memory, and provider " + caps.provider +
 						     " has no FI_HMEM (staging is off: Config::stage_device_memory)");
-	cuda::PointerInfo info;
-	std::string why;
-	int rc = cuda::classify(addr, len, info, &why);
-	if (rc < 0)
-		throw Error(-rc, "register_region: " + why);
 	auto m = std::make_unique<StagedMemory>();
 	m->device = info.device;
-	rc = cuda::PinnedBuffer::alloc(info.device, len, m->mirror, &why);
+	std::string why;
+	int rc = cuda::PinnedBuffer::alloc(info.device, len, m->mirror, &why);
 	if (rc < 0)
 		throw Error(-rc, "register_region: host mirror of " + std::to_string(len) + " bytes: " + why);
 	m->id = staging->next_id++;
