@@ -87,6 +87,9 @@ Engine::Impl::Impl(const Config &c) : cfg(c), id(random_id())
 		throw Error(HMEMREG_EINVAL, "engine: max_message must be 1 B..1 MiB");
 	if (cfg.staging_piece < 4096)
 		throw Error(HMEMREG_EINVAL, "engine: staging_piece must be at least 4 KiB");
+	if (cfg.stage_device_memory && cfg.max_message < sizeof(wire::LandedHeader) + sizeof(wire::LandedRange))
+		throw Error(HMEMREG_EINVAL, "engine: max_message must be at least 32 B to stage device memory "
+					    "(Landed notices), or set stage_device_memory = false");
 	open_rails();
 	describe_device_memory();
 }
