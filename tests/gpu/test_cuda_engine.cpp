@@ -21,12 +21,20 @@ using hmemreg::cuda::Driver;
 
 namespace {
 
-const Driver &drv()
+const Driver &drv(int device = 0)
 {
 	const Driver &d = Driver::get();
 	GPU_ASSERT(d.loaded, "%s", d.why_not.c_str());
-	GPU_ASSERT(cuda::use_device(0) == 0);
+	GPU_ASSERT(cuda::use_device(device) == 0, "no CUDA device %d", device);
 	return d;
+}
+
+int gpu_count()
+{
+	const Driver &d = drv();
+	int n = 0;
+	GPU_ASSERT(d.cuDeviceGetCount(&n) == CUDA_SUCCESS);
+	return n;
 }
 
 Config config(const char *provider)
@@ -131,9 +139,9 @@ bool wait_flag(const std::atomic<int> &f, int seconds)
 
 // Target process: a staged device region; reports over `out` whether what
 // landed is exactly what the writer sent.
-[[noreturn]] void target(const char *provider, int in, int out)
+[[noreturn]] void target(const char *provider, int device, int in, int out)
 {
-	const Driver &d = drv();
+	const Driver &d = drv(device);
 	Engine b(config(provider));
 	size_t src_len, dst_len;
 	auto chunks = scatter(nullptr, src_len, dst_len);
@@ -159,14 +167,14 @@ bool wait_flag(const std::atomic<int> &f, int seconds)
 	std::_Exit(0);
 }
 
-void device_to_device_between_processes(const char *provider)
+void device_to_device_between_processes(const char *provider, int src_dev = 0, int dst_dev = 0)
 {
 	int to_t[2], from_t[2];
 	GPU_ASSERT(pipe(to_t) == 0 && pipe(from_t) == 0);
 	pid_t pid = fork();
 	if (pid == 0)
-		target(provider, to_t[0], from_t[1]);
-	const Driver &d = drv();
+		target(provider, dst_dev, to_t[0], from_t[1]);
+	const Driver &d = drv(src_dev);
 	Bytes addr = get_blob(from_t[0]);
 	Bytes desc = get_blob(from_t[0]);
 	Engine a(config(provider));
@@ -200,7 +208,8 @@ void device_to_device_between_processes(const char *provider)
 	GPU_ASSERT(report[2] == total, "target copied %llu of %zu bytes to the device", (unsigned long long)report[2],
 		   total);
 	GPU_ASSERT(report[3] == 1);
-	GPU_LOG("%s: %zu bytes in %zu chunks device -> device, staged, verified", provider, total, chunks.size());
+	GPU_LOG("%s: %zu bytes in %zu chunks, GPU %d -> GPU %d (another process), staged, verified", provider, total,
+		chunks.size(), src_dev, dst_dev);
 	d.cuMemFree(src);
 }
 
@@ -214,6 +223,31 @@ GPU_TEST(engine_staged, device_to_device_shm)
 GPU_TEST(engine_staged, device_to_device_tcp)
 {
 	device_to_device_between_processes("tcp;ofi_rxm");
+}
+
+// Issue 9, run 1: one process per GPU (skipped where there is one GPU).
+GPU_TEST(engine_staged, two_gpus_two_processes)
+{
+	int n = 0;
+	{
+		// Count in a child: this process must fork before CUDA is initialised.
+		int fds[2];
+		GPU_ASSERT(pipe(fds) == 0);
+		pid_t pid = fork();
+		if (pid == 0) {
+			int c = gpu_count();
+			GPU_ASSERT(write(fds[1], &c, sizeof(c)) == sizeof(c));
+			std::_Exit(0);
+		}
+		GPU_ASSERT(read(fds[0], &n, sizeof(n)) == sizeof(n));
+		waitpid(pid, nullptr, 0);
+	}
+	if (n < 2) {
+		GPU_LOG("SKIP: %d GPU(s) here; this case needs two", n);
+		return;
+	}
+	device_to_device_between_processes("shm", 0, 1);
+	device_to_device_between_processes("tcp;ofi_rxm", 1, 0);
 }
 
 // Host -> device and device -> host, two engines in one process.
