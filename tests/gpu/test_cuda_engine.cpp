@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "engine/engine.hpp"
@@ -246,8 +247,19 @@ GPU_TEST(engine_staged, two_gpus_two_processes)
 		GPU_LOG("SKIP: %d GPU(s) here; this case needs two", n);
 		return;
 	}
-	device_to_device_between_processes("shm", 0, 1);
-	device_to_device_between_processes("tcp;ofi_rxm", 1, 0);
+	// Each direction from a fresh process (CUDA does not survive fork()).
+	for (auto [prov, from, to] : {std::tuple{"shm", 0, 1}, std::tuple{"tcp;ofi_rxm", 1, 0}}) {
+		std::fflush(stdout);
+		pid_t pid = fork();
+		if (pid == 0) {
+			device_to_device_between_processes(prov, from, to);
+			std::fflush(stdout);
+			std::_Exit(0);
+		}
+		int st = 0;
+		waitpid(pid, &st, 0);
+		GPU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s GPU %d -> GPU %d failed", prov, from, to);
+	}
 }
 
 // Host -> device and device -> host, two engines in one process.
