@@ -84,6 +84,11 @@ Test(capi, write_notify_send)
 	cr_assert_eq(seen.tag, 77);
 	cr_assert_eq(seen.bytes, N);
 	hmemreg_xfer_release(x);
+	struct hmemreg_engine_path_stats ps;
+	cr_assert_eq(hmemreg_engine_path_stats(a, &ps), 0);
+	cr_assert_eq(ps.direct_writes, 1, "host memory moves directly");
+	cr_assert_eq(ps.staged_writes, 0);
+	cr_assert_eq(hmemreg_engine_path_stats(a, NULL), -HMEMREG_EINVAL);
 
 	cr_assert_eq(hmemreg_engine_send(a, peer, "hello", 6, NULL, NULL, &x), 0);
 	cr_assert_eq(hmemreg_xfer_wait(a, x, 20000), 0);

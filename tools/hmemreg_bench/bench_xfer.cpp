@@ -4,6 +4,16 @@
 // in the same run: iperf3 over loopback for tcp, memcpy for shm, perftest's
 // ib_write_bw on the same device for verbs (e.g. Soft-RoCE in the VM).
 //
+// With --mem cuda, source and target are CUDA device memory (--devices S,D;
+// default 0,0), moved the way the engine chooses (staged through pinned host
+// mirrors where the provider has no FI_HMEM: the path column says so); the
+// reference is then the slower of cuMemcpy device->host and host->device
+// from pinned memory of the same size, next to the device-to-device copy
+// (cuMemcpyPeer across two GPUs) that a device-direct NIC path approaches
+// (d2d/xfer = that gap). host_gbps is the same transfer between host
+// buffers over the same provider in the same run: staged/host is what
+// staging costs on top of the wire.
+//
 // Columns follow fabtests (bytes iters total time MB/sec usec/xfer
 // Mxfers/sec; MB = 10^6 B), plus chunks, rails, Gbps, the reference and the
 // percentage of it.
@@ -25,6 +35,7 @@
 
 #include "bench.hpp"
 #include "engine/engine.hpp"
+#include "hmem/cuda_driver.hpp"
 
 using namespace hmemreg;
 using namespace hmemreg::engine;
@@ -43,7 +54,15 @@ struct Options {
 	unsigned repeat = 3;   // runs per row: the best is reported
 	bool json = false;
 	bool verify = false;
+	bool cuda = false;
+	int src_dev = 0, dst_dev = 0;
+	size_t max_write = 0; // 0: the engine's default
 };
+
+uint8_t pattern(size_t i)
+{
+	return static_cast<uint8_t>(i * 131 + 7 + (i >> 12));
+}
 
 std::vector<std::string> split(const std::string &s, char sep)
 {
@@ -199,16 +218,22 @@ struct Result {
 
 // Transfers of `size` bytes in `nchunks` chunks for about `seconds`, `window`
 // in flight; each completion posts the next from the progress thread.
-Result run_writes(Engine &a, PeerId peer, const Region &src, const Bytes &desc, size_t size, size_t nchunks,
-		  double seconds, size_t window, size_t max_iters = SIZE_MAX)
+// Scattered: chunk k of the source lands in reverse order at the target.
+std::vector<Chunk> layout(const Region &src, size_t size, size_t nchunks)
 {
 	std::vector<Chunk> chunks;
 	size_t per = size / nchunks;
 	for (size_t k = 0; k < nchunks; k++) {
 		size_t len = k + 1 == nchunks ? size - per * k : per;
-		// Scattered: chunk k of the source lands in reverse order at the target.
 		chunks.push_back({&src, per * k, len, nchunks == 1 ? 0 : size - per * k - len});
 	}
+	return chunks;
+}
+
+Result run_writes(Engine &a, PeerId peer, const Region &src, const Bytes &desc, size_t size, size_t nchunks,
+		  double seconds, size_t window, size_t max_iters = SIZE_MAX)
+{
+	std::vector<Chunk> chunks = layout(src, size, nchunks);
 	std::atomic<size_t> posted{0}, done{0};
 	std::atomic<bool> stop{false};
 	std::atomic<int> failed{0};
@@ -243,6 +268,136 @@ Result run_writes(Engine &a, PeerId peer, const Region &src, const Bytes &desc, 
 	return {done.load(), el};
 }
 
+// ---- CUDA memory (--mem cuda)
+
+const cuda::Driver &driver()
+{
+	const cuda::Driver &d = cuda::Driver::get();
+	if (!d.loaded)
+		throw Error(HMEMREG_ENOTSUP, "xfer --mem cuda: " + d.why_not);
+	return d;
+}
+
+void check(CUresult r, const char *what)
+{
+	if (r != CUDA_SUCCESS)
+		throw Error(HMEMREG_EFABRIC, std::string("xfer: ") + what + ": " + cuda::error_text(r));
+}
+
+void use(int device)
+{
+	if (cuda::use_device(device) < 0)
+		throw Error(HMEMREG_ENODEV, "xfer: no CUDA device " + std::to_string(device));
+}
+
+// The two buffers of a run: host (posix_memalign) or device memory.
+class Buffers {
+public:
+	Buffers(const Options &o, size_t n) : o_(o), n_(n)
+	{
+		std::vector<uint8_t> pat(n);
+		for (size_t i = 0; i < n; i++)
+			pat[i] = pattern(i);
+		if (!o.cuda) {
+			if (posix_memalign(&src_, 4096, n) || posix_memalign(&dst_, 4096, n))
+				throw Error(HMEMREG_ENOMEM, "xfer: cannot allocate buffers");
+			std::memcpy(src_, pat.data(), n);
+			return;
+		}
+		const cuda::Driver &d = driver();
+		CUdeviceptr s, t;
+		use(o.src_dev);
+		check(d.cuMemAlloc(&s, n), "cuMemAlloc (source)");
+		src_ = reinterpret_cast<void *>(s);
+		check(d.cuMemcpyHtoD(s, pat.data(), n), "cuMemcpyHtoD");
+		use(o.dst_dev);
+		check(d.cuMemAlloc(&t, n), "cuMemAlloc (target)");
+		dst_ = reinterpret_cast<void *>(t);
+	}
+	~Buffers()
+	{
+		if (!o_.cuda) {
+			std::free(src_);
+			std::free(dst_);
+			return;
+		}
+		const cuda::Driver &d = cuda::Driver::get();
+		d.cuMemFree(reinterpret_cast<CUdeviceptr>(src_));
+		d.cuMemFree(reinterpret_cast<CUdeviceptr>(dst_));
+	}
+	Buffers(const Buffers &) = delete;
+	Buffers &operator=(const Buffers &) = delete;
+	void *src() const { return src_; }
+	void *dst() const { return dst_; }
+	void clear_dst(size_t n)
+	{
+		if (!o_.cuda)
+			std::memset(dst_, 0, n);
+		else
+			check(cuda::Driver::get().cuMemsetD8(reinterpret_cast<CUdeviceptr>(dst_), 0, n), "cuMemsetD8");
+	}
+	std::vector<uint8_t> read_dst(size_t n) const
+	{
+		std::vector<uint8_t> h(n);
+		if (!o_.cuda)
+			std::memcpy(h.data(), dst_, n);
+		else
+			check(cuda::Driver::get().cuMemcpyDtoH(h.data(), reinterpret_cast<CUdeviceptr>(dst_), n),
+			      "cuMemcpyDtoH");
+		return h;
+	}
+
+private:
+	const Options &o_;
+	size_t n_;
+	void *src_ = nullptr, *dst_ = nullptr;
+};
+
+// The copy limits of `size` bytes, measured now: device->host and
+// host->device from pinned memory, and device->device (peer copy across GPUs).
+struct CopyLimits {
+	double d2h = 0, h2d = 0, d2d = 0;
+};
+
+CopyLimits copy_limits(const Options &o, const Buffers &b, size_t size, double seconds)
+{
+	const cuda::Driver &d = driver();
+	CopyLimits l;
+	void *pinned = nullptr;
+	check(d.cuMemAllocHost(&pinned, size), "cuMemAllocHost");
+	std::unique_ptr<void, void (*)(void *)> hold(pinned, [](void *p) { cuda::Driver::get().cuMemFreeHost(p); });
+	CUcontext cs = nullptr, cd = nullptr;
+	CUdevice dev;
+	check(d.cuDeviceGet(&dev, o.src_dev), "cuDeviceGet");
+	check(d.cuDevicePrimaryCtxRetain(&cs, dev), "cuDevicePrimaryCtxRetain");
+	check(d.cuDeviceGet(&dev, o.dst_dev), "cuDeviceGet");
+	check(d.cuDevicePrimaryCtxRetain(&cd, dev), "cuDevicePrimaryCtxRetain");
+	auto src = reinterpret_cast<CUdeviceptr>(b.src()), dst = reinterpret_cast<CUdeviceptr>(b.dst());
+	auto rate = [&](auto &&copy) {
+		size_t iters = 0;
+		auto t0 = Clock::now();
+		double el = 0;
+		do {
+			copy();
+			iters++;
+			el = std::chrono::duration<double>(Clock::now() - t0).count();
+		} while (el < seconds);
+		return static_cast<double>(iters) * size * 8 / el / 1e9;
+	};
+	use(o.src_dev);
+	l.d2h = rate([&] { check(d.cuMemcpyDtoH(pinned, src, size), "cuMemcpyDtoH"); });
+	use(o.dst_dev);
+	l.h2d = rate([&] { check(d.cuMemcpyHtoD(dst, pinned, size), "cuMemcpyHtoD"); });
+	l.d2d = rate([&] {
+		if (o.src_dev == o.dst_dev)
+			check(d.cuMemcpyDtoD(dst, src, size), "cuMemcpyDtoD");
+		else
+			check(d.cuMemcpyPeer(dst, cd, src, cs, size), "cuMemcpyPeer");
+		check(d.cuCtxSynchronize(), "cuCtxSynchronize");
+	});
+	return l;
+}
+
 int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 {
 	Config cfg;
@@ -254,6 +409,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 	if (prov.find("verbs") != std::string::npos && o.node.empty())
 		std::fprintf(stderr, "xfer: verbs: pass --node <address of the RDMA netdev>\n");
 	cfg.idle_spin = 1u << 30; // a benchmark spins
+	cfg.max_write = o.max_write;
 
 	std::string ref_what;
 	double fixed_ref = 0;
@@ -270,28 +426,44 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 	} else {
 		ref_what = "none";
 	}
+	if (o.cuda) {
+		per_size_iperf = per_size_memcpy = false;
+		ref_what = "min(d2h,h2d)";
+	}
 
 	for (unsigned rails : o.rails) {
 		cfg.rails = rails;
 		Engine a(cfg), b(cfg);
 		PeerId peer = a.add_peer(b.address(), true);
 		if (!o.json)
-			std::printf("\n# xfer %s, %u rail(s), window %zu; reference: %s\n# %s\n", prov.c_str(), rails,
-				    o.window,
+			std::printf("\n# xfer %s, %s memory%s, %u rail(s), window %zu; reference: %s\n# %s\n",
+				    prov.c_str(), o.cuda ? "cuda" : "host",
+				    o.cuda ? (" (devices " + std::to_string(o.src_dev) + " -> " +
+					      std::to_string(o.dst_dev) + ")").c_str() : "",
+				    rails, o.window,
 				    ref_what == "iperf3-lo" ? "iperf3 over loopback, 1 stream, 1 MiB writes, 1 s, per row"
+				    : o.cuda ? "the slower of cuMemcpy D2H/H2D from pinned memory, per row"
 							    : ref_what.c_str(),
 				    a.caps().describe().c_str());
 		pr.section("xfer " + prov);
 		size_t maxbuf = o.max_size;
-		void *ps = nullptr, *pd = nullptr;
-		if (posix_memalign(&ps, 4096, maxbuf) || posix_memalign(&pd, 4096, maxbuf))
-			throw Error(HMEMREG_ENOMEM, "xfer: cannot allocate buffers");
-		std::unique_ptr<void, decltype(&std::free)> fs(ps, std::free), fd(pd, std::free);
-		std::memset(ps, 0x5a, maxbuf);
-		std::memset(pd, 0, maxbuf);
-		auto src = a.register_region(ps, maxbuf);
-		auto dst = b.register_region(pd, maxbuf);
+		Buffers buf(o, maxbuf);
+		auto src = a.register_region(buf.src(), maxbuf);
+		auto dst = b.register_region(buf.dst(), maxbuf);
 		Bytes desc = b.descriptor(*dst);
+		const char *path = src->staged() || dst->staged() ? "staged" : "direct";
+		// --mem cuda: host buffers too, for the same transfer between host memory.
+		std::vector<uint8_t> hsrc(o.cuda ? maxbuf : 0, 0x5a), hdst(o.cuda ? maxbuf : 0);
+		RegionRef hs, hd;
+		Bytes hdesc;
+		if (o.cuda) {
+			hs = a.register_region(hsrc.data(), maxbuf);
+			hd = b.register_region(hdst.data(), maxbuf);
+			hdesc = b.descriptor(*hd);
+		}
+		std::vector<uint8_t> pat(maxbuf);
+		for (size_t i = 0; i < maxbuf; i++)
+			pat[i] = pattern(i);
 
 		for (size_t size = o.min_size; size <= o.max_size; size *= 4) {
 			for (size_t nch : o.chunks) {
@@ -299,8 +471,9 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 					continue;
 				// Best of `repeat` runs, the reference likewise, interleaved,
 				// so both see the same machine (this one is shared).
-				Result r{0, 1};
+				Result r{0, 1}, host{0, 1};
 				double ref = fixed_ref;
+				CopyLimits lim;
 				for (unsigned k = 0; k < o.repeat; k++) {
 					Result t = run_writes(a, peer, *src, desc, size, nch, o.seconds, o.window);
 					if (t.iters / t.seconds > r.iters / r.seconds)
@@ -314,18 +487,38 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 						std::string w;
 						ref = std::max(k ? ref : 0.0, iperf3_gbps(w));
 					}
+					if (o.cuda) {
+						Result h = run_writes(a, peer, *hs, hdesc, size, nch, o.seconds, o.window);
+						if (h.iters / h.seconds > host.iters / host.seconds)
+							host = h;
+						CopyLimits c = copy_limits(o, buf, size, o.seconds / 2);
+						lim.d2h = std::max(lim.d2h, c.d2h);
+						lim.h2d = std::max(lim.h2d, c.h2d);
+						lim.d2d = std::max(lim.d2d, c.d2d);
+						ref = std::min(lim.d2h, lim.h2d);
+					}
 				}
 				if (o.verify) {
-					std::memset(pd, 0, size);
+					// One more transfer into a cleared target, compared byte for
+					// byte with where each source chunk must land.
+					buf.clear_dst(size);
+					std::atomic<int> seen{0};
+					b.on_notify([&](const Notification &) { seen++; });
 					run_writes(a, peer, *src, desc, size, nch, 10, 1, 1);
-					if (std::memcmp(ps, pd, size) != 0)
+					for (int w = 0; w < 10000 && !seen.load(); w++)
+						std::this_thread::sleep_for(std::chrono::milliseconds(1));
+					b.on_notify({});
+					std::vector<uint8_t> want(size);
+					for (const Chunk &c : layout(*src, size, nch))
+						std::memcpy(want.data() + c.remote_offset, pat.data() + c.local_offset, c.len);
+					if (!seen.load() || buf.read_dst(size) != want)
 						throw Error(HMEMREG_EFABRIC, "xfer: verification failed at " + human(size));
 				}
 				double bytes = static_cast<double>(size) * r.iters;
 				double gbps = bytes * 8 / r.seconds / 1e9;
 				bench::Row row;
 				if (o.json)
-					row.add("bench", "xfer").add("provider", prov).add("mem", "host");
+					row.add("bench", "xfer").add("provider", prov).add("mem", o.cuda ? "cuda" : "host");
 				if (o.json)
 					row.add("bytes", static_cast<unsigned long long>(size));
 				else
@@ -343,6 +536,14 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 				row.add("ref", ref_what);
 				row.add("ref_gbps", ref, 2);
 				row.add("pct_ref", ref > 0 ? 100.0 * gbps / ref : 0.0, 1);
+				if (o.cuda) {
+					row.add("path", path);
+					row.add("d2h_gbps", lim.d2h, 1).add("h2d_gbps", lim.h2d, 1);
+					row.add(o.src_dev == o.dst_dev ? "d2d_gbps" : "peer_gbps", lim.d2d, 1);
+					row.add("d2d/xfer", gbps > 0 ? lim.d2d / gbps : 0.0, 2);
+					double hg = static_cast<double>(size) * host.iters * 8 / host.seconds / 1e9;
+					row.add("host_gbps", hg, 2).add("staged/host", hg > 0 ? gbps / hg : 0.0, 2);
+				}
 				if (o.json)
 					row.add("verified", o.verify ? "yes" : "no");
 				pr.print(row);
@@ -357,6 +558,7 @@ int usage()
 	std::fprintf(stderr,
 		     "usage: hmemreg_bench xfer [--json] [--provider P[,P]] [--node ADDR] [--min SIZE] [--max SIZE]\n"
 		     "                          [--chunks N[,N]] [--rails R[,R]] [--window W] [--seconds S] [--repeat N] [--verify]\n"
+		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE]\n"
 		     "  sizes go up by 4x from --min (4k) to --max (64m; up to 1g); providers default tcp;ofi_rxm,shm;\n"
 		     "  each row is the best of --repeat runs of --seconds, the reference measured alongside\n");
 	return 2;
@@ -394,6 +596,15 @@ int xfer_main(int argc, char **argv)
 			o.repeat = std::max(1, std::atoi(v.c_str()));
 		else if (a == "--seconds")
 			o.seconds = std::atof(v.c_str());
+		else if (a == "--max-write")
+			o.max_write = parse_size(v);
+		else if (a == "--mem" && (v == "host" || v == "cuda"))
+			o.cuda = v == "cuda";
+		else if (a == "--devices") {
+			auto d = split(v, ',');
+			o.src_dev = std::atoi(d[0].c_str());
+			o.dst_dev = d.size() > 1 ? std::atoi(d[1].c_str()) : o.src_dev;
+		}
 		else
 			return usage();
 	}

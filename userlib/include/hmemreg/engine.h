@@ -100,6 +100,18 @@ int hmemreg_xfer_test(const hmemreg_xfer_t *xfer);
 int hmemreg_xfer_wait(hmemreg_engine_t *engine, const hmemreg_xfer_t *xfer, uint32_t timeout_ms);
 void hmemreg_xfer_release(hmemreg_xfer_t *xfer);
 
+/* Which path writes took (device memory is staged through pinned host
+ * mirrors where the provider has no FI_HMEM; see hmemreg_engine_describe). */
+struct hmemreg_engine_path_stats {
+	uint64_t direct_writes;
+	uint64_t staged_writes;
+	uint64_t staged_to_host_bytes;   /* device -> mirror before sending */
+	uint64_t staged_to_device_bytes; /* mirror -> device after landing */
+	uint64_t staged_landings;        /* staged writes delivered here */
+	uint64_t staged_errors;
+};
+int hmemreg_engine_path_stats(const hmemreg_engine_t *engine, struct hmemreg_engine_path_stats *out);
+
 /* One progress turn; returns the events handled (>= 0). */
 int hmemreg_engine_progress(hmemreg_engine_t *engine);
 

@@ -259,6 +259,18 @@ void hmemreg_xfer_release(hmemreg_xfer_t *xfer)
 	delete xfer;
 }
 
+int hmemreg_engine_path_stats(const hmemreg_engine_t *engine, struct hmemreg_engine_path_stats *out)
+{
+	if (!engine || !out)
+		return fail(HMEMREG_EINVAL, "engine or out is NULL");
+	return guard([&] {
+		PathStats p = engine->e->path_stats();
+		*out = {p.direct_writes,	  p.staged_writes,   p.staged_to_host_bytes,
+			p.staged_to_device_bytes, p.staged_landings, p.staged_errors};
+		return 0;
+	});
+}
+
 int hmemreg_engine_progress(hmemreg_engine_t *engine)
 {
 	if (!engine)

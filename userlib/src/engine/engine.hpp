@@ -28,6 +28,19 @@
 //    pinned to CPUs near their NIC when hwloc knows the NIC's PCI locality), or
 //    0 threads and the caller drives progress() / wait().
 //
+//  - Device (CUDA) memory: registered directly where the provider has FI_HMEM;
+//    otherwise (Debian's and Ubuntu's libfabric 1.17) staged: the region gets a
+//    pinned host mirror that the NIC reads and writes. A write from a staged
+//    region copies each piece device-to-host on a CUDA stream and posts the
+//    piece's RDMA writes as soon as its copy is done (the next piece copies
+//    while this one is on the wire); a write to a staged region lands in the
+//    target's mirror, and each piece is copied host-to-device as soon as its
+//    writes are in place (a Landed notice per piece). The target's
+//    Notification comes once every piece is in device memory. The writer's
+//    completion means its buffers may be reused; the target's notification
+//    means the data is in place (as for host memory). caps().device_memory
+//    and path_stats() say which path was taken.
+//
 // Threading: every public method is thread-safe. Callbacks run on the thread
 // that drives progress (a progress thread or the caller of progress()/wait()),
 // never with an engine lock held, so they may call back into the engine.
@@ -78,7 +91,8 @@ struct Config {
 	// Receive buffers pre-posted per rail and send buffers per rail.
 	size_t recv_buffers = 64;
 	size_t send_buffers = 64;
-	// Split writes larger than this (0 = the provider's max_msg_size).
+	// Split writes larger than this (0 = 512 KiB for tcp, else the provider's
+	// max_msg_size).
 	size_t max_write = 0;
 	// Active transfers (writes and sends) before write()/send() say EAGAIN.
 	size_t max_transfers = 4096;
@@ -95,6 +109,11 @@ struct Config {
 	// Fail creation unless the provider offers these.
 	bool require_hmem = false;
 	bool require_remote_cq_data = false;
+	// Device memory where the provider has no FI_HMEM: stage it through pinned
+	// host mirrors (true), or refuse it with HMEMREG_ENOTSUP (false).
+	bool stage_device_memory = true;
+	// Bytes per pipeline piece of a staged write.
+	size_t staging_piece = 4u << 20;
 };
 
 // What the engine chose; describe() prints it.
@@ -113,6 +132,7 @@ struct Capabilities {
 	size_t max_write = 0;
 	size_t inject_size = 0;
 	std::string progress;            // who drives progress, and thread pinning
+	std::string device_memory;       // how CUDA memory is moved (direct, staged, or why not)
 	std::vector<std::string> notes;  // capping and other decisions worth knowing
 	std::string describe() const;
 };
@@ -130,6 +150,8 @@ public:
 	virtual ~Region() = default;
 	virtual void *addr() const = 0;
 	virtual size_t length() const = 0;
+	// Device memory moved through a pinned host mirror (see above).
+	virtual bool staged() const = 0;
 };
 
 // One chunk of a write: [local_offset, +len) of `local` goes to
@@ -150,6 +172,8 @@ public:
 	// Why it failed (empty on success or while pending).
 	virtual std::string error() const = 0;
 	virtual size_t bytes() const = 0;
+	// True when either side of the write is staged device memory.
+	virtual bool staged() const = 0;
 };
 
 using TransferCallback = std::function<void(const Transfer &)>;
@@ -176,6 +200,17 @@ struct RailStats {
 	uint64_t deferred = 0;     // progress turns that left queued work for later
 	uint64_t queued = 0;       // ops waiting in the rail queue now
 	uint64_t inflight = 0;     // ops posted and not yet completed now
+};
+
+// Which path writes took, engine-wide (a snapshot).
+struct PathStats {
+	uint64_t direct_writes = 0;        // host memory, or device memory the NIC reaches
+	uint64_t staged_writes = 0;        // from and/or to a staged region
+	uint64_t staged_to_host_bytes = 0; // copied device -> mirror before sending
+	uint64_t staged_to_device_bytes = 0; // copied mirror -> device after landing
+	uint64_t staged_landings = 0;      // staged writes delivered to device memory here
+	uint64_t staged_errors = 0;        // notices naming an unknown region or a bad range, failed
+	                                   // copies, arrivals abandoned by their writer
 };
 
 class Engine {
@@ -221,6 +256,7 @@ public:
 	bool wait(const Transfer &t, std::chrono::milliseconds timeout);
 
 	std::vector<RailStats> stats() const;
+	PathStats path_stats() const;
 
 	struct Impl;
 

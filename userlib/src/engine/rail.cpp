@@ -169,7 +169,7 @@ void Rail::resolve(TransferImpl *x, size_t n, Events &ev)
 {
 	if (x->unresolved.fetch_sub(static_cast<uint32_t>(n)) != n)
 		return;
-	if (x->failed.load(std::memory_order_acquire)) {
+	if (x->failed.load(std::memory_order_acquire) || !x->notify) {
 		ev.finished.push_back(x->self);
 		return;
 	}

@@ -75,6 +75,10 @@ struct TransferImpl final : Transfer {
 	unsigned send_rail = 0;
 	uint64_t tag = 0;
 	uint64_t total = 0;
+	// Tell the target when every write is in place (false: an internal piece
+	// of a staged write, whose owner tells the target itself).
+	bool notify = true;
+	bool via_staging = false;
 	uint32_t chunks = 0;
 	TransferCallback callback;
 	std::shared_ptr<TransferImpl> self;     // alive while the engine uses it
@@ -128,6 +132,7 @@ struct TransferImpl final : Transfer {
 		return status_.load() < 0 && status_.load() != -HMEMREG_EAGAIN ? error_text_ : std::string();
 	}
 	size_t bytes() const override { return total; }
+	bool staged() const override { return via_staging; }
 
 private:
 	mutable std::mutex mu_;

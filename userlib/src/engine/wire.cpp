@@ -91,6 +91,7 @@ std::vector<uint8_t> encode(const RegionDescriptor &d)
 	w.put<uint16_t>(static_cast<uint16_t>(d.rails.size()));
 	w.put<uint64_t>(d.engine_id);
 	w.put<uint64_t>(d.length);
+	w.put<uint64_t>(d.staged_id);
 	for (const auto &r : d.rails) {
 		w.put<uint64_t>(r.base);
 		w.put<uint64_t>(r.key);
@@ -134,6 +135,7 @@ RegionDescriptor decode_descriptor(std::span<const uint8_t> blob)
 		r.fail("bad rail count " + std::to_string(n));
 	d.engine_id = r.get<uint64_t>();
 	d.length = r.get<uint64_t>();
+	d.staged_id = r.get<uint64_t>();
 	for (size_t i = 0; i < n; i++) {
 		uint64_t base = r.get<uint64_t>();
 		d.rails.push_back({base, r.get<uint64_t>()});

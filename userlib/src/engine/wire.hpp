@@ -10,7 +10,7 @@
 
 namespace hmemreg::engine::wire {
 
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
 
 struct PeerAddress {
 	uint64_t engine_id = 0;
@@ -26,9 +26,15 @@ struct RegionDescriptor {
 		uint64_t key;
 	};
 	std::vector<Rail> rails; // one per rail of the owning engine
+	// Staged device memory: rails address the region's host mirror, and
+	// writers send a Landed notice per piece naming this id.
+	uint64_t staged_id = 0;   // 0: not staged
 };
 
-enum class MsgType : uint16_t { User = 1, Done = 2, Hello = 3 };
+// Landed: pieces of a staged write are in the target's mirror (payload: a
+// LandedHeader and ranges). StagedDone: a staged write is complete once the
+// given number of Landed notices arrived (payload: StagedDone).
+enum class MsgType : uint16_t { User = 1, Done = 2, Hello = 3, Landed = 4, StagedDone = 5 };
 
 // Header in front of every control message.
 struct MsgHeader {
@@ -42,6 +48,21 @@ struct MsgHeader {
 	uint32_t length;   // payload bytes after the header
 };
 constexpr uint32_t kMsgMagic = 0x434d5248; // "HRMC"
+
+struct LandedHeader {
+	uint64_t seq;       // the writer's staged write
+	uint64_t staged_id; // the target region
+	// followed by LandedRange[] up to the payload's end
+};
+struct LandedRange {
+	uint64_t offset;
+	uint64_t len;
+};
+struct StagedDone {
+	uint64_t seq;
+	uint32_t notices;   // Landed messages the writer sent for it
+	uint32_t pad;
+};
 
 std::vector<uint8_t> encode(const PeerAddress &a);
 std::vector<uint8_t> encode(const RegionDescriptor &d);

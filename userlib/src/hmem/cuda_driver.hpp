@@ -33,6 +33,7 @@ struct Driver {
 	X(cuMemAlloc)                                                                                  \
 	X(cuMemFree)                                                                                   \
 	X(cuMemAllocHost)                                                                              \
+	X(cuMemHostAlloc)                                                                              \
 	X(cuMemFreeHost)                                                                               \
 	X(cuMemHostRegister)                                                                           \
 	X(cuMemHostUnregister)                                                                         \
@@ -40,6 +41,7 @@ struct Driver {
 	X(cuMemcpyHtoD)                                                                                \
 	X(cuMemcpyDtoH)                                                                                \
 	X(cuMemcpyDtoD)                                                                                \
+	X(cuMemcpyPeer)                                                                                \
 	X(cuMemcpyHtoDAsync)                                                                           \
 	X(cuMemcpyDtoHAsync)                                                                           \
 	X(cuMemcpyDtoDAsync)                                                                           \

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdio>
 
 #include "hmem/cuda_driver.hpp"
 #include "hmemreg/common.h"
@@ -70,12 +71,18 @@ int classify(const void *addr, size_t len, PointerInfo &out, std::string *why)
 	unsigned int mem_type = 0, is_managed = 0, rdma = 0;
 	int ordinal = -1;
 	unsigned long long id = 0;
-	std::array<CUpointer_attribute, 5> attrs = {
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	// The allocation's range from the pointer's own attributes: unlike
+	// cuMemGetAddressRange, they do not need the owning device's context
+	// current (memory of another GPU than the caller's).
+	std::array<CUpointer_attribute, 7> attrs = {
 		CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
 		CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_BUFFER_ID,
-		CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE,
+		CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+		CU_POINTER_ATTRIBUTE_RANGE_SIZE,
 	};
-	std::array<void *, 5> data = {&mem_type, &is_managed, &ordinal, &id, &rdma};
+	std::array<void *, 7> data = {&mem_type, &is_managed, &ordinal, &id, &rdma, &base, &size};
 	CUresult r = d.cuPointerGetAttributes(attrs.size(), attrs.data(), data.data(),
 					      static_cast<CUdeviceptr>(a));
 	// Host memory CUDA never saw: success with memory type 0 on current drivers.
@@ -106,16 +113,15 @@ int classify(const void *addr, size_t len, PointerInfo &out, std::string *why)
 		return -HMEMREG_ENOTSUP;
 	}
 
-	CUdeviceptr base = 0;
-	size_t size = 0;
-	r = d.cuMemGetAddressRange(&base, &size, static_cast<CUdeviceptr>(a));
-	if (r != CUDA_SUCCESS) {
-		set_why(why, "cuMemGetAddressRange: " + error_text(r) + " (freed or unmapped?)");
+	if (!size || a < base) {
+		set_why(why, "CUDA reports no allocation range for this device pointer (freed or unmapped?)");
 		return -HMEMREG_EINVAL;
 	}
 	if (a + len > base + size) {
-		set_why(why, "range crosses the end of its CUDA allocation [0x" +
-				     std::to_string(base) + ", +" + std::to_string(size) + ")");
+		char text[96];
+		std::snprintf(text, sizeof(text), "range crosses the end of its CUDA allocation [%#llx, +%zu)",
+			      static_cast<unsigned long long>(base), size);
+		set_why(why, text);
 		return -HMEMREG_EINVAL;
 	}
 	out.kind = MemKind::device;

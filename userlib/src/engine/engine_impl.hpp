@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: MIT
+// The engine's state, shared by engine.cpp (rails, peers, host-memory writes)
+// and staging.cpp (device memory through pinned host mirrors).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "engine/progress_thread.hpp"
+#include "engine/rail.hpp"
+#include "engine/registrar.hpp"
+#include "engine/topology.hpp"
+#include "engine/transfer.hpp"
+#include "engine/wire.hpp"
+#include "hmem/cuda_memory.hpp"
+
+namespace hmemreg::engine {
+
+struct StagedMemory;
+struct Staging;
+
+class RegionImpl final : public Region, public std::enable_shared_from_this<RegionImpl> {
+public:
+	RegionImpl(uint64_t engine, void *addr, size_t len, std::vector<std::shared_ptr<DomainHolder>> domains,
+		   std::unique_ptr<LocalRegistration> reg, std::unique_ptr<StagedMemory> staged = nullptr);
+	~RegionImpl() override;
+	void *addr() const override { return addr_; }
+	size_t length() const override { return len_; }
+	bool staged() const override { return staged_ != nullptr; }
+	// What the NIC reads and writes: the memory itself, or its host mirror.
+	uint8_t *io_addr() const;
+	StagedMemory *staging() const { return staged_.get(); }
+
+	const uint64_t engine_id;
+
+private:
+	void *addr_;
+	size_t len_;
+	std::unique_ptr<StagedMemory> staged_; // freed last, after the MR of its mirror (reg)
+	std::vector<std::shared_ptr<DomainHolder>> domains_; // outlive the registration
+
+public:
+	std::unique_ptr<LocalRegistration> reg;
+};
+
+struct Engine::Impl {
+	Config cfg;
+	Capabilities caps;
+	uint64_t id;
+	bool virt_addr = false;
+	Topology topo;
+	std::vector<std::unique_ptr<Rail>> rails;
+	std::vector<RailCache *> caches;
+
+	mutable std::mutex peers_mu;
+	std::unordered_map<PeerId, std::shared_ptr<PeerState>> peers;
+	std::unordered_map<uint64_t, PeerId> by_engine;
+	std::vector<std::shared_ptr<PeerState>> retiring;
+	std::atomic<bool> has_retiring{false};
+	PeerId next_peer = 1;
+
+	std::mutex handlers_mu;
+	std::function<void(const Message &)> on_message;
+	std::function<void(const Notification &)> on_notify;
+
+	std::mutex active_mu;
+	std::unordered_set<TransferImpl *> active;
+	std::atomic<unsigned> next_rail{0};
+	std::atomic<uint64_t> direct_writes{0};
+
+	std::unique_ptr<Staging> staging; // device memory without FI_HMEM
+	std::atomic<bool> closing{false};
+	std::unique_ptr<ProgressThreads> threads; // stopped first on destruction
+
+	explicit Impl(const Config &c);
+	~Impl();
+	void open_rails();
+	std::shared_ptr<PeerState> find_peer(PeerId p) const;
+	// internal: a piece of an admitted staged write (not counted against max_transfers)
+	void admit(const std::shared_ptr<TransferImpl> &x, bool internal = false);
+	void report(TransferImpl &x);
+	void finish(const std::shared_ptr<TransferImpl> &x);
+	void watchdog();
+	std::atomic<int64_t> last_watchdog{0};
+	std::atomic<uint64_t> doom_epoch{0};
+	void dispatch(Events &ev);
+	size_t turn(std::span<const unsigned> rail_ids);
+	void retire_peers();
+	void kick();
+	std::shared_ptr<TransferImpl> make_send(const std::shared_ptr<PeerState> &peer, wire::MsgType type,
+						std::span<const uint8_t> data, unsigned rail, TransferCallback cb);
+	// Segments of the chunks (already validated against `d`), admitted and queued.
+	std::shared_ptr<TransferImpl> post_write(const std::shared_ptr<PeerState> &p, std::span<const Chunk> chunks,
+						 const wire::RegionDescriptor &d, uint64_t tag, TransferCallback done,
+						 bool internal);
+	PeerId peer_of(uint64_t engine_id) const;
+
+	// staging.cpp
+	void describe_device_memory();
+	RegionRef register_staged(void *addr, size_t len, const cuda::PointerInfo &info);
+	TransferRef write_staged(const std::shared_ptr<PeerState> &p, std::span<const Chunk> chunks,
+				 const wire::RegionDescriptor &d, uint64_t tag, TransferCallback done);
+	size_t poll_staging();
+	void on_landed(const Events::Msg &m);
+	void on_staged_done(const Events::Msg &m, PeerId from);
+	void drain_staging();
+};
+
+} // namespace hmemreg::engine
