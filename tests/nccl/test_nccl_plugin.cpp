@@ -52,6 +52,12 @@ Test(nccl_plugin, bad_configuration_fails_init)
 	setenv("HMEMREG_NCCL_RAILS", "1", 1);
 	setenv("HMEMREG_NCCL_PROVIDER", "no-such-provider", 1);
 	CHECK_RC(p.init(), ncclSystemError);
+	// Sizes take k/m/g: 256k parses (init then fails on the provider only).
+	setenv("HMEMREG_NCCL_MAX_WRITE", "256k", 1);
+	CHECK_RC(p.init(), ncclSystemError);
+	setenv("HMEMREG_NCCL_MAX_WRITE", "256q", 1);
+	CHECK_RC(p.init(), ncclInvalidUsage);
+	unsetenv("HMEMREG_NCCL_MAX_WRITE");
 }
 
 // One transfer per size, 0 B .. 64 MiB, receive buffers larger than the

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "config.hpp"
 
+#include <cctype>
 #include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <sstream>
 
@@ -14,7 +16,8 @@ const char *env(const char *name)
 	return v && *v ? v : nullptr;
 }
 
-bool number(const char *name, unsigned long long lo, unsigned long long hi, unsigned long long &out, std::string &why)
+bool number(const char *name, unsigned long long lo, unsigned long long hi, unsigned long long &out, std::string &why,
+	    bool size = false)
 {
 	const char *v = env(name);
 	if (!v)
@@ -22,6 +25,13 @@ bool number(const char *name, unsigned long long lo, unsigned long long hi, unsi
 	char *end = nullptr;
 	errno = 0;
 	unsigned long long x = std::strtoull(v, &end, 0);
+	// Sizes may say k, m or g (binary units).
+	const char *units = "kmg";
+	if (size && end && *end && end[1] == '\0' && std::strchr(units, std::tolower(*end))) {
+		int shift = 10 * static_cast<int>(std::strchr(units, std::tolower(*end)) - units + 1);
+		x = x > (~0ULL >> shift) ? ~0ULL : x << shift;
+		end++;
+	}
 	if (errno || !end || *end || x < lo || x > hi || *v == '-') {
 		why = std::string(name) + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " +
 		      std::to_string(hi) + "]";
@@ -63,7 +73,7 @@ bool Config::load(std::string &why)
 		return false;
 	max_requests = x;
 	x = max_write;
-	if (!number("HMEMREG_NCCL_MAX_WRITE", 0, 1ULL << 40, x, why))
+	if (!number("HMEMREG_NCCL_MAX_WRITE", 0, 1ULL << 40, x, why, true))
 		return false;
 	max_write = x;
 	return true;
