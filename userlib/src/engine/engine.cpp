@@ -393,11 +393,7 @@ std::shared_ptr<TransferImpl> Engine::Impl::make_send(const std::shared_ptr<Peer
 	x->send_rail = rail;
 	x->total = data.size();
 	x->callback = std::move(cb);
-	wire::MsgHeader h{};
-	h.magic = wire::kMsgMagic;
-	h.type = static_cast<uint16_t>(type);
-	h.version = wire::kVersion;
-	h.sender = id;
+	wire::MsgHeader h = wire::header(type, id);
 	h.length = static_cast<uint32_t>(data.size());
 	x->message.resize(sizeof(h) + data.size());
 	std::memcpy(x->message.data(), &h, sizeof(h));
@@ -641,12 +637,7 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 	Impl *im = this;
 	const size_t peer_rails = d.rails.size();
 	const size_t nrails = im->rails.size();
-	auto x = std::make_shared<TransferImpl>();
-	x->kind = TransferImpl::Kind::Write;
-	x->peer = p;
-	x->tag = tag;
-	x->chunks = static_cast<uint32_t>(chunks.size());
-	x->callback = std::move(done);
+	auto x = TransferImpl::make_write(p, tag, chunks.size(), std::move(done));
 	x->notify = !internal;
 
 	// One write per chunk (split above max_write), round-robin over rails.

@@ -174,11 +174,7 @@ void Rail::resolve(TransferImpl *x, size_t n, Events &ev)
 		return;
 	}
 	// Every write is in place at the target (delivery complete): tell it.
-	wire::MsgHeader h{};
-	h.magic = wire::kMsgMagic;
-	h.type = static_cast<uint16_t>(wire::MsgType::Done);
-	h.version = wire::kVersion;
-	h.sender = opt_.engine_id;
+	wire::MsgHeader h = wire::header(wire::MsgType::Done, opt_.engine_id);
 	h.tag = x->tag;
 	h.bytes = x->total;
 	h.chunks = x->chunks;

@@ -181,11 +181,8 @@ void finish_staged(Impl &im, const std::shared_ptr<StagedWrite> &w)
 		im.finish(x);
 		return;
 	}
-	wire::MsgHeader h{};
-	h.magic = wire::kMsgMagic;
-	h.type = static_cast<uint16_t>(w->remote.staged_id ? wire::MsgType::StagedDone : wire::MsgType::Done);
-	h.version = wire::kVersion;
-	h.sender = im.id;
+	wire::MsgHeader h =
+		wire::header(w->remote.staged_id ? wire::MsgType::StagedDone : wire::MsgType::Done, im.id);
 	h.tag = x->tag;
 	h.bytes = x->total;
 	h.chunks = x->chunks;
@@ -254,12 +251,7 @@ TransferRef Impl::write_staged(const std::shared_ptr<PeerState> &p, std::span<co
 	auto w = std::make_shared<StagedWrite>();
 	w->remote = d;
 	w->seq = staging->next_seq++;
-	auto x = std::make_shared<TransferImpl>();
-	x->kind = TransferImpl::Kind::Write;
-	x->peer = p;
-	x->tag = tag;
-	x->chunks = static_cast<uint32_t>(chunks.size());
-	x->callback = std::move(done);
+	auto x = TransferImpl::make_write(p, tag, chunks.size(), std::move(done));
 	x->via_staging = true;
 	for (const Chunk &c : chunks) {
 		auto *r = static_cast<const RegionImpl *>(c.local);

@@ -86,6 +86,18 @@ struct TransferImpl final : Transfer {
 	// peer is reported before its posted operations resolve.
 	std::atomic<bool> reported{false};
 
+	static std::shared_ptr<TransferImpl> make_write(std::shared_ptr<PeerState> peer, uint64_t tag, size_t chunks,
+							TransferCallback done)
+	{
+		auto x = std::make_shared<TransferImpl>();
+		x->kind = Kind::Write;
+		x->peer = std::move(peer);
+		x->tag = tag;
+		x->chunks = static_cast<uint32_t>(chunks);
+		x->callback = std::move(done);
+		return x;
+	}
+
 	// First failure wins.
 	void fail(int code, const std::string &why)
 	{

@@ -49,6 +49,18 @@ struct MsgHeader {
 };
 constexpr uint32_t kMsgMagic = 0x434d5248; // "HRMC"
 
+// A header of `type` from engine `sender`; Done-like messages set tag,
+// bytes and chunks, every message its payload length.
+inline MsgHeader header(MsgType type, uint64_t sender)
+{
+	MsgHeader h{};
+	h.magic = kMsgMagic;
+	h.type = static_cast<uint16_t>(type);
+	h.version = kVersion;
+	h.sender = sender;
+	return h;
+}
+
 struct LandedHeader {
 	uint64_t seq;       // the writer's staged write
 	uint64_t staged_id; // the target region
