@@ -518,6 +518,13 @@ err_watch:
 	return ret;
 }
 
+/*
+ * One dma-buf is mapped by every importer that attaches (one per rail, say),
+ * so its pages can be in several writable DMA mappings at once. The DMA API
+ * allows that only with DMA_ATTR_SKIP_CPU_SYNC (as drm_prime does); each
+ * mapping still gets its own cache and bounce-buffer syncs, explicitly, so
+ * it behaves exactly as a plain mapping would.
+ */
 struct sg_table *hmemreg_pages_map(struct page **pages, unsigned long npages,
 				   struct device *dev, enum dma_data_direction dir)
 {
@@ -536,9 +543,10 @@ struct sg_table *hmemreg_pages_map(struct page **pages, unsigned long npages,
 						GFP_KERNEL);
 	if (ret)
 		goto err_free;
-	ret = dma_map_sgtable(dev, sgt, dir, 0);
+	ret = dma_map_sgtable(dev, sgt, dir, DMA_ATTR_SKIP_CPU_SYNC);
 	if (ret)
 		goto err_table;
+	dma_sync_sgtable_for_device(dev, sgt, dir);
 	return sgt;
 
 err_table:
@@ -552,7 +560,8 @@ EXPORT_SYMBOL_GPL(hmemreg_pages_map);
 void hmemreg_pages_unmap(struct device *dev, struct sg_table *sgt,
 			 enum dma_data_direction dir)
 {
-	dma_unmap_sgtable(dev, sgt, dir, 0);
+	dma_sync_sgtable_for_cpu(dev, sgt, dir);
+	dma_unmap_sgtable(dev, sgt, dir, DMA_ATTR_SKIP_CPU_SYNC);
 	sg_free_table(sgt);
 	kfree(sgt);
 }
