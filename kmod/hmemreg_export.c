@@ -9,6 +9,7 @@
 
 #include <linux/dma-buf.h>
 #include <linux/dma-mapping.h>
+#include <linux/dma-resv.h>
 #include <linux/file.h>
 #include <linux/mm.h>
 #include <linux/slab.h>
@@ -19,15 +20,29 @@
 
 /**
  * struct hmemreg_exp - one exported range
- * @rec:  its ledger record
- * @prov: provider that owns the memory
- * @priv: provider's object for this range
+ * @rec:    its ledger record
+ * @prov:   provider that owns the memory
+ * @priv:   provider's object for this range
+ * @dmabuf: the dma-buf exporting it
+ * @link:   the EXPORT_WATCH watch's pointer to this export, or NULL
+ *          (under hmemreg_link_lock)
+ * @stale:  that watch fired (set under the reservation lock)
  */
 struct hmemreg_exp {
 	struct hmemreg_ledger_exp rec;
 	struct hmemreg_provider *prov;
 	void *priv;
+	struct dma_buf *dmabuf;
+	struct hmemreg_exp **link;
+	bool stale;
 };
+
+/*
+ * Guards both ends of every export <-> watch link; held while a fired
+ * watch tells the export's importers, so the export cannot be released
+ * meanwhile. Taken under ctx->lock, before reservation locks.
+ */
+static DEFINE_MUTEX(hmemreg_link_lock);
 
 static DEFINE_MUTEX(hmemreg_providers_lock);
 static LIST_HEAD(hmemreg_providers);
@@ -158,6 +173,9 @@ static struct sg_table *hmemreg_exp_map(struct dma_buf_attachment *attach,
 	struct hmemreg_ledger_att *att = attach->priv;
 	struct sg_table *sgt;
 
+	/* Its watch fired: these pages are no longer the range it exported. */
+	if (READ_ONCE(exp->stale))
+		return ERR_PTR(-ESTALE);
 	/*
 	 * A read-only export never lets the device write: only DMA_TO_DEVICE
 	 * (BIDIRECTIONAL writes too). Static importers of a pinnable exporter
@@ -205,6 +223,10 @@ static void hmemreg_exp_release(struct dma_buf *dmabuf)
 	struct hmemreg_exp *exp = dmabuf->priv;
 	struct hmemreg_provider *prov = exp->prov;
 
+	mutex_lock(&hmemreg_link_lock);
+	if (exp->link)
+		*exp->link = NULL;
+	mutex_unlock(&hmemreg_link_lock);
 	hmemreg_ledger_del(&exp->rec);
 	prov->ops->release(exp->priv);
 	if (!hmemreg_is_builtin(prov))
@@ -280,10 +302,73 @@ static const struct dma_buf_ops hmemreg_dmabuf_ops = {
 u32 hmemreg_export_state(const struct hmemreg_ledger_exp *rec)
 {
 	const struct hmemreg_exp *exp = container_of(rec, struct hmemreg_exp, rec);
+	u32 state = READ_ONCE(exp->stale) ? HMEMREG_EXP_STATE_STALE : 0;
 
 	if (exp->prov == &hmemreg_devmem_provider)
-		return hmemreg_devmem_state(exp->priv);
-	return 0;
+		state |= hmemreg_devmem_state(exp->priv);
+	return state;
+}
+
+/**
+ * hmemreg_export_link() - tie an export to the watch armed for it
+ * @dmabuf: the export's dma-buf
+ * @link:   the watch's pointer to its export, cleared by whichever of the
+ *          two goes first
+ */
+void hmemreg_export_link(struct dma_buf *dmabuf, struct hmemreg_exp **link)
+{
+	struct hmemreg_exp *exp = dmabuf->priv;
+
+	mutex_lock(&hmemreg_link_lock);
+	exp->link = link;
+	*link = exp;
+	mutex_unlock(&hmemreg_link_lock);
+}
+
+/*
+ * The range behind @exp changed. Dynamic importers map without pinning
+ * (with CONFIG_DMABUF_MOVE_NOTIFY), so they are told to drop their
+ * mappings, as a driver moving a buffer would; the memory they mapped
+ * stays pinned by the export, so nothing is ever left dangling. Pinned
+ * attachments were promised that the buffer stays put: while any exists
+ * nobody is told (dma_buf_move_notify() tells every attachment), and the
+ * userspace event is what reports the change.
+ */
+static void hmemreg_exp_invalidate(struct hmemreg_exp *exp)
+{
+	struct dma_buf *dmabuf = exp->dmabuf;
+
+	dma_resv_lock(dmabuf->resv, NULL);
+	WRITE_ONCE(exp->stale, true);
+	/* Pins change under the reservation lock only. */
+	if (!READ_ONCE(exp->rec.pins_live)) {
+		dma_buf_move_notify(dmabuf);
+		atomic64_inc(&hmemreg_stats.move_notifies);
+	}
+	dma_resv_unlock(dmabuf->resv);
+}
+
+/**
+ * hmemreg_export_unlink() - untie a watch from its export, if still tied
+ * @link:  the watch's pointer to its export
+ * @fired: the watch fired: invalidate the export's mappings first
+ *
+ * May sleep. The export cannot be released while the link lock is held
+ * (its release takes it first), so no dma-buf reference is needed.
+ */
+void hmemreg_export_unlink(struct hmemreg_exp **link, bool fired)
+{
+	struct hmemreg_exp *exp;
+
+	mutex_lock(&hmemreg_link_lock);
+	exp = *link;
+	if (exp) {
+		if (fired)
+			hmemreg_exp_invalidate(exp);
+		exp->link = NULL;
+		*link = NULL;
+	}
+	mutex_unlock(&hmemreg_link_lock);
 }
 
 struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
@@ -326,6 +411,7 @@ struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 		kfree(exp);
 		return dmabuf;
 	}
+	exp->dmabuf = dmabuf;
 	hmemreg_ledger_add(&exp->rec);
 	*id = exp->rec.id;
 	return dmabuf;
@@ -407,10 +493,11 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 		goto err_fd;
 	}
 	/* From here on the dma-buf owns priv: dma_buf_put() undoes it all. */
-	/* Fired since it was armed: the pinned pages may not be what the range maps now. */
-	if (watch && READ_ONCE(ctx->gen[a->watch_slot]) != a->watch_gen) {
-		ret = -EAGAIN;
-		goto err_put;
+	if (watch) {
+		/* EAGAIN: fired since it was armed, the pages may not be the range's. */
+		ret = hmemreg_watch_link_export(ctx, a->watch_slot, a->watch_gen, dmabuf);
+		if (ret)
+			goto err_put;
 	}
 	a->fd = fd;
 	if (copy_to_user(uarg, a, outsize)) {
@@ -431,6 +518,13 @@ err_watch:
 	return ret;
 }
 
+/*
+ * One dma-buf is mapped by every importer that attaches (one per rail, say),
+ * so its pages can be in several writable DMA mappings at once. The DMA API
+ * allows that only with DMA_ATTR_SKIP_CPU_SYNC (as drm_prime does); each
+ * mapping still gets its own cache and bounce-buffer syncs, explicitly, so
+ * it behaves exactly as a plain mapping would.
+ */
 struct sg_table *hmemreg_pages_map(struct page **pages, unsigned long npages,
 				   struct device *dev, enum dma_data_direction dir)
 {
@@ -449,9 +543,10 @@ struct sg_table *hmemreg_pages_map(struct page **pages, unsigned long npages,
 						GFP_KERNEL);
 	if (ret)
 		goto err_free;
-	ret = dma_map_sgtable(dev, sgt, dir, 0);
+	ret = dma_map_sgtable(dev, sgt, dir, DMA_ATTR_SKIP_CPU_SYNC);
 	if (ret)
 		goto err_table;
+	dma_sync_sgtable_for_device(dev, sgt, dir);
 	return sgt;
 
 err_table:
@@ -465,7 +560,8 @@ EXPORT_SYMBOL_GPL(hmemreg_pages_map);
 void hmemreg_pages_unmap(struct device *dev, struct sg_table *sgt,
 			 enum dma_data_direction dir)
 {
-	dma_unmap_sgtable(dev, sgt, dir, 0);
+	dma_sync_sgtable_for_cpu(dev, sgt, dir);
+	dma_unmap_sgtable(dev, sgt, dir, DMA_ATTR_SKIP_CPU_SYNC);
 	sg_free_table(sgt);
 	kfree(sgt);
 }

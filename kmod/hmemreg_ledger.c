@@ -111,8 +111,9 @@ static int hmemreg_summary_show(struct seq_file *m, void *unused)
 	seq_printf(m, "watches %lld live, %lld total; events %lld, dropped %lld\n",
 		   HMEMREG_STAT(watches_live), HMEMREG_STAT(watches_total),
 		   HMEMREG_STAT(events_total), HMEMREG_STAT(events_dropped));
-	seq_printf(m, "contexts %lld; faults injected %lld\n",
-		   HMEMREG_STAT(contexts_live), HMEMREG_STAT(faults_injected));
+	seq_printf(m, "contexts %lld; faults injected %lld; move notifications %lld\n",
+		   HMEMREG_STAT(contexts_live), HMEMREG_STAT(faults_injected),
+		   HMEMREG_STAT(move_notifies));
 
 	spin_lock(&hmemreg_ledger_lock);
 	list_for_each_entry(rec, &hmemreg_ledger_list, node) {

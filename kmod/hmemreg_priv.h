@@ -85,6 +85,8 @@ struct hmemreg_ctx {
 };
 
 struct hmemreg_ledger_exp;
+struct hmemreg_exp;
+struct dma_buf;
 
 /* **** hmemreg_main.c **** */
 extern struct miscdevice hmemreg_misc;
@@ -108,11 +110,15 @@ ssize_t hmemreg_events_read(struct hmemreg_ctx *ctx, char __user *buf,
 __poll_t hmemreg_events_poll(struct hmemreg_ctx *ctx, struct file *file,
 			     poll_table *wait);
 int hmemreg_gen_mmap(struct hmemreg_ctx *ctx, struct vm_area_struct *vma);
+int hmemreg_watch_link_export(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
+			      struct dma_buf *dmabuf);
 
 /* **** hmemreg_export.c **** */
 long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *arg,
 			  void __user *uarg, u32 outsize);
 u32 hmemreg_export_state(const struct hmemreg_ledger_exp *rec);
+void hmemreg_export_link(struct dma_buf *dmabuf, struct hmemreg_exp **link);
+void hmemreg_export_unlink(struct hmemreg_exp **link, bool fired);
 int hmemreg_export_init(void);
 void hmemreg_export_exit(void);
 
@@ -190,6 +196,7 @@ struct hmemreg_stats {
 	atomic64_t faults_injected;
 	atomic64_t unbalanced;
 	atomic64_t user_mmaps_live;
+	atomic64_t move_notifies;
 };
 
 extern struct hmemreg_stats hmemreg_stats;

@@ -4,7 +4,9 @@
  * its generation word (in the read-only page userspace maps from the fd)
  * and queues one event, all under a spinlock, so the user-visible
  * invalidation is complete before the change that caused it finishes.
- * Removing the fired notifier (which may sleep) is deferred to a work item.
+ * Removing the fired notifier (which may sleep) is deferred to a work item,
+ * which also invalidates the export an EXPORT_WATCH watch guards (dynamic
+ * importers get move_notify, which needs the dma-buf's reservation lock).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -31,6 +33,8 @@
  * @ev_flags:   HMEMREG_EVF_* bits for its event
  * @fired:      set (under ctx->ring_lock) when fired or being disarmed;
  *              from then on the callback ignores it
+ * @exp:        the export it guards (EXPORT_WATCH), NULL once either is
+ *              gone (see hmemreg_export_link())
  */
 struct hmemreg_watch {
 	struct mmu_interval_notifier mni;
@@ -44,6 +48,7 @@ struct hmemreg_watch {
 	u32 flags;
 	u32 ev_flags;
 	bool fired;
+	struct hmemreg_exp *exp;
 };
 
 static u32 hmemreg_reason(enum mmu_notifier_event event, u32 flags)
@@ -143,6 +148,7 @@ static const struct mmu_interval_notifier_ops hmemreg_watch_ops = {
 static void hmemreg_watch_free(struct hmemreg_ctx *ctx, struct hmemreg_watch *w)
 {
 	lockdep_assert_held(&ctx->lock);
+	hmemreg_export_unlink(&w->exp, false);
 	ctx->slots[w->slot] = NULL;
 	ida_free(&ctx->slot_ida, w->slot);
 	spin_lock(&ctx->ring_lock);
@@ -165,6 +171,7 @@ static void hmemreg_reap_locked(struct hmemreg_ctx *ctx)
 	list_for_each_entry_safe(w, tmp, &list, fired_node) {
 		list_del(&w->fired_node);
 		mmu_interval_notifier_remove(&w->mni);
+		hmemreg_export_unlink(&w->exp, true);
 		hmemreg_watch_free(ctx, w);
 	}
 }
@@ -245,6 +252,7 @@ out:
 void hmemreg_watch_teardown(struct hmemreg_ctx *ctx)
 {
 	struct hmemreg_watch *w;
+	bool fired;
 	u32 i;
 
 	if (!ctx->page)
@@ -260,11 +268,14 @@ void hmemreg_watch_teardown(struct hmemreg_ctx *ctx)
 		 * runs: we hold ctx->lock). Unlink it before freeing it, as a
 		 * watch firing later in this loop still appends to that list.
 		 */
-		if (w->fired)
+		fired = w->fired;
+		if (fired)
 			list_del(&w->fired_node);
 		w->fired = true;
 		spin_unlock(&ctx->ring_lock);
 		mmu_interval_notifier_remove(&w->mni);
+		/* Fired but not reaped: its export is invalidated here instead. */
+		hmemreg_export_unlink(&w->exp, fired);
 		hmemreg_watch_free(ctx, w);
 	}
 	INIT_LIST_HEAD(&ctx->fired);
@@ -413,6 +424,35 @@ out_slot:
 out_free:
 	kfree(w);
 out_unlock:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+/**
+ * hmemreg_watch_link_export() - make the live watch (@slot, @gen) guard an export
+ * @ctx:    context
+ * @slot:   slot from arm
+ * @gen:    generation from arm
+ * @dmabuf: the export's dma-buf
+ *
+ * Once linked, the watch firing invalidates the export (see
+ * hmemreg_export_unlink()); a firing from now on is reaped under ctx->lock,
+ * so after this linking it cannot be missed.
+ *
+ * Return: 0, or -EAGAIN when the watch fired already.
+ */
+int hmemreg_watch_link_export(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
+			      struct dma_buf *dmabuf)
+{
+	struct hmemreg_watch *w;
+	int ret = -EAGAIN;
+
+	mutex_lock(&ctx->lock);
+	w = slot < ctx->max_watches ? ctx->slots[slot] : NULL;
+	if (w && w->gen == gen && READ_ONCE(ctx->gen[slot]) == gen) {
+		hmemreg_export_link(dmabuf, &w->exp);
+		ret = 0;
+	}
 	mutex_unlock(&ctx->lock);
 	return ret;
 }

@@ -6,7 +6,9 @@
 # (2) the kmod suites with one allocation failing inside 1 in 3 of their
 # ioctls to /dev/hmemreg* (fail-nth, through tests/debug/fail_nth_preload.c);
 # (3) the kmod suites with failslab failing 1 in 50 of their slab allocations
-# (task filter; x86_64 has no stack-trace filter to aim at module code); (4)
+# and fail_page_alloc 1 in 100 of their kernel page allocations (task filter:
+# only the suites' processes; x86_64 has no stack-trace filter to aim at
+# module code); (4)
 # the suites again without faults must pass, and both modules unload. KASAN,
 # kmemleak and lockdep, judged by tests/vm/run, catch what the unwinding breaks.
 set -e
@@ -19,15 +21,20 @@ ko=$HMEMREG_KMOD_DIR/hmemreg.ko
 # The limits 10-kmod.sh loads with, so limit and overflow tests stay quick.
 params=${HMEMREG_KMOD_PARAMS-max_watches=1024 ring_events=256 devmem_mb=32}
 importer=${HMEMREG_IMPORTER_DIR:-$HMEMREG_TOP/tests/kmod/importer}/hmemreg_importer.ko
+# suites [WRAPPER...]: every kmod suite, each started through WRAPPER.
 suites() {
 	local b bad=0
 	for b in "$HMEMREG_BUILD"/tests/kmod/${HMEMREG_KMOD_SUITES:-test_kmod_*}; do
 		[ -x "$b" ] || continue
 		echo "---- $(basename "$b")"
-		"$b" --jobs 1 || bad=$((bad + 1))
+		"$@" "$b" --jobs 1 || bad=$((bad + 1))
 	done
 	return $bad
 }
+# Run a command flagged for the task filter (it and its children get faults);
+# the flag is set in the process that then execs it, never in this shell
+# (bash exits when one of its own forks fails).
+flagged() { sh -c 'echo 1 > /proc/self/make-it-fail && exec "$@"' flagged "$@"; }
 # Injected failures are expected here: no stack dump per failure, and the page
 # allocator's own "page allocation failure" / "vmalloc error" reports are not
 # findings.
@@ -50,6 +57,12 @@ echo N > $D/fail_page_alloc/ignore-gfp-highmem
 kmod_load $params
 [ ! -f "$importer" ] || importer_load
 echo "---- kmod suites with an allocation failing inside 1 in 3 of their hmemreg ioctls"
+# fail-nth counts every slab and page allocation that may sleep (the module's
+# are GFP_KERNEL); user pages (highmem-capable) are left alone.
+echo N > $D/failslab/ignore-gfp-wait
+echo N > $D/fail_page_alloc/ignore-gfp-wait
+echo Y > $D/fail_page_alloc/ignore-gfp-highmem
+echo 0 > $D/fail_page_alloc/min-order
 log=/tmp/failnth.log
 : > $log
 (export LD_PRELOAD=$HMEMREG_BUILD/tests/debug/libhmemreg_failnth.so HMEMREG_FAILNTH_LOG=$log; suites) ||
@@ -57,29 +70,48 @@ log=/tmp/failnth.log
 awk '{ a += $2; i += $4 } END { printf "fail-nth: %d ioctls armed, %d failed inside\n", a, i; exit !(i > 0) }' $log ||
 	{ echo "no failure was injected into an hmemreg ioctl: the injection setup is broken"; exit 1; }
 
+# The task filter itself: with every allocation failing, an unflagged task
+# gets none, a flagged one (make-it-fail) gets some.
+echo "---- task filter"
+for a in failslab fail_page_alloc; do
+	echo 1 > $D/$a/task-filter
+	echo 1 > $D/$a/interval
+	echo N > $D/$a/ignore-gfp-wait
+	echo 100 > $D/$a/times
+	echo 100 > $D/$a/probability
+	/bin/true && ls /sys/module >/dev/null
+	n=$(cat $D/$a/times)
+	(echo 1 > /proc/self/make-it-fail; /bin/true; ls /sys/module) >/dev/null 2>&1 || true
+	m=$(cat $D/$a/times)
+	echo 0 > $D/$a/probability
+	echo "$a: unflagged task $((100 - n)) failure(s), flagged $((n - m))"
+	[ "$n" = 100 ] && [ "$m" -lt 100 ] || { echo "$a: task filter does not hold"; exit 1; }
+done
+
 times=1000000
 # x86_64 has no FAULT_INJECTION_STACKTRACE_FILTER, so failures cannot be kept
-# to the module's own allocations: 1 in 50 of every slab allocation the suites
-# make fails (the module's, and the kernel's on the suites' behalf).
-echo "---- kmod suites with 1 in 50 of their slab allocations failing"
-attrs=failslab pct=2
+# to the module's own allocations: 1 in 50 of every slab allocation and 1 in
+# 100 of every kernel page allocation the suites make fail (the module's, and
+# the kernel's on the suites' behalf). User pages stay (ignore-gfp-highmem):
+# failing page faults only retries them.
+echo "---- kmod suites with 1 in 50 slab and 1 in 100 page allocations failing (task filter)"
+attrs="failslab fail_page_alloc"
 for a in $attrs; do
 	echo 1 > $D/$a/task-filter
 	echo $times > $D/$a/times
 	echo 1 > $D/$a/interval
 	echo N > $D/$a/ignore-gfp-wait
-	echo $pct > $D/$a/probability
 done
-# Only this subshell and its children (the suites) get failures.
-(echo 1 > /proc/self/make-it-fail; suites) || echo "(suites failed under injected faults, as they may)"
-injected=0
+echo 2 > $D/failslab/probability
+echo 1 > $D/fail_page_alloc/probability
+# Only the suites' processes get failures.
+suites flagged || echo "(suites failed under injected faults, as they may)"
 for a in $attrs; do
 	echo 0 > $D/$a/probability
 	n=$((times - $(cat $D/$a/times)))
 	echo "$a: $n failure(s) injected"
-	injected=$((injected + n))
+	[ $n -gt 0 ] || { echo "$a: no failure was injected: the injection setup is broken"; exit 1; }
 done
-[ $injected -gt 0 ] || { echo "no failure was injected: the injection setup is broken"; exit 1; }
 
 echo "---- kmod suites again, no faults"
 suites

@@ -41,3 +41,18 @@ static inline int imp_access(int ifd, int id, int write, uint64_t off, void *buf
 	return hm_ioctl(ifd, HMIMP_IOC_ACCESS, &a);
 }
 
+
+static inline struct hmimp_status imp_status(int ifd, int id)
+{
+	struct hmimp_status st = { .id = id };
+
+	cr_assert_eq(hm_ioctl(ifd, HMIMP_IOC_STATUS, &st), 0, "status of attachment %d", id);
+	return st;
+}
+
+// The kernel has CONFIG_DMABUF_MOVE_NOTIFY (the debug kernel): the core does
+// not pin a dynamic importer's maps, and exporters may send move_notify.
+static inline bool imp_kernel_move_notify(int ifd, int id)
+{
+	return imp_status(ifd, id).flags & HMIMP_ST_MOVE_NOTIFY;
+}

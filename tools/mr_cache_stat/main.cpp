@@ -155,6 +155,8 @@ void print_kernel_text(const Ledger &l)
 		std::string state = e.state & HMEMREG_EXP_STATE_ORPHANED ? "orphaned" : "live";
 		if (e.state & HMEMREG_EXP_STATE_HANDLE_FREED)
 			state += ",handle-freed";
+		if (e.state & HMEMREG_EXP_STATE_STALE)
+			state += ",stale";
 		for (const auto &a : e.attachments)
 			state += " " + a.device + "(" + a.comm + "/" + std::to_string(a.pid) + (a.dynamic ? ",dyn" : "") +
 				 " pinned=" + std::to_string(a.pinned) + ")";

@@ -3,7 +3,9 @@
  * Test importer: behaves like an RDMA driver importing DMA-BUFs (static
  * like efa, or dynamic like mlx5), one step per ioctl, so userspace tests
  * can prove hmemreg's exporter contract without an RDMA NIC (Soft-RoCE in
- * 6.1 cannot import DMA-BUFs). Its misc device is the DMA device.
+ * 6.1 cannot import DMA-BUFs). Its misc device is the DMA device. A dynamic
+ * attachment acts on move_notify as such a driver does: it drops its
+ * mapping, and the next device access fails until it maps again.
  *
  * It also plugs two tiny providers into hmemreg's exported provider API,
  * one of which claims to need PCI peer-to-peer, to test that API and the
@@ -17,6 +19,7 @@
 #include <linux/file.h>
 #include <linux/highmem.h>
 #include <linux/iommu.h>
+#include <linux/kref.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/slab.h>
@@ -29,21 +32,33 @@
 
 /**
  * struct hmimp_att - one attachment
- * @lock:    serialises operations on it
+ * @ref:     the id table's reference plus one per ioctl using it, so a
+ *           DETACH racing another ioctl frees it only after that one ends
+ * @lock:    serialises ioctls on it
  * @dmabuf:  referenced DMA-BUF
  * @attach:  the attachment
  * @sgt:     mapped table, NULL when not mapped
  * @dir:     direction of @sgt
  * @pins:    dma_buf_pin() calls not yet undone
+ * @moves:   move_notify calls received
+ * @invalidated: @sgt was dropped by move_notify and not mapped again since
  * @dynamic: dynamic importer (holds the reservation lock itself)
+ *
+ * For a dynamic attachment, @sgt, @dir, @pins, @moves and @invalidated
+ * change only under the dma-buf's reservation lock too, as move_notify
+ * runs under that lock alone (it cannot take @lock: ioctls hold @lock
+ * while they wait for the reservation lock).
  */
 struct hmimp_att {
+	struct kref ref;
 	struct mutex lock;	/* see @lock above */
 	struct dma_buf *dmabuf;
 	struct dma_buf_attachment *attach;
 	struct sg_table *sgt;
 	enum dma_data_direction dir;
 	unsigned int pins;
+	unsigned int moves;
+	bool invalidated;
 	bool dynamic;
 };
 
@@ -54,10 +69,39 @@ struct hmimp_file {
 
 static struct miscdevice hmimp_misc;
 
-/* hmemreg memory never moves while pinned; this is never expected. */
+/* Reservation lock of a dynamic attachment; static ones need none. */
+static void hmimp_resv_lock(struct hmimp_att *att)
+{
+	if (att->dynamic)
+		dma_resv_lock(att->dmabuf->resv, NULL);
+}
+
+static void hmimp_resv_unlock(struct hmimp_att *att)
+{
+	if (att->dynamic)
+		dma_resv_unlock(att->dmabuf->resv);
+}
+
+/*
+ * The exporter is about to move the buffer: drop the mapping, as an RDMA
+ * driver invalidates its MR. Called with the reservation lock held.
+ */
 static void hmimp_move_notify(struct dma_buf_attachment *attach)
 {
-	pr_warn_ratelimited("move notification for a pinned attachment\n");
+	struct hmimp_att *att = attach->importer_priv;
+
+	dma_resv_assert_held(attach->dmabuf->resv);
+	att->moves++;
+	/* A pinned buffer must not move: the exporter broke its contract. */
+	if (att->pins) {
+		pr_warn_ratelimited("move notification for a pinned attachment\n");
+		return;
+	}
+	if (att->sgt) {
+		dma_buf_unmap_attachment(attach, att->sgt, att->dir);
+		att->sgt = NULL;
+		att->invalidated = true;
+	}
 }
 
 static const struct dma_buf_attach_ops hmimp_attach_ops = {
@@ -81,6 +125,144 @@ static enum dma_data_direction hmimp_dir(u32 dir)
 	}
 }
 
+static int hmimp_map(struct hmimp_att *att, struct hmimp_op *op)
+{
+	enum dma_data_direction dir = hmimp_dir(op->dir);
+	struct scatterlist *sg;
+	struct sg_table *sgt;
+	u64 mapped = 0;
+	int ret = 0, i;
+
+	hmimp_resv_lock(att);
+	if (att->sgt) {
+		ret = -EBUSY;
+		goto out;
+	}
+	if (att->dynamic) {
+		sgt = dma_buf_map_attachment(att->attach, dir);
+	} else {
+#ifdef HMEMREG_HAVE_DMA_BUF_MAP_UNLOCKED
+		sgt = dma_buf_map_attachment_unlocked(att->attach, dir);
+#else
+		sgt = dma_buf_map_attachment(att->attach, dir);
+#endif
+	}
+	if (IS_ERR(sgt)) {
+		ret = PTR_ERR(sgt);
+		goto out;
+	}
+	for_each_sgtable_dma_sg(sgt, sg, i)
+		mapped += sg_dma_len(sg);
+	att->sgt = sgt;
+	att->dir = dir;
+	att->invalidated = false;
+	op->nents = sgt->nents;
+	op->mapped = mapped;
+out:
+	hmimp_resv_unlock(att);
+	return ret;
+}
+
+/* Drop the mapping; the reservation lock is held for a dynamic attachment. */
+static void hmimp_unmap_locked(struct hmimp_att *att)
+{
+	if (att->dynamic) {
+		dma_buf_unmap_attachment(att->attach, att->sgt, att->dir);
+	} else {
+#ifdef HMEMREG_HAVE_DMA_BUF_MAP_UNLOCKED
+		dma_buf_unmap_attachment_unlocked(att->attach, att->sgt, att->dir);
+#else
+		dma_buf_unmap_attachment(att->attach, att->sgt, att->dir);
+#endif
+	}
+	att->sgt = NULL;
+}
+
+static int hmimp_unmap(struct hmimp_att *att)
+{
+	int ret = 0;
+
+	hmimp_resv_lock(att);
+	if (att->sgt)
+		hmimp_unmap_locked(att);
+	else
+		ret = att->invalidated ? -ESTALE : -ENXIO;
+	att->invalidated = false;
+	hmimp_resv_unlock(att);
+	return ret;
+}
+
+static int hmimp_pin(struct hmimp_att *att)
+{
+	int ret;
+
+	if (!att->dynamic)
+		return -EINVAL;	/* static importers are pinned by the core */
+	dma_resv_lock(att->dmabuf->resv, NULL);
+	ret = dma_buf_pin(att->attach);
+	if (!ret)
+		att->pins++;
+	dma_resv_unlock(att->dmabuf->resv);
+	return ret;
+}
+
+/* The reservation lock is held. */
+static void hmimp_unpin_locked(struct hmimp_att *att)
+{
+	dma_buf_unpin(att->attach);
+	if (att->pins)
+		att->pins--;
+}
+
+static int hmimp_unpin(struct hmimp_att *att, bool force)
+{
+	int ret = 0;
+
+	if (!att->dynamic)
+		return -EINVAL;
+	dma_resv_lock(att->dmabuf->resv, NULL);
+	if (att->pins || force)
+		hmimp_unpin_locked(att);
+	else
+		ret = -EINVAL;
+	dma_resv_unlock(att->dmabuf->resv);
+	return ret;
+}
+
+/* Last reference: nothing else can reach the attachment any more. */
+static void hmimp_release_att(struct kref *ref)
+{
+	struct hmimp_att *att = container_of(ref, struct hmimp_att, ref);
+
+	hmimp_resv_lock(att);
+	if (att->sgt)
+		hmimp_unmap_locked(att);
+	while (att->pins)
+		hmimp_unpin_locked(att);
+	hmimp_resv_unlock(att);
+	dma_buf_detach(att->dmabuf, att->attach);
+	dma_buf_put(att->dmabuf);
+	kfree(att);
+}
+
+static void hmimp_put(struct hmimp_att *att)
+{
+	kref_put(&att->ref, hmimp_release_att);
+}
+
+/* The attachment @id of this file, referenced, or NULL. */
+static struct hmimp_att *hmimp_get(struct hmimp_file *f, u32 id)
+{
+	struct hmimp_att *att;
+
+	xa_lock(&f->atts);
+	att = xa_load(&f->atts, id);
+	if (att)
+		kref_get(&att->ref);
+	xa_unlock(&f->atts);
+	return att;
+}
+
 static long hmimp_attach(struct hmimp_file *f, void __user *uarg)
 {
 	struct hmimp_attach a;
@@ -95,6 +277,7 @@ static long hmimp_attach(struct hmimp_file *f, void __user *uarg)
 	att = kzalloc(sizeof(*att), GFP_KERNEL);
 	if (!att)
 		return -ENOMEM;
+	kref_init(&att->ref);
 	mutex_init(&att->lock);
 	att->dynamic = a.flags & HMIMP_DYNAMIC;
 	att->dmabuf = dma_buf_get(a.fd);
@@ -117,9 +300,10 @@ static long hmimp_attach(struct hmimp_file *f, void __user *uarg)
 	a.id = id;
 	a.size = att->dmabuf->size;
 	if (copy_to_user(uarg, &a, sizeof(a))) {
-		xa_erase(&f->atts, id);
-		ret = -EFAULT;
-		goto err_detach;
+		/* Published already: another ioctl may hold a reference. */
+		if (xa_erase(&f->atts, id))
+			hmimp_put(att);
+		return -EFAULT;
 	}
 	return 0;
 
@@ -130,82 +314,6 @@ err_put:
 err_free:
 	kfree(att);
 	return ret;
-}
-
-static int hmimp_map(struct hmimp_att *att, struct hmimp_op *op)
-{
-	enum dma_data_direction dir = hmimp_dir(op->dir);
-	struct scatterlist *sg;
-	struct sg_table *sgt;
-	u64 mapped = 0;
-	int i;
-
-	if (att->sgt)
-		return -EBUSY;
-	if (att->dynamic) {
-		dma_resv_lock(att->dmabuf->resv, NULL);
-		sgt = dma_buf_map_attachment(att->attach, dir);
-		dma_resv_unlock(att->dmabuf->resv);
-	} else {
-#ifdef HMEMREG_HAVE_DMA_BUF_MAP_UNLOCKED
-		sgt = dma_buf_map_attachment_unlocked(att->attach, dir);
-#else
-		sgt = dma_buf_map_attachment(att->attach, dir);
-#endif
-	}
-	if (IS_ERR(sgt))
-		return PTR_ERR(sgt);
-	for_each_sgtable_dma_sg(sgt, sg, i)
-		mapped += sg_dma_len(sg);
-	att->sgt = sgt;
-	att->dir = dir;
-	op->nents = sgt->nents;
-	op->mapped = mapped;
-	return 0;
-}
-
-static void hmimp_unmap(struct hmimp_att *att)
-{
-	if (att->dynamic) {
-		dma_resv_lock(att->dmabuf->resv, NULL);
-		dma_buf_unmap_attachment(att->attach, att->sgt, att->dir);
-		dma_resv_unlock(att->dmabuf->resv);
-	} else {
-#ifdef HMEMREG_HAVE_DMA_BUF_MAP_UNLOCKED
-		dma_buf_unmap_attachment_unlocked(att->attach, att->sgt, att->dir);
-#else
-		dma_buf_unmap_attachment(att->attach, att->sgt, att->dir);
-#endif
-	}
-	att->sgt = NULL;
-}
-
-static int hmimp_pin(struct hmimp_att *att)
-{
-	int ret;
-
-	if (!att->dynamic)
-		return -EINVAL;	/* static importers are pinned by the core */
-	dma_resv_lock(att->dmabuf->resv, NULL);
-	ret = dma_buf_pin(att->attach);
-	dma_resv_unlock(att->dmabuf->resv);
-	if (!ret)
-		att->pins++;
-	return ret;
-}
-
-static int hmimp_unpin(struct hmimp_att *att, bool force)
-{
-	if (!att->dynamic)
-		return -EINVAL;
-	if (!att->pins && !force)
-		return -EINVAL;
-	dma_resv_lock(att->dmabuf->resv, NULL);
-	dma_buf_unpin(att->attach);
-	dma_resv_unlock(att->dmabuf->resv);
-	if (att->pins)
-		att->pins--;
-	return 0;
 }
 
 /*
@@ -279,19 +387,23 @@ static long hmimp_access(struct hmimp_file *f, void __user *uarg)
 	if (a.write && copy_from_user(kbuf, u64_to_user_ptr(a.buf), a.len))
 		goto out;
 	ret = -ENOENT;
-	att = xa_load(&f->atts, a.id);
+	att = hmimp_get(f, a.id);
 	if (!att)
 		goto out;
 	mutex_lock(&att->lock);
+	/* The mapping cannot be invalidated while the "device" uses it. */
+	hmimp_resv_lock(att);
 	if (!att->sgt)
-		ret = -ENXIO;
+		ret = att->invalidated ? -ESTALE : -ENXIO;
 	else if (a.offset >= att->dmabuf->size || a.len > att->dmabuf->size - a.offset)
 		ret = -ERANGE;
 	else if (a.write && att->dir == DMA_TO_DEVICE)
 		ret = -EACCES;
 	else
 		ret = hmimp_dma_copy(att, a.offset, kbuf, a.len, a.write);
+	hmimp_resv_unlock(att);
 	mutex_unlock(&att->lock);
+	hmimp_put(att);
 	if (!ret && !a.write && copy_to_user(u64_to_user_ptr(a.buf), kbuf, a.len))
 		ret = -EFAULT;
 out:
@@ -385,15 +497,28 @@ static long hmimp_prov_export(void __user *uarg)
 	return 0;
 }
 
-static void hmimp_teardown(struct hmimp_att *att)
+static long hmimp_status(struct hmimp_file *f, void __user *uarg)
 {
-	if (att->sgt)
-		hmimp_unmap(att);
-	while (att->pins)
-		hmimp_unpin(att, false);
-	dma_buf_detach(att->dmabuf, att->attach);
-	dma_buf_put(att->dmabuf);
-	kfree(att);
+	struct hmimp_status st;
+	struct hmimp_att *att;
+
+	if (copy_from_user(&st, uarg, sizeof(st)))
+		return -EFAULT;
+	if (st.pad)
+		return -EINVAL;
+	att = hmimp_get(f, st.id);
+	if (!att)
+		return -ENOENT;
+	hmimp_resv_lock(att);
+	st.flags = (att->sgt ? HMIMP_ST_MAPPED : 0) |
+		   (att->invalidated ? HMIMP_ST_INVALIDATED : 0) |
+		   (att->dynamic ? HMIMP_ST_DYNAMIC : 0) |
+		   (IS_ENABLED(CONFIG_DMABUF_MOVE_NOTIFY) ? HMIMP_ST_MOVE_NOTIFY : 0);
+	st.pins = att->pins;
+	st.moves = att->moves;
+	hmimp_resv_unlock(att);
+	hmimp_put(att);
+	return copy_to_user(uarg, &st, sizeof(st)) ? -EFAULT : 0;
 }
 
 static long hmimp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
@@ -410,18 +535,21 @@ static long hmimp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return hmimp_access(f, uarg);
 	if (cmd == HMIMP_IOC_PROV_EXPORT)
 		return hmimp_prov_export(uarg);
+	if (cmd == HMIMP_IOC_STATUS)
+		return hmimp_status(f, uarg);
 	if (_IOC_TYPE(cmd) != HMIMP_MAGIC || _IOC_SIZE(cmd) != sizeof(op))
 		return -ENOTTY;
 	if (copy_from_user(&op, uarg, sizeof(op)))
 		return -EFAULT;
 	if (cmd == HMIMP_IOC_DETACH) {
+		/* Freed here, or by the last ioctl still using it. */
 		att = xa_erase(&f->atts, op.id);
 		if (!att)
 			return -ENOENT;
-		hmimp_teardown(att);
+		hmimp_put(att);
 		return 0;
 	}
-	att = xa_load(&f->atts, op.id);
+	att = hmimp_get(f, op.id);
 	if (!att)
 		return -ENOENT;
 	mutex_lock(&att->lock);
@@ -433,9 +561,7 @@ static long hmimp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		ret = hmimp_map(att, &op);
 		break;
 	case HMIMP_IOC_UNMAP:
-		ret = att->sgt ? 0 : -ENXIO;
-		if (!ret)
-			hmimp_unmap(att);
+		ret = hmimp_unmap(att);
 		break;
 	case HMIMP_IOC_UNPIN:
 		ret = hmimp_unpin(att, op.flags & HMIMP_FORCE);
@@ -444,6 +570,7 @@ static long hmimp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		ret = -ENOTTY;
 	}
 	mutex_unlock(&att->lock);
+	hmimp_put(att);
 	if (!ret && cmd == HMIMP_IOC_MAP && copy_to_user(uarg, &op, sizeof(op)))
 		ret = -EFAULT;
 	return ret;
@@ -469,7 +596,7 @@ static int hmimp_release(struct inode *inode, struct file *file)
 
 	xa_for_each(&f->atts, id, att) {
 		xa_erase(&f->atts, id);
-		hmimp_teardown(att);
+		hmimp_put(att);
 	}
 	xa_destroy(&f->atts);
 	kfree(f);

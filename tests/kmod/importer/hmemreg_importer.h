@@ -96,6 +96,31 @@ struct hmimp_prov_export {
 	__u64 export_id;
 };
 
+/* struct hmimp_status.flags */
+#define HMIMP_ST_MAPPED		0x1U	/* holds a mapping */
+#define HMIMP_ST_INVALIDATED	0x2U	/* mapping dropped by move_notify */
+#define HMIMP_ST_DYNAMIC	0x4U	/* attached with HMIMP_DYNAMIC */
+/* The kernel has CONFIG_DMABUF_MOVE_NOTIFY: dynamic maps are not pinned. */
+#define HMIMP_ST_MOVE_NOTIFY	0x8U
+
+/**
+ * struct hmimp_status - HMIMP_IOC_STATUS: state of one attachment
+ * @id:    IN  attachment id
+ * @flags: OUT HMIMP_ST_* bits
+ * @pins:  OUT the importer's own pins (PIN not yet undone)
+ * @moves: OUT move_notify calls received (a dynamic attachment holding a
+ *             mapping and no pin drops the mapping on each: ACCESS then
+ *             fails with ESTALE until it maps again)
+ * @pad:   0
+ */
+struct hmimp_status {
+	__u32 id;
+	__u32 flags;
+	__u32 pins;
+	__u32 moves;
+	__u32 pad;
+};
+
 #define HMIMP_IOC_ATTACH	_IOWR(HMIMP_MAGIC, 1, struct hmimp_attach)
 #define HMIMP_IOC_PIN		_IOW(HMIMP_MAGIC, 2, struct hmimp_op)
 #define HMIMP_IOC_MAP		_IOWR(HMIMP_MAGIC, 3, struct hmimp_op)
@@ -104,5 +129,6 @@ struct hmimp_prov_export {
 #define HMIMP_IOC_UNPIN		_IOW(HMIMP_MAGIC, 6, struct hmimp_op)
 #define HMIMP_IOC_DETACH	_IOW(HMIMP_MAGIC, 7, struct hmimp_op)
 #define HMIMP_IOC_PROV_EXPORT	_IOWR(HMIMP_MAGIC, 8, struct hmimp_prov_export)
+#define HMIMP_IOC_STATUS	_IOWR(HMIMP_MAGIC, 9, struct hmimp_status)
 
 #endif /* _HMEMREG_IMPORTER_H */

@@ -119,7 +119,11 @@ struct hmemreg_version {
  * an importer pins). HOST pins the pages with FOLL_LONGTERM for the life
  * of the DMA-BUF, so it stays valid when the caller unmaps the range or
  * exits (the ledger then shows it orphaned); the watch, if requested, is
- * what tells the caller its VA no longer maps those pages. DEVMEM exports
+ * what tells the caller its VA no longer maps those pages. When that watch
+ * fires the export goes stale (HMEMREG_EXP_STATE_STALE): new device maps
+ * fail with ESTALE, and if no importer pins it, dynamic importers get
+ * move_notify and drop their mappings (shortly after: it is sent from a
+ * work item, the event and the generation word come first). DEVMEM exports
  * hold a reference on the allocation. The fd is installed last: once this
  * ioctl returns, closing the fd is the only way to release the export
  * (it goes away when the last fd and the last importer let go).
@@ -529,6 +533,7 @@ enum hmemreg_genl_att_attr {
 #define HMEMREG_EXP_STATE_WRITABLE	0x2U	/* HMEMREG_EXPORT_WRITE */
 #define HMEMREG_EXP_STATE_PINNED	0x4U	/* some importer pins it */
 #define HMEMREG_EXP_STATE_HANDLE_FREED	0x8U	/* DEVMEM handle freed */
+#define HMEMREG_EXP_STATE_STALE		0x10U	/* its EXPORT_WATCH fired */
 
 /*
  * Fault injection (module parameters, root only, for tests):
