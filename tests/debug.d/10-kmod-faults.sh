@@ -23,18 +23,25 @@ params=${HMEMREG_KMOD_PARAMS-max_watches=1024 ring_events=256 devmem_mb=32}
 importer=${HMEMREG_IMPORTER_DIR:-$HMEMREG_TOP/tests/kmod/importer}/hmemreg_importer.ko
 # suites [WRAPPER...]: every kmod suite, each started through WRAPPER.
 suites() {
-	local b bad=0
+	local b bad=0 rc
 	for b in "$HMEMREG_BUILD"/tests/kmod/${HMEMREG_KMOD_SUITES:-test_kmod_*}; do
 		[ -x "$b" ] || continue
 		echo "---- $(basename "$b")"
-		"$@" "$b" --jobs 1 || bad=$((bad + 1))
+		rc=0
+		"$@" "$b" --jobs 1 || rc=$?
+		[ $rc != 124 ] || echo "---- $(basename "$b") still running after its bound, killed"
+		[ $rc = 0 ] || bad=$((bad + 1))
 	done
 	return $bad
 }
-# Run a command flagged for the task filter (it and its children get faults);
-# the flag is set in the process that then execs it, never in this shell
-# (bash exits when one of its own forks fails).
-flagged() { sh -c 'echo 1 > /proc/self/make-it-fail && exec "$@"' flagged "$@"; }
+# Under injected faults a suite's own error handling may wait forever (a
+# child that failed before answering); hung kernel tasks are the hung-task
+# detector's. Each suite gets this bound there.
+bounded=(timeout -k 5 "${HMEMREG_FAULT_SUITE_TIMEOUT:-300}")
+# Flagged for the task filter (it and its children get faults): the flag is
+# set in the process that then execs the suite, never in this shell (bash
+# exits when one of its own forks fails).
+flagged=(sh -c 'echo 1 > /proc/self/make-it-fail && exec "$@"' flagged)
 # Injected failures are expected here: no stack dump per failure, and the page
 # allocator's own "page allocation failure" / "vmalloc error" reports are not
 # findings.
@@ -65,7 +72,8 @@ echo Y > $D/fail_page_alloc/ignore-gfp-highmem
 echo 0 > $D/fail_page_alloc/min-order
 log=/tmp/failnth.log
 : > $log
-(export LD_PRELOAD=$HMEMREG_BUILD/tests/debug/libhmemreg_failnth.so HMEMREG_FAILNTH_LOG=$log; suites) ||
+(export LD_PRELOAD=$HMEMREG_BUILD/tests/debug/libhmemreg_failnth.so HMEMREG_FAILNTH_LOG=$log
+ suites "${bounded[@]}") ||
 	echo "(suites failed under injected faults, as they may)"
 awk '{ a += $2; i += $4 } END { printf "fail-nth: %d ioctls armed, %d failed inside\n", a, i; exit !(i > 0) }' $log ||
 	{ echo "no failure was injected into an hmemreg ioctl: the injection setup is broken"; exit 1; }
@@ -105,7 +113,7 @@ done
 echo 2 > $D/failslab/probability
 echo 1 > $D/fail_page_alloc/probability
 # Only the suites' processes get failures.
-suites flagged || echo "(suites failed under injected faults, as they may)"
+suites "${bounded[@]}" "${flagged[@]}" || echo "(suites failed under injected faults, as they may)"
 for a in $attrs; do
 	echo 0 > $D/$a/probability
 	n=$((times - $(cat $D/$a/times)))

@@ -314,6 +314,7 @@ Test(export, fd_passing_and_exit_ordering)
 		send_fd(sv[1], d);
 		_exit(0);
 	}
+	close(sv[1]);	/* a child that fails to export ends the receive (EOF) */
 	int dfd = recv_fd(sv[0]);
 	cr_assert_geq(dfd, 0);
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
@@ -330,7 +331,6 @@ Test(export, fd_passing_and_exit_ordering)
 	close(dfd);
 	cr_assert_eq(ledger_exports(pid, le, 4), 0);
 	close(sv[0]);
-	close(sv[1]);
 	hm_assert_ledger_idle();
 }
 
