@@ -67,9 +67,10 @@ static int io(int fd, unsigned long cmd, void *arg)
 static void once(void)
 {
 	struct hmemreg_export ex = { .size = sizeof(ex), .provider = HMEMREG_PROVIDER_HOST,
-				     .flags = HMEMREG_EXPORT_WRITE | HMEMREG_EXPORT_WATCH };
+				     .flags = HMEMREG_EXPORT_WRITE | HMEMREG_EXPORT_WATCH,
+				     .fd = -1 };
 	struct hmemreg_export dx = { .size = sizeof(dx), .provider = HMEMREG_PROVIDER_DEVMEM,
-				     .flags = HMEMREG_EXPORT_WRITE, .len = 4 * PG };
+				     .flags = HMEMREG_EXPORT_WRITE, .len = 4 * PG, .fd = -1 };
 	struct hmemreg_devmem_alloc da = { .size = sizeof(da), .len = 4 * PG };
 	struct hmimp_attach at[2] = { { .flags = 0 }, { .flags = HMIMP_DYNAMIC } };
 	struct hmemreg_event ev[4];
@@ -89,11 +90,9 @@ static void once(void)
 
 	ex.addr = (uintptr_t)buf;
 	ex.len = 4 * PG;
-	ex.fd = -1;
 	step(io(fd, HMEMREG_IOC_EXPORT, &ex), "export host");
 	if (!step(io(fd, HMEMREG_IOC_DEVMEM_ALLOC, &da), "devmem alloc")) {
 		dx.handle = da.handle;
-		dx.fd = -1;
 		step(io(fd, HMEMREG_IOC_EXPORT, &dx), "export devmem");
 	}
 	at[0].fd = ex.fd;
