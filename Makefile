@@ -4,6 +4,7 @@
 #   make test       every test lane this machine can run, one summary
 #   make test-debug the VM suites under a debug kernel (KASAN, kmemleak, lockdep...;
 #                   first run builds it, ~20 min on 2 cores; not part of make test)
+#   make test-debug-broken  deliberately broken modules must fail that lane
 #   make demo       the end-to-end demo (VM with the module)
 #   make check-kmod checkpatch --strict, sparse (C=1) and W=1 on the module
 #   make install / dkms-install / dkms-uninstall
@@ -60,6 +61,11 @@ test-debug: deps
 	$(MAKE) all
 	tests/debug/run
 
+# Deliberately broken modules (tests/debug/broken/*.patch) must fail the debug lane.
+test-debug-broken: deps
+	$(MAKE) all
+	tests/debug/catch-broken
+
 test-gpu: all
 	tests/run gpu
 
@@ -83,7 +89,7 @@ clean:
 	$(MAKE) -C tests/kmod/importer clean
 	rm -rf $(BUILD)
 
-.PHONY: all kmod user deps test test-host test-vm test-debug test-gpu demo check-kmod install clean
+.PHONY: all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod install clean
 
 DKMS_VER := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 dkms-install:
