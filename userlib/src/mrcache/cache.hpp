@@ -155,9 +155,9 @@ private:
 
 	Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m);
 
-	bool memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out);
-	static bool uncount(Entry *e, unsigned hint, uint32_t now);
-	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out);
+	bool memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts);
+	static bool uncount(Entry *e, unsigned hint, uint32_t now, const ThreadState &ts);
+	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts);
 	static void lease_of(Entry *c, Lease &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
 	int miss(const Request &req, Lease &out);
@@ -165,6 +165,7 @@ private:
 	int do_register(const Request &req, Range r, Registration &out);
 	Node make_node(const Request &req, Range r);
 	void unlink_locked(Index::iterator it, Cause cause);
+	void settle_locked();
 	int unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause, bool nested_only);
 	Entry *lru_pick_locked();
 	void lru_remove_locked(Entry *e);
@@ -197,10 +198,13 @@ private:
 	Index index_;   // cached entries (read under the read side)
 	Index orphans_; // in use, not in the index; released at the last put
 	Index dead_;    // unused, to be deregistered outside the lock
+	Index unsettled_; // unlinked, held or not yet to be decided (settle_locked)
 	Index parent_;  // after fork: the parent's entries, never touched again
 	Entry *lru_head_ = nullptr, *lru_tail_ = nullptr;
 	uint64_t count_ = 0, bytes_ = 0;
 	uint64_t orphan_count_ = 0, orphan_bytes_ = 0, dead_count_ = 0, dead_bytes_ = 0;
+	uint64_t unsettled_count_ = 0, unsettled_bytes_ = 0;
+	uint64_t settle_batch_ = 1; // evictions unsettled at most (one heavy fence each)
 	std::atomic<uint64_t> notify_seq_{0}; // bumped by every notify/invalidate
 	// The last kRecent invalidated ranges, by notify sequence: a miss that
 	// raced with an invalidation of its own range is not cached.
