@@ -138,37 +138,6 @@ Monitor *Cache::monitor_for(Iface iface) const
 
 // ---------------------------------------------------------------- hit path
 
-bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts)
-{
-	MemoView v;
-	if (!Memo::find(memo_.set_for(req.iface, req.device, s), req.iface, req.device, s, e, v))
-		return false;
-	// Count the reference, then check it is still cached in the same life
-	// (the handshake in entry.hpp); if not, give it back.
-	Entry *c = v.entry;
-	// A slot left by an entry that is gone (evictions leave many) costs a
-	// load, no atomic write.
-	if ((c->state().load(std::memory_order_relaxed) & (kOrphan | kLifeMask)) != v.life)
-		return false;
-	c->add_count(ts, 1);
-	if ((c->state_after_count() & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {
-		c->add_count(ts, -1);
-		// Our passing increment may have kept its releaser from
-		// releasing it: check again (the entry may be in another life).
-		if (c->state().load(std::memory_order_seq_cst) & kOrphan)
-			release_orphan(c);
-		return false;
-	}
-	out.entry = c;
-	out.shard = ts.shard;
-	out.range = v.range;
-	out.handle = v.handle;
-	out.desc = v.desc;
-	out.key = v.key;
-	out.cached = true;
-	return true;
-}
-
 void Cache::lease_of(Entry *c, Lease &out)
 {
 	out.entry = c;
@@ -213,11 +182,51 @@ void Cache::sync_monitor()
 		monitor_->sync(*this);
 }
 
-int Cache::get(const Request &req, Lease &out)
+// A memo hit on an entry whose generation word or monitor must be checked.
+int Cache::get_checked(const Request &req, Lease &out)
+{
+	if (entry_ok(out.entry)) [[likely]] {
+		stats_->hit(thread_state().shard, thread_state().owned);
+		return 0;
+	}
+	drop_stale(out);
+	return get_slow(req, out);
+}
+
+bool Cache::entry_ok(Entry *c)
+{
+	// Held: its state (this life's flags) is stable, and in cache.
+	uint64_t checks = c->state().load(std::memory_order_relaxed) & (kHasGen | kValidate);
+	if (!checks)
+		return true;
+	bool ok = c->gen_word->load(std::memory_order_acquire) == c->gen;
+	if (ok && (checks & kValidate)) [[unlikely]] {
+		Monitor *m = monitor_for(c->iface);
+		ok = m && m->valid(*c);
+	}
+	return ok;
+}
+
+// Its memory changed since it was registered: drop it (the caller retries).
+void Cache::drop_stale(const Lease &l)
+{
+	Entry *c = l.entry;
+	lock_.lock();
+	if (!(c->state().load() & kOrphan)) {
+		auto it = index_.find(Key{static_cast<uint32_t>(c->iface), c->device, c->range.start, c->serial});
+		if (it != index_.end())
+			unlink_locked(it, Cause::stale);
+	}
+	settle_locked();
+	lock_.unlock();
+	put(c, l.shard);
+	reap();
+}
+
+// Everything get() does not do inline (request already validated).
+int Cache::get_slow(const Request &req, Lease &out)
 {
 	uintptr_t s = reinterpret_cast<uintptr_t>(req.addr);
-	if (!req.addr || !req.len || s + req.len < s || static_cast<uint32_t>(req.iface) >= HMEMREG_IFACE_MAX)
-		return -HMEMREG_EINVAL;
 	uintptr_t e = s + req.len;
 	if (forked_.load(std::memory_order_relaxed) || (req.flags & HMEMREG_MR_NO_CACHE) || cfg_.max_count == 0)
 		[[unlikely]] return register_uncached(req, out);
@@ -226,34 +235,14 @@ int Cache::get(const Request &req, Lease &out)
 		reap();
 	const ThreadState &ts = thread_state();
 	for (;;) {
-		if (!memo_hit(req, s, e, out, ts) && !lookup(req, s, e, out, ts))
+		uint64_t st;
+		if (!memo_hit(req, s, e, out, ts, st) && !lookup(req, s, e, out, ts))
 			break;
-		Entry *c = out.entry;
-		bool ok = true;
-		// Held: its state (this life's flags) is stable, and in cache.
-		uint64_t checks = c->state().load(std::memory_order_relaxed) & (kHasGen | kValidate);
-		if (checks) {
-			ok = c->gen_word->load(std::memory_order_acquire) == c->gen;
-			if (ok && (checks & kValidate)) [[unlikely]] {
-				Monitor *m = monitor_for(c->iface);
-				ok = m && m->valid(*c);
-			}
-		}
-		if (ok) [[likely]] {
+		if (entry_ok(out.entry)) [[likely]] {
 			stats_->hit(ts.shard, ts.owned);
 			return 0;
 		}
-		// Its memory changed since it was registered: drop it and retry.
-		lock_.lock();
-		if (!(c->state().load() & kOrphan)) {
-			auto it = index_.find(Key{static_cast<uint32_t>(c->iface), c->device, c->range.start, c->serial});
-			if (it != index_.end())
-				unlink_locked(it, Cause::stale);
-		}
-		settle_locked();
-		lock_.unlock();
-		put(c, out.shard);
-		reap();
+		drop_stale(out);
 	}
 	return miss(req, out);
 }
@@ -300,10 +289,8 @@ int Cache::put(Entry *e)
 	return put(e, thread_state().shard);
 }
 
-int Cache::put(Entry *e, unsigned shard)
+int Cache::put_slow(Entry *e, unsigned shard)
 {
-	if (!e || e->header().magic != kEntryMagic || e->header().owner != id_)
-		return -HMEMREG_EINVAL;
 	if (forked_.load(std::memory_order_relaxed) && e->pid != pid_) [[unlikely]]
 		return -HMEMREG_ESTALE;
 	auto now = static_cast<uint32_t>(clock_.load(std::memory_order_relaxed));
