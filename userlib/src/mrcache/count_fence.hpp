@@ -10,7 +10,8 @@
 // which makes every running thread of the process execute a full barrier
 // (MEMBARRIER_CMD_PRIVATE_EXPEDITED), once per batch of unlinked entries.
 // Without it (old kernel, seccomp, or HMEMREG_MR_CACHE_MEMBARRIER=0) every
-// count is a seq_cst read-modify-write and heavy_fence() is a plain fence.
+// count is a seq_cst read-modify-write, and heavy_fence() does nothing: the
+// seq_cst counts, state changes and loads are totally ordered already.
 // Decided once per process, before any thread takes a count shard.
 #pragma once
 

@@ -42,7 +42,7 @@ class Cache;
 // counter is a plain load+store (nobody else writes it) followed by a
 // compiler barrier; heavy_fence() runs a full barrier on every thread of
 // the process, which orders each side. Without it, counts are seq_cst
-// read-modify-writes and heavy_fence() is a fence. Sums of several
+// read-modify-writes (all of it seq_cst: nothing more). Sums of several
 // counters are exact in quiescence; under concurrency a reader may see a
 // put's decrement only if it sees the get's increment too (the handle went
 // from getter to putter through synchronisation, and x86 and ARMv8 are
