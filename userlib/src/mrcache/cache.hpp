@@ -291,7 +291,7 @@ inline int Cache::put(Entry *e, unsigned shard)
 	if (!ts.light || shard != ts.shard || v <= 0 || forked_.load(std::memory_order_relaxed)) [[unlikely]]
 		return put_slow(e, shard);
 	// Counted on our own cell (v > 0): its shard bit is set already.
-	c.count.store(v - 1, std::memory_order_relaxed);
+	c.count.store(v - 1, std::memory_order_release); // see Entry::add_count
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	auto now = static_cast<uint32_t>(clock_.load(std::memory_order_relaxed));
 	now += !now; // 0 means "no put recorded"

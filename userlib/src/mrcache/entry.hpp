@@ -149,7 +149,10 @@ struct alignas(64) Entry {
 			state().fetch_or(bit, std::memory_order_seq_cst);
 		std::atomic<int32_t> &c = cell(ts.shard).count;
 		if (ts.light) {
-			c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+			// Release: what this thread read of the entry before a put
+			// happens before the release of whoever sums this value
+			// (free on x86; needed where loads may pass later stores).
+			c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_release);
 			std::atomic_signal_fence(std::memory_order_seq_cst);
 		} else {
 			c.fetch_add(d, std::memory_order_seq_cst);
