@@ -135,7 +135,7 @@ inline MemoRaceResult run_memo_race(Cache &cache, KeyRegistrar &keys, int thread
 }
 
 // Evictions under hits: a cache of max_count entries (batched settling
-// from 32 up, cache.cpp) and threads that get pages of a span twice as
+// from 128 up, cache.cpp) and threads that get pages of a span twice as
 // large, so most misses evict; each get is checked as above while held,
 // sometimes across a yield, and every other lease is put by the next
 // thread in line (cross-thread puts).

@@ -103,30 +103,30 @@ void many_threads_hand_references_over()
 	cr_assert_eq(f.cache->in_use(), 0u);
 }
 
-// Evictions wait for a batch (max_count / 16, at most 64) before their
+// Evictions wait for a batch (max_count / 64, at most 64) before their
 // heavy fence and the decision held or not; until then they count as dead.
 void evictions_settle_in_batches()
 {
-	Fixture f(32); // batches of 2
-	Mapping span(34 * page());
+	Fixture f(128); // batches of 2
+	Mapping span(130 * page());
 	cr_assert_not_null(span.p);
 	Lease held = f.get(span.p);
-	for (size_t i = 1; i < 32; i++) {
+	for (size_t i = 1; i < 128; i++) {
 		Lease l = f.get(span.p + i * page());
 		cr_assert_eq(f.cache->put(l.entry, l.shard), 0);
 	}
-	cr_assert_eq(f.reg.live(), 32u);
-	Lease l = f.get(span.p + 32 * page()); // evicts page 1 (page 0 is in use)
+	cr_assert_eq(f.reg.live(), 128u);
+	Lease l = f.get(span.p + 128 * page()); // evicts page 1 (page 0 is in use)
 	cr_assert_eq(f.cache->put(l.entry, l.shard), 0);
 	cr_assert_eq(stats(*f.cache).evictions, 1u);
 	cr_assert_eq(stats(*f.cache).dead, 1u, "an eviction waits for its batch");
 	cr_assert_eq(f.reg.deregs(), 0u);
-	l = f.get(span.p + 33 * page()); // evicts page 2: batch full
+	l = f.get(span.p + 129 * page()); // evicts page 2: batch full
 	cr_assert_eq(f.cache->put(l.entry, l.shard), 0);
 	cr_assert_eq(stats(*f.cache).evictions, 2u);
 	cr_assert_eq(stats(*f.cache).dead, 0u);
 	cr_assert_eq(f.reg.deregs(), 2u, "both deregistered once settled");
-	cr_assert_eq(f.reg.live(), 32u);
+	cr_assert_eq(f.reg.live(), 128u);
 	l = f.get(span.p + 1 * page()); // evicts page 3, unsettled
 	cr_assert_eq(f.cache->put(l.entry, l.shard), 0);
 	cr_assert_eq(stats(*f.cache).dead, 1u);

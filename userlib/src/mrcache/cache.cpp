@@ -95,7 +95,7 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 	std::atomic_ref<uint32_t>(s->state).store(1, std::memory_order_release);
 	pending_ = monitor_->pending_word() ? monitor_->pending_word() : &kZeroWord;
 	memo_ = Memo(cfg_.max_count);
-	settle_batch_ = std::clamp<uint64_t>(cfg_.max_count / 16, 1, 64);
+	settle_batch_ = std::clamp<uint64_t>(cfg_.max_count / 64, 1, 64);
 	stats_->set_label(s->count_fence, sizeof(s->count_fence), count_fence_name());
 }
 
