@@ -12,7 +12,7 @@ configure() { # DIR SANITIZERS TARGETS...
 	cmake -S "$HMEMREG_TOP" -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DHMEMREG_SANITIZE="$san" >/dev/null
 	cmake --build "$dir" -j "$jobs" --target "$@" >/dev/null
 }
-asan="test_api test_cache_core test_cache_api test_cache_uffd test_cache_concurrency test_cache_memo"
+asan="test_api test_cache_core test_cache_api test_cache_uffd test_cache_concurrency test_cache_memo test_cache_fence"
 # shellcheck disable=SC2086
 configure "$HMEMREG_TOP/build-asan" address,undefined $asan
 for s in $asan; do
@@ -24,4 +24,7 @@ configure "$HMEMREG_TOP/build-tsan" thread cache_stress
 echo "---- cache_stress (thread)"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$HMEMREG_TOP/build-tsan/tests/unit/cache_stress" 100 ||
 	bad=$((bad + 1))
+echo "---- cache_stress (thread, seq_cst counts: HMEMREG_MR_CACHE_MEMBARRIER=0)"
+HMEMREG_MR_CACHE_MEMBARRIER=0 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	"$HMEMREG_TOP/build-tsan/tests/unit/cache_stress" 30 || bad=$((bad + 1))
 exit $bad

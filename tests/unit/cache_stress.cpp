@@ -7,6 +7,7 @@
 
 #include "cache_stress.hpp"
 #include "memo_race.hpp"
+#include "mrcache/count_fence.hpp"
 #include "mrcache/uffd_monitor.hpp"
 
 using namespace t;
@@ -49,6 +50,22 @@ int main(int argc, char **argv)
 		}
 		if (keys.live()) {
 			std::printf("memo race: %llu registrations left\n", static_cast<unsigned long long>(keys.live()));
+			bad++;
+		}
+	}
+	{ // evictions settled in batches under hits and cross-thread puts
+		KeyRegistrar keys;
+		{
+			std::unique_ptr<Cache> c;
+			if (Cache::create(std::make_unique<SharedKeys>(&keys), config(128), c))
+				return 1;
+			MemoRaceResult r = run_evict_race(*c, keys, 3, rounds * 20L, 256);
+			std::printf("evict race (%s): %ld gets, bad %ld errors %ld in_use %llu\n", count_fence_name(), r.gets,
+				    r.bad, r.errors, static_cast<unsigned long long>(c->in_use()));
+			bad += static_cast<int>(r.bad + r.errors) + static_cast<int>(c->in_use());
+		}
+		if (keys.live()) {
+			std::printf("evict race: %llu registrations left\n", static_cast<unsigned long long>(keys.live()));
 			bad++;
 		}
 	}

@@ -134,4 +134,56 @@ inline MemoRaceResult run_memo_race(Cache &cache, KeyRegistrar &keys, int thread
 	return {bad.load(), errors.load(), gets.load()};
 }
 
+// Evictions under hits: a cache of max_count entries (batched settling
+// from 128 up, cache.cpp) and threads that get pages of a span twice as
+// large, so most misses evict; each get is checked as above while held,
+// sometimes across a yield, and every other lease is put by the next
+// thread in line (cross-thread puts).
+inline MemoRaceResult run_evict_race(Cache &cache, KeyRegistrar &keys, int threads, long iters, size_t span_pages)
+{
+	Mapping mem(span_pages * page());
+	if (!mem.p)
+		return {0, 1, 0};
+	std::atomic<long> bad{0}, errors{0}, gets{0};
+	auto base = reinterpret_cast<uintptr_t>(mem.p);
+	std::vector<std::atomic<uintptr_t>> handoff(static_cast<size_t>(threads)); // Entry * | shard
+	auto put_tagged = [&](uintptr_t h) {
+		if (h && cache.put(reinterpret_cast<Entry *>(h & ~uintptr_t{63}), static_cast<unsigned>(h & 63)))
+			errors++;
+	};
+	auto worker = [&](int id) {
+		std::mt19937 rng(99 + id);
+		for (long i = 0; i < iters; i++) {
+			uintptr_t s = base + (rng() % span_pages) * page() + 8;
+			Lease l;
+			if (cache.get(req(reinterpret_cast<void *>(s), 64), l)) {
+				errors++;
+				continue;
+			}
+			gets++;
+			if (i % 8 == 0)
+				std::this_thread::yield();
+			Entry *e = l.entry;
+			bool ok = keys.alive(l.key) && l.key == e->reg.key && l.range.covers(s, s + 64) &&
+				  l.desc == reinterpret_cast<void *>(l.range.start ^ l.key);
+			bad += !ok;
+			if (i % 2) {
+				put_tagged(reinterpret_cast<uintptr_t>(e) | l.shard);
+			} else { // the next thread puts it; we put what the previous one left
+				auto &slot = handoff[static_cast<size_t>((id + 1) % threads)];
+				put_tagged(handoff[static_cast<size_t>(id)].exchange(0));
+				put_tagged(slot.exchange(reinterpret_cast<uintptr_t>(e) | l.shard));
+			}
+		}
+	};
+	std::vector<std::thread> th;
+	for (int i = 0; i < threads; i++)
+		th.emplace_back(worker, i);
+	for (auto &x : th)
+		x.join();
+	for (auto &h : handoff)
+		put_tagged(h.exchange(0));
+	return {bad.load(), errors.load(), gets.load()};
+}
+
 } // namespace t

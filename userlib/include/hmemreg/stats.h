@@ -81,7 +81,8 @@ struct hmemreg_stats_cache {
 	uint64_t monitor_events; /* events received from the monitor */
 	uint64_t races;         /* lost insert races (duplicate dropped) */
 	uint64_t invalidations[HMEMREG_INVAL_MAX];
-	uint64_t reserved[8];
+	char count_fence[16];   /* how counts are ordered: "membarrier" or "seq_cst" */
+	uint64_t reserved[6];
 	/* registrations by duration: bucket i counts those that took
 	 * [2^i, 2^(i+1)) ns (the last bucket also takes anything longer);
 	 * mr_cache_stat derives the p99 from it */

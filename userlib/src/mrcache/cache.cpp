@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The registration cache core: lookups, misses, limits, invalidation.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -9,6 +10,7 @@
 
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache.hpp"
+#include "mrcache/count_fence.hpp"
 #include "hmem/cuda_monitor.hpp"
 #include "mrcache/fork_registry.hpp"
 #include "mrcache/monitor_factory.hpp"
@@ -93,6 +95,8 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 	std::atomic_ref<uint32_t>(s->state).store(1, std::memory_order_release);
 	pending_ = monitor_->pending_word() ? monitor_->pending_word() : &kZeroWord;
 	memo_ = Memo(cfg_.max_count);
+	settle_batch_ = std::clamp<uint64_t>(cfg_.max_count / 64, 1, 64);
+	stats_->set_label(s->count_fence, sizeof(s->count_fence), count_fence_name());
 }
 
 Cache::~Cache()
@@ -106,6 +110,8 @@ Cache::~Cache()
 	all.merge(index_);
 	all.merge(orphans_);
 	all.merge(dead_);
+	all.merge(unsettled_);
+	unsettled_count_ = unsettled_bytes_ = 0;
 	lru_head_ = lru_tail_ = nullptr;
 	count_ = bytes_ = orphan_count_ = orphan_bytes_ = dead_count_ = dead_bytes_ = 0;
 	lock_.unlock();
@@ -132,38 +138,6 @@ Monitor *Cache::monitor_for(Iface iface) const
 
 // ---------------------------------------------------------------- hit path
 
-bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
-{
-	MemoView v;
-	if (!Memo::find(memo_.set_for(req.iface, req.device, s), req.iface, req.device, s, e, v))
-		return false;
-	// Count the reference, then check it is still cached in the same life
-	// (the handshake in entry.hpp); if not, give it back.
-	Entry *c = v.entry;
-	// A slot left by an entry that is gone (evictions leave many) costs a
-	// load, no atomic write.
-	if ((c->state().load(std::memory_order_relaxed) & (kOrphan | kLifeMask)) != v.life)
-		return false;
-	unsigned shard = thread_state().shard % kCountShards;
-	c->count_in(shard);
-	if ((c->state().load(std::memory_order_seq_cst) & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {
-		uncount(c, shard, 0);
-		// Our passing increment may have kept its releaser from
-		// releasing it: check again (the entry may be in another life).
-		if (c->state().load(std::memory_order_seq_cst) & kOrphan)
-			release_orphan(c);
-		return false;
-	}
-	out.entry = c;
-	out.shard = shard;
-	out.range = v.range;
-	out.handle = v.handle;
-	out.desc = v.desc;
-	out.key = v.key;
-	out.cached = true;
-	return true;
-}
-
 void Cache::lease_of(Entry *c, Lease &out)
 {
 	out.entry = c;
@@ -175,14 +149,14 @@ void Cache::lease_of(Entry *c, Lease &out)
 }
 
 // Slow lookup: the index under the read side; refills the memo.
-Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out)
+Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts)
 {
 	ReadGuard g(lock_);
 	Entry *c = find_cover_locked(req.iface, req.device, s, e);
 	if (!c)
 		return nullptr;
-	out.shard = thread_state().shard % kCountShards;
-	c->count_in(out.shard); // in the index; writers wait for us
+	out.shard = ts.shard;
+	c->add_count(ts, 1); // in the index; writers wait for us
 	Memo::fill(memo_.set_for(req.iface, req.device, s), *c);
 	lease_of(c, out);
 	return c;
@@ -208,45 +182,67 @@ void Cache::sync_monitor()
 		monitor_->sync(*this);
 }
 
-int Cache::get(const Request &req, Lease &out)
+// A memo hit on an entry whose generation word or monitor must be checked.
+int Cache::get_checked(const Request &req, Lease &out)
+{
+	if (entry_ok(out.entry)) [[likely]] {
+		stats_->hit(thread_state().shard, thread_state().owned);
+		return 0;
+	}
+	drop_stale(out);
+	return get_slow(req, out);
+}
+
+bool Cache::entry_ok(Entry *c)
+{
+	// Held: its state (this life's flags) is stable, and in cache.
+	uint64_t checks = c->state().load(std::memory_order_relaxed) & (kHasGen | kValidate);
+	if (!checks)
+		return true;
+	bool ok = c->gen_word->load(std::memory_order_acquire) == c->gen;
+	if (ok && (checks & kValidate)) [[unlikely]] {
+		Monitor *m = monitor_for(c->iface);
+		ok = m && m->valid(*c);
+	}
+	return ok;
+}
+
+// Its memory changed since it was registered: drop it (the caller retries).
+void Cache::drop_stale(const Lease &l)
+{
+	Entry *c = l.entry;
+	lock_.lock();
+	if (!(c->state().load() & kOrphan)) {
+		auto it = index_.find(Key{static_cast<uint32_t>(c->iface), c->device, c->range.start, c->serial});
+		if (it != index_.end())
+			unlink_locked(it, Cause::stale);
+	}
+	settle_locked();
+	lock_.unlock();
+	put(c, l.shard);
+	reap();
+}
+
+// Everything get() does not do inline (request already validated).
+int Cache::get_slow(const Request &req, Lease &out)
 {
 	uintptr_t s = reinterpret_cast<uintptr_t>(req.addr);
-	if (!req.addr || !req.len || s + req.len < s || static_cast<uint32_t>(req.iface) >= HMEMREG_IFACE_MAX)
-		return -HMEMREG_EINVAL;
 	uintptr_t e = s + req.len;
 	if (forked_.load(std::memory_order_relaxed) || (req.flags & HMEMREG_MR_NO_CACHE) || cfg_.max_count == 0)
 		[[unlikely]] return register_uncached(req, out);
 	sync_monitor();
 	if (dead_pending_.load(std::memory_order_relaxed)) [[unlikely]]
 		reap();
+	const ThreadState &ts = thread_state();
 	for (;;) {
-		if (!memo_hit(req, s, e, out) && !lookup(req, s, e, out))
+		uint64_t st;
+		if (!memo_hit(req, s, e, out, ts, st) && !lookup(req, s, e, out, ts))
 			break;
-		Entry *c = out.entry;
-		bool ok = true;
-		// Held: its state (this life's flags) is stable, and in cache.
-		uint64_t checks = c->state().load(std::memory_order_relaxed) & (kHasGen | kValidate);
-		if (checks) {
-			ok = c->gen_word->load(std::memory_order_acquire) == c->gen;
-			if (ok && (checks & kValidate)) [[unlikely]] {
-				Monitor *m = monitor_for(c->iface);
-				ok = m && m->valid(*c);
-			}
-		}
-		if (ok) [[likely]] {
-			stats_->hit(thread_state().shard);
+		if (entry_ok(out.entry)) [[likely]] {
+			stats_->hit(ts.shard, ts.owned);
 			return 0;
 		}
-		// Its memory changed since it was registered: drop it and retry.
-		lock_.lock();
-		if (!(c->state().load() & kOrphan)) {
-			auto it = index_.find(Key{static_cast<uint32_t>(c->iface), c->device, c->range.start, c->serial});
-			if (it != index_.end())
-				unlink_locked(it, Cause::stale);
-		}
-		lock_.unlock();
-		put(c, out.shard);
-		reap();
+		drop_stale(out);
 	}
 	return miss(req, out);
 }
@@ -269,28 +265,23 @@ int Cache::get(const Request &req, Ref &out)
 	return rc;
 }
 
-// Takes one reference off e's counters, trying shard `hint` first (the
-// one its get counted it on, normally), and records `now` (low bits of
-// the clock, 0: do not) there for the LRU. Counters only ever go down from
-// a positive value, so none is negative and their sum is exact. False
-// when no counter has one: nobody held e.
-bool Cache::uncount(Entry *e, unsigned hint, uint32_t now)
+// Takes one reference of e back on the calling thread's counter (where
+// its get counted it, normally: hint) and records `now` (low bits of the
+// clock) there for the LRU. A put of another thread's reference, or one
+// whose counter has none, first checks that somebody holds e: false if
+// not (a double put; not detected when it races with other puts, or
+// when another thread's put of the same reference went first).
+bool Cache::uncount(Entry *e, unsigned hint, uint32_t now, const ThreadState &ts)
 {
-	hint %= kCountShards;
-	unsigned others = Entry::shards_of(e->state().load(std::memory_order_relaxed)) & ~(1u << hint);
-	for (unsigned s = hint;; s = static_cast<unsigned>(__builtin_ctz(others)), others &= others - 1) {
-		Cell &c = e->cell(s);
-		int32_t v = c.count.load(std::memory_order_relaxed);
-		while (v > 0) {
-			if (c.count.compare_exchange_weak(v, v - 1, std::memory_order_seq_cst, std::memory_order_relaxed)) {
-				if (now && c.last.load(std::memory_order_relaxed) != now)
-					c.last.store(now, std::memory_order_relaxed);
-				return true;
-			}
-		}
-		if (!others)
+	Cell &c = e->cell(ts.shard);
+	if (hint != ts.shard || c.count.load(std::memory_order_relaxed) <= 0) [[unlikely]] {
+		if (e->count() == 0)
 			return false;
 	}
+	e->add_count(ts, -1);
+	if (c.last.load(std::memory_order_relaxed) != now)
+		c.last.store(now, std::memory_order_relaxed);
+	return true;
 }
 
 int Cache::put(Entry *e)
@@ -298,19 +289,15 @@ int Cache::put(Entry *e)
 	return put(e, thread_state().shard);
 }
 
-int Cache::put(Entry *e, unsigned shard)
+int Cache::put_slow(Entry *e, unsigned shard)
 {
-	if (!e || e->header().magic != kEntryMagic || e->header().owner != id_)
-		return -HMEMREG_EINVAL;
 	if (forked_.load(std::memory_order_relaxed) && e->pid != pid_) [[unlikely]]
 		return -HMEMREG_ESTALE;
-	// A put of an entry nobody holds finds no count to take (unless it
-	// races with other holders' puts: that is the caller's bug).
 	auto now = static_cast<uint32_t>(clock_.load(std::memory_order_relaxed));
 	now += !now; // 0 means "no put recorded"
-	if (!uncount(e, shard, now)) [[unlikely]]
+	if (!uncount(e, shard, now, thread_state())) [[unlikely]]
 		return -HMEMREG_EINVAL;
-	if (e->state().load(std::memory_order_seq_cst) & kOrphan) [[unlikely]]
+	if (e->state_after_count() & kOrphan) [[unlikely]]
 		release_orphan(e);
 	return 0;
 }
@@ -329,6 +316,8 @@ uint64_t Cache::in_use_locked() const
 	for (auto &kv : index_)
 		n += kv.second->count();
 	for (auto &kv : orphans_)
+		n += kv.second->count();
+	for (auto &kv : unsettled_)
 		n += kv.second->count();
 	return n;
 }
@@ -380,9 +369,9 @@ int Cache::register_uncached(const Request &req, Lease &out)
 	int rc = do_register(req, r, e->reg);
 	if (rc)
 		return rc;
-	unsigned shard = thread_state().shard % kCountShards;
-	e->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
-	e->state().store(kOrphan | e->life() | (1ULL << (kShardShift + shard)), std::memory_order_seq_cst);
+	const ThreadState &ts = thread_state();
+	e->set_state(kOrphan | e->life());
+	e->add_count(ts, 1); // not published: nobody else counts on it yet
 	e->orphan_listed = true;
 	lock_.lock();
 	orphans_.insert(std::move(node));
@@ -392,7 +381,7 @@ int Cache::register_uncached(const Request &req, Lease &out)
 	publish_gauges_locked();
 	lock_.unlock();
 	lease_of(e, out);
-	out.shard = shard;
+	out.shard = ts.shard;
 	return 0;
 }
 
@@ -419,12 +408,12 @@ int Cache::miss(const Request &req, Lease &out)
 	}
 
 	Index released; // nodes to release after unlocking
-	const unsigned shard = thread_state().shard % kCountShards;
+	const ThreadState &ts = thread_state();
 	lock_.lock();
 	Entry *other = find_cover_locked(req.iface, req.device, r.start, r.end);
 	if (other) {
 		// Another thread registered a covering range meanwhile: use it.
-		other->count_in(shard);
+		other->add_count(ts, 1);
 		StatsSlot::add(s->races, 1);
 		lock_.unlock();
 		if (e->watched)
@@ -432,12 +421,15 @@ int Cache::miss(const Request &req, Lease &out)
 		registrar_->dereg(e->reg);
 		StatsSlot::add(s->deregistrations, 1);
 		lease_of(other, out);
-		out.shard = shard;
+		out.shard = ts.shard;
 		return 0;
 	}
 	bool cache_it = e->watched && !raced_locked(seq0, req.iface, r);
+	bool settle_now = false;
 	if (cache_it) {
-		unlink_overlapping_locked(req.iface, r.start, r.end, Cause::replaced, true);
+		// Replaced entries settle now (tests and callers expect their
+		// release); evictions are batched (one heavy fence per batch).
+		settle_now = unlink_overlapping_locked(req.iface, r.start, r.end, Cause::replaced, true) > 0;
 		while (count_ + 1 > cfg_.max_count || bytes_ + r.size() > cfg_.max_size) {
 			Entry *v = lru_pick_locked();
 			if (!v)
@@ -448,11 +440,13 @@ int Cache::miss(const Request &req, Lease &out)
 		cache_it = count_ + 1 <= cfg_.max_count && bytes_ + r.size() <= cfg_.max_size;
 	}
 	uint64_t tick = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
+	if (settle_now || unsettled_count_ >= settle_batch_)
+		settle_locked();
 	if (cache_it) {
-		e->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
-		// Published: memo_hit may take it.
-		e->state().store(e->life() | (1ULL << (kShardShift + shard)), std::memory_order_seq_cst);
+		e->add_count(ts, 1);
 		e->inserted = tick;
+		// Published: memo_hit may take it.
+		e->set_state(e->life());
 		index_.insert(std::move(node));
 		lru_append_locked(e, tick);
 		count_++;
@@ -460,8 +454,8 @@ int Cache::miss(const Request &req, Lease &out)
 	} else {
 		// Everything in use, or the range cannot be watched: hand it out
 		// uncached; it is released at its last put.
-		e->cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
-		e->state().store(kOrphan | e->life() | (1ULL << (kShardShift + shard)), std::memory_order_seq_cst);
+		e->set_state(kOrphan | e->life());
+		e->add_count(ts, 1);
 		e->orphan_listed = true;
 		orphans_.insert(std::move(node));
 		orphan_count_++;
@@ -474,7 +468,7 @@ int Cache::miss(const Request &req, Lease &out)
 		Memo::fill(memo_.set_for(req.iface, req.device, reinterpret_cast<uintptr_t>(req.addr)), *e);
 	reap();
 	lease_of(e, out);
-	out.shard = shard;
+	out.shard = ts.shard;
 	return 0;
 }
 
@@ -541,23 +535,46 @@ void Cache::unlink_locked(Index::iterator it, Cause cause)
 	lru_remove_locked(e);
 	count_--;
 	bytes_ -= e->range.size();
-	uint64_t st = e->state().fetch_or(kOrphan, std::memory_order_seq_cst);
-	if (e->count(st) != 0) { // a put that brings it to zero now sees kOrphan
-		e->orphan_listed = true;
-		orphans_.insert(std::move(node));
-		orphan_count_++;
-		orphan_bytes_ += e->range.size();
-	} else {
-		dead_.insert(std::move(node));
-		dead_count_++;
-		dead_bytes_ += e->range.size();
-		dead_pending_.store(1, std::memory_order_relaxed);
-	}
+	e->state().fetch_or(kOrphan, std::memory_order_seq_cst);
+	// Held or not is decided by settle_locked(), after a heavy fence.
+	unsettled_.insert(std::move(node));
+	unsettled_count_++;
+	unsettled_bytes_ += e->range.size();
 	auto ci = static_cast<uint32_t>(cause);
 	if (ci < HMEMREG_INVAL_MAX)
 		StatsSlot::add(stats_->raw()->invalidations[ci], 1);
 	else
 		StatsSlot::add(stats_->raw()->evictions, 1);
+}
+
+// Decide for every unlinked entry whether it is still held (orphans_,
+// released at its last put) or not (dead_, deregistered by reap()). The
+// heavy fence makes every count stored before it visible, and every later
+// get or put see kOrphan (entry.hpp). Until then an unsettled entry is
+// neither listed nor released: a put that sees kOrphan and finds it
+// unlisted leaves the decision to this sum, which sees its decrement
+// (stored before it took lock_, or ordered by the fence).
+void Cache::settle_locked()
+{
+	if (unsettled_.empty())
+		return;
+	heavy_fence();
+	while (!unsettled_.empty()) {
+		Node node = unsettled_.extract(unsettled_.begin());
+		Entry *e = node.mapped().get();
+		if (e->count() != 0) {
+			e->orphan_listed = true;
+			orphan_count_++;
+			orphan_bytes_ += e->range.size();
+			orphans_.insert(std::move(node));
+		} else {
+			dead_count_++;
+			dead_bytes_ += e->range.size();
+			dead_.insert(std::move(node));
+			dead_pending_.store(1, std::memory_order_relaxed);
+		}
+	}
+	unsettled_count_ = unsettled_bytes_ = 0;
 }
 
 // Entries of iface (any device) overlapping [s, e); with nested_only, only
@@ -623,6 +640,7 @@ void Cache::notify(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 	note_invalidation_locked(iface, s, e);
 	if (unlink_overlapping_locked(iface, s, e, cause, false))
 		clock_.fetch_add(1, std::memory_order_relaxed);
+	settle_locked();
 	publish_gauges_locked();
 	lock_.unlock();
 }
@@ -635,6 +653,7 @@ void Cache::notify_entry(uintptr_t start, uint64_t serial, Cause cause)
 		note_invalidation_locked(Iface::host, start, it->second->range.end);
 		unlink_locked(it, cause);
 	}
+	settle_locked();
 	publish_gauges_locked();
 	lock_.unlock();
 }
@@ -650,6 +669,7 @@ void Cache::revalidate(Cause cause)
 			unlink_locked(it, cause);
 		it = nx;
 	}
+	settle_locked();
 	publish_gauges_locked();
 	lock_.unlock();
 }
@@ -659,6 +679,7 @@ int Cache::invalidate(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 	lock_.lock();
 	note_invalidation_locked(iface, s, e);
 	int n = unlink_overlapping_locked(iface, s, e, cause, false);
+	settle_locked();
 	publish_gauges_locked();
 	lock_.unlock();
 	reap();
@@ -677,6 +698,7 @@ int Cache::flush()
 		}
 		it = nx;
 	}
+	settle_locked();
 	publish_gauges_locked();
 	lock_.unlock();
 	reap();
@@ -741,8 +763,8 @@ void Cache::publish_gauges_locked()
 	StatsSlot::set(s->bytes, bytes_);
 	StatsSlot::set(s->uncached, orphan_count_);
 	StatsSlot::set(s->uncached_bytes, orphan_bytes_);
-	StatsSlot::set(s->dead, dead_count_);
-	StatsSlot::set(s->dead_bytes, dead_bytes_);
+	StatsSlot::set(s->dead, dead_count_ + unsettled_count_);
+	StatsSlot::set(s->dead_bytes, dead_bytes_ + unsettled_bytes_);
 }
 
 // ---------------------------------------------------------------- fork
@@ -770,6 +792,8 @@ void Cache::after_fork_child()
 	parent_.merge(index_);
 	parent_.merge(orphans_);
 	parent_.merge(dead_);
+	parent_.merge(unsettled_);
+	unsettled_count_ = unsettled_bytes_ = 0;
 	lru_head_ = lru_tail_ = nullptr;
 	count_ = bytes_ = orphan_count_ = orphan_bytes_ = dead_count_ = dead_bytes_ = 0;
 	dead_pending_.store(0);

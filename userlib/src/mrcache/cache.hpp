@@ -155,9 +155,14 @@ private:
 
 	Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m);
 
-	bool memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out);
-	static bool uncount(Entry *e, unsigned hint, uint32_t now);
-	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out);
+	bool memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts, uint64_t &st);
+	int get_slow(const Request &req, Lease &out);
+	int get_checked(const Request &req, Lease &out);
+	bool entry_ok(Entry *c);
+	void drop_stale(const Lease &l);
+	int put_slow(Entry *e, unsigned shard);
+	static bool uncount(Entry *e, unsigned hint, uint32_t now, const ThreadState &ts);
+	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts);
 	static void lease_of(Entry *c, Lease &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
 	int miss(const Request &req, Lease &out);
@@ -165,6 +170,7 @@ private:
 	int do_register(const Request &req, Range r, Registration &out);
 	Node make_node(const Request &req, Range r);
 	void unlink_locked(Index::iterator it, Cause cause);
+	void settle_locked();
 	int unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause, bool nested_only);
 	Entry *lru_pick_locked();
 	void lru_remove_locked(Entry *e);
@@ -197,10 +203,13 @@ private:
 	Index index_;   // cached entries (read under the read side)
 	Index orphans_; // in use, not in the index; released at the last put
 	Index dead_;    // unused, to be deregistered outside the lock
+	Index unsettled_; // unlinked, held or not yet to be decided (settle_locked)
 	Index parent_;  // after fork: the parent's entries, never touched again
 	Entry *lru_head_ = nullptr, *lru_tail_ = nullptr;
 	uint64_t count_ = 0, bytes_ = 0;
 	uint64_t orphan_count_ = 0, orphan_bytes_ = 0, dead_count_ = 0, dead_bytes_ = 0;
+	uint64_t unsettled_count_ = 0, unsettled_bytes_ = 0;
+	uint64_t settle_batch_ = 1; // evictions unsettled at most (one heavy fence each)
 	std::atomic<uint64_t> notify_seq_{0}; // bumped by every notify/invalidate
 	// The last kRecent invalidated ranges, by notify sequence: a miss that
 	// raced with an invalidation of its own range is not cached.
@@ -215,5 +224,82 @@ private:
 	pid_t pid_;
 	uint32_t id_ = 0; // unique per process (ChunkHeader::owner)
 };
+
+// ---- hit path, inline (the C API's get and put compile into one call each)
+
+// A hit on the memo: count a reference, then check the entry is still
+// cached in the same life (the handshake in entry.hpp); if not, give it
+// back. st: the state seen (its flags say which checks the hit needs).
+inline bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts,
+			    uint64_t &st)
+{
+	MemoView v;
+	if (!Memo::find(memo_.set_for(req.iface, req.device, s), req.iface, req.device, s, e, v))
+		return false;
+	Entry *c = v.entry;
+	// A slot left by an entry that is gone (evictions leave many) costs a
+	// load, no write.
+	if ((c->state().load(std::memory_order_relaxed) & (kOrphan | kLifeMask)) != v.life)
+		return false;
+	c->add_count(ts, 1);
+	st = c->state_after_count();
+	if ((st & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {
+		c->add_count(ts, -1);
+		// Our passing increment may have kept its releaser from
+		// releasing it: check again (the entry may be in another life).
+		if (c->state_after_count() & kOrphan)
+			release_orphan(c);
+		return false;
+	}
+	out.entry = c;
+	out.shard = ts.shard;
+	out.range = v.range;
+	out.handle = v.handle;
+	out.desc = v.desc;
+	out.key = v.key;
+	out.cached = true;
+	return true;
+}
+
+inline int Cache::get(const Request &req, Lease &out)
+{
+	uintptr_t s = reinterpret_cast<uintptr_t>(req.addr);
+	if (!req.addr || !req.len || s + req.len < s || static_cast<uint32_t>(req.iface) >= HMEMREG_IFACE_MAX)
+		return -HMEMREG_EINVAL;
+	if ((req.flags & HMEMREG_MR_NO_CACHE) | forked_.load(std::memory_order_relaxed) |
+	    dead_pending_.load(std::memory_order_relaxed) | pending_->load(std::memory_order_acquire)) [[unlikely]]
+		return get_slow(req, out);
+	const ThreadState &ts = thread_state();
+	uint64_t st;
+	if (!memo_hit(req, s, s + req.len, out, ts, st)) [[unlikely]]
+		return get_slow(req, out);
+	if (st & (kHasGen | kValidate))
+		return get_checked(req, out);
+	stats_->hit(ts.shard, ts.owned);
+	return 0;
+}
+
+// The put of a reference this thread got (shard), on its own counter:
+// a plain store (light) and one state load. Anything else: put_slow().
+inline int Cache::put(Entry *e, unsigned shard)
+{
+	if (!e || e->header().magic != kEntryMagic || e->header().owner != id_)
+		return -HMEMREG_EINVAL;
+	const ThreadState &ts = thread_state();
+	Cell &c = e->cell(ts.shard);
+	int32_t v = c.count.load(std::memory_order_relaxed);
+	if (!ts.light || shard != ts.shard || v <= 0 || forked_.load(std::memory_order_relaxed)) [[unlikely]]
+		return put_slow(e, shard);
+	// Counted on our own cell (v > 0): its shard bit is set already.
+	c.count.store(v - 1, std::memory_order_release); // see Entry::add_count
+	std::atomic_signal_fence(std::memory_order_seq_cst);
+	auto now = static_cast<uint32_t>(clock_.load(std::memory_order_relaxed));
+	now += !now; // 0 means "no put recorded"
+	if (c.last.load(std::memory_order_relaxed) != now)
+		c.last.store(now, std::memory_order_relaxed);
+	if (e->state_after_count() & kOrphan) [[unlikely]]
+		release_orphan(e);
+	return 0;
+}
 
 } // namespace hmemreg::mr

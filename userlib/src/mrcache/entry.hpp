@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <sys/types.h>
 
+#include "mrcache/reader_lock.hpp"
 #include "mrcache/types.hpp"
 
 namespace hmemreg::mr {
@@ -16,23 +17,36 @@ class Cache;
 // References are counted per shard of threads (kCountShards counters per
 // entry, in per-shard arrays: a thread's counters share cache lines with
 // nobody else's), so hits of different threads never write a common line.
-// A get adds one to its thread's counter; a put takes one back from the
-// counter its get used (Lease::shard, kept in the C API's handle), or
-// from any counter that has one. No counter goes below zero; their sum
-// (Entry::count) is the number of references held.
+// A thread counts on its own shard only (reader_lock.hpp: owned shards
+// have one live thread each; the rest share kSharedShard): a get adds one
+// there, a put takes one off there, so the counter of a thread that puts
+// what another thread got goes below zero. Only the sum (Entry::count)
+// means something: the number of references held.
 //
 // Entry::state(): the entry's life (low bits of its serial, new each time
 // the pool hands the memory out), kOrphan once the entry has left the index
 // (invalidated, replaced, never cached, or free in the pool), what a hit
-// must check besides (kHasGen, kValidate), and which shards' counters this
-// life has used (so a sum reads those cells only, not all 16 lines).
-// Counting against invalidation is a store-load handshake, all seq_cst:
-//   get:    shard bit set (once per life and shard); counter += 1;
-//           load state  (orphan or other life: undo, miss)
+// must check besides (kHasGen, kValidate), and which shards' counters were
+// ever used (so a sum reads those cells only, not all 16 lines). Shard
+// bits are sticky across lives (a counter may end a life at -1 with
+// another at +1): every counter that is not zero has its bit set.
+//
+// Counting against invalidation is a store-load handshake:
+//   get:    shard bit set (once); counter += 1; load state
+//           (orphan or other life: undo, miss)
 //   put:    counter -= 1;  load state  (orphan: try to release)
-//   unlink: state |= kOrphan;  sum the counters of the shards it names
-// Either the unlinker sees a get's increment (and its bit, set before),
-// or that get sees kOrphan.
+//   unlink: state |= kOrphan;  heavy_fence();  sum the counters
+// (count_fence.hpp). Either the unlinker sees a get's increment (and its
+// bit, set before), or that get sees kOrphan; likewise a put's decrement,
+// or the put sees kOrphan and releases. With membarrier, an owner's
+// counter is a plain load+store (nobody else writes it) followed by a
+// compiler barrier; heavy_fence() runs a full barrier on every thread of
+// the process, which orders each side. Without it, counts are seq_cst
+// read-modify-writes (all of it seq_cst: nothing more). Sums of several
+// counters are exact in quiescence; under concurrency a reader may see a
+// put's decrement only if it sees the get's increment too (the handle went
+// from getter to putter through synchronisation, and x86 and ARMv8 are
+// multi-copy atomic), so a sum is never too low for a held reference.
 // Releases of an orphan are decided under the cache lock, by whoever then
 // finds the sum at zero and the entry still on the orphan list.
 //
@@ -122,24 +136,51 @@ struct alignas(64) Entry {
 		return reinterpret_cast<Cell *>(chunk() + kCellsOffset)[(shard % kCountShards) * kEntriesPerChunk + index()];
 	}
 	const ChunkHeader &header() const { return *reinterpret_cast<const ChunkHeader *>(chunk() + kHeaderOffset); }
-	// Count a reference on shard's counter (the shard named in the state first).
-	void count_in(unsigned shard) const
+	// Add d to the calling thread's counter (ts from thread_state()),
+	// its shard named in the state first. With ts.light the counter is
+	// the thread's alone: a plain load+store, then a compiler barrier so
+	// the caller's following state load is not hoisted above it (the
+	// hardware side is heavy_fence()'s job).
+	template <typename TS>
+	void add_count(const TS &ts, int32_t d) const
 	{
-		uint64_t bit = 1ULL << (kShardShift + shard % kCountShards);
-		if (!(state().load(std::memory_order_relaxed) & bit))
+		uint64_t bit = 1ULL << (kShardShift + ts.shard);
+		if (!(state().load(std::memory_order_relaxed) & bit)) [[unlikely]]
 			state().fetch_or(bit, std::memory_order_seq_cst);
-		cell(shard).count.fetch_add(1, std::memory_order_seq_cst);
+		std::atomic<int32_t> &c = cell(ts.shard).count;
+		if (ts.light) {
+			// Release: what this thread read of the entry before a put
+			// happens before the release of whoever sums this value
+			// (free on x86; needed where loads may pass later stores).
+			c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_release);
+			std::atomic_signal_fence(std::memory_order_seq_cst);
+		} else {
+			c.fetch_add(d, std::memory_order_seq_cst);
+		}
 	}
+	// The state after a count (ordered after it: see add_count).
+	uint64_t state_after_count() const { return state().load(std::memory_order_seq_cst); }
 	static unsigned shards_of(uint64_t st) { return static_cast<unsigned>(st >> kShardShift) & ((1u << kCountShards) - 1); }
-	// References held now (exact when no get or put runs concurrently),
-	// summed over the shards named in st (a state value; default: now).
+	static constexpr uint64_t kShardBits = static_cast<uint64_t>((1u << kCountShards) - 1) << kShardShift;
+	// References held now (exact when no get or put runs concurrently;
+	// never too low for a held one), summed over the shards named in st
+	// (a state value; default: now). A negative sum (a caller's double
+	// put across threads) reads as zero.
 	uint64_t count() const { return count(state().load(std::memory_order_seq_cst)); }
 	uint64_t count(uint64_t st) const
 	{
 		int64_t n = 0;
 		for (unsigned m = shards_of(st); m; m &= m - 1)
 			n += cell(static_cast<unsigned>(__builtin_ctz(m))).count.load(std::memory_order_seq_cst);
-		return static_cast<uint64_t>(n);
+		return n > 0 ? static_cast<uint64_t>(n) : 0;
+	}
+	// Replace everything but the shard bits of the state with v.
+	void set_state(uint64_t v) const
+	{
+		uint64_t old = state().load(std::memory_order_relaxed);
+		while (!state().compare_exchange_weak(old, (old & kShardBits) | v, std::memory_order_seq_cst,
+						      std::memory_order_relaxed)) {
+		}
 	}
 	// The cache clock at the last put, or when it entered the index. Cells
 	// keep 32 bits (ages up to 2^32 ticks read right) and may hold values
@@ -159,11 +200,12 @@ struct alignas(64) Entry {
 	uint64_t life() const { return life_bits(serial) | (gen_word != &kNoGeneration ? kHasGen : 0) | (validate ? kValidate : 0); }
 	// Every field back to its default, for a new life; state stays orphan
 	// (a concurrent memo_hit cannot take it) until the cache publishes it.
-	// The counters are left alone: they sum to zero (the entry was
-	// released), and a stale hit's increment may still be undone on them.
+	// The counters and their bits are left alone: they sum to zero (the
+	// entry was released), and a stale hit's increment may still be undone
+	// on them.
 	void recycle(uint64_t new_serial)
 	{
-		state().store(kOrphan | life_bits(new_serial), std::memory_order_relaxed);
+		set_state(kOrphan | life_bits(new_serial));
 		gen_word = &kNoGeneration;
 		gen = 0;
 		inserted = 0;
@@ -188,6 +230,7 @@ static_assert(offsetof(Entry, reg) == 64, "hot fields fill exactly one line");
 static_assert(sizeof(Entry) * kEntriesPerChunk == kCellsOffset, "entries fill their part of a chunk");
 static_assert(kCellsOffset + kCountShards * kEntriesPerChunk * sizeof(Cell) <= kStatesOffset, "cells fit");
 static_assert(kChunkMapped <= kChunkAlign);
+static_assert(kSharedShard < kCountShards);
 
 // What a get hands out: the entry (for put) and copies of what the caller
 // needs, taken from the memo slot on a hit so the entry's line 1 stays cold.

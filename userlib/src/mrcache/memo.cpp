@@ -5,10 +5,10 @@ namespace hmemreg::mr {
 
 Memo::Memo(uint64_t max_entries)
 {
-	uint64_t want = 2 * (max_entries ? max_entries : 64), n = 64;
-	while (n < want && n < (1ULL << 16))
+	uint64_t want = 4 * (max_entries ? max_entries : 64), n = 128;
+	while (n < want && n < (1ULL << 17))
 		n <<= 1;
-	sets_ = HugeArray<Set>(n);
+	slots_ = HugeArray<Slot>(n);
 	shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(n));
 }
 
@@ -21,34 +21,52 @@ bool Memo::Slot::begin_write(uint32_t &q)
 	return true;
 }
 
-void Memo::fill(Set &set, const Entry &c)
+namespace {
+
+// Does the slot name an entry still cached in the life it was memoised
+// in? (Entries are never unmapped while the cache lives: the load is
+// safe on a slot being rewritten; the answer is only a hint.)
+bool names_live_entry(const Memo::Slot &s)
 {
-	constexpr auto rx = std::memory_order_relaxed;
+	uintptr_t tagged = s.entry.load(std::memory_order_acquire);
+	auto *e = reinterpret_cast<const Entry *>(tagged & ~uintptr_t{63});
+	if (!e)
+		return false;
+	uint64_t life = static_cast<uint64_t>(s.life.load(std::memory_order_relaxed)) << kLifeShift;
+	return (e->state().load(std::memory_order_relaxed) & (kOrphan | kLifeMask)) == life;
+}
+
+} // namespace
+
+void Memo::fill(const Set &set, const Entry &c)
+{
 	constexpr auto rel = std::memory_order_release;
-	Slot &w0 = set.way[0], &w1 = set.way[1];
-	uint32_t q0, q1;
-	if (!w0.begin_write(q0))
-		return;
-	if (w1.begin_write(q1)) { // we hold w0: its fields are stable
-		w1.life.store(w0.life.load(rx), rel);
-		w1.entry.store(w0.entry.load(rx), rel);
-		w1.device.store(w0.device.load(rx), rel);
-		w1.start.store(w0.start.load(rx), rel);
-		w1.end.store(w0.end.load(rx), rel);
-		w1.handle.store(w0.handle.load(rx), rel);
-		w1.desc.store(w0.desc.load(rx), rel);
-		w1.key.store(w0.key.load(rx), rel);
-		w1.end_write(q1);
+	const auto life = static_cast<uint32_t>((c.state().load(std::memory_order_relaxed) & kLifeMask) >> kLifeShift);
+	const uintptr_t tagged = reinterpret_cast<uintptr_t>(&c) | static_cast<uint32_t>(c.iface);
+	Slot *w = nullptr;
+	for (Slot *s : set.way) {
+		if (s->entry.load(std::memory_order_relaxed) == tagged && s->life.load(std::memory_order_relaxed) == life &&
+		    !(s->seq.load(std::memory_order_relaxed) & 1))
+			return; // already there
+		if (!w && !names_live_entry(*s))
+			w = s;
 	}
-	w0.life.store(static_cast<uint32_t>((c.state().load(rx) & kLifeMask) >> kLifeShift), rel);
-	w0.entry.store(reinterpret_cast<uintptr_t>(&c) | static_cast<uint32_t>(c.iface), rel);
-	w0.device.store(c.device, rel);
-	w0.start.store(c.range.start, rel);
-	w0.end.store(c.range.end, rel);
-	w0.handle.store(reinterpret_cast<uintptr_t>(c.reg.handle), rel);
-	w0.desc.store(reinterpret_cast<uintptr_t>(c.reg.desc), rel);
-	w0.key.store(c.reg.key, rel);
-	w0.end_write(q0);
+	if (!w) { // both hold live entries: evict one, alternating per thread
+		static thread_local uint32_t flip;
+		w = set.way[++flip & 1];
+	}
+	uint32_t q;
+	if (!w->begin_write(q))
+		return;
+	w->life.store(life, rel);
+	w->entry.store(tagged, rel);
+	w->device.store(c.device, rel);
+	w->start.store(c.range.start, rel);
+	w->end.store(c.range.end, rel);
+	w->handle.store(reinterpret_cast<uintptr_t>(c.reg.handle), rel);
+	w->desc.store(reinterpret_cast<uintptr_t>(c.reg.desc), rel);
+	w->key.store(c.reg.key, rel);
+	w->end_write(q);
 }
 
 } // namespace hmemreg::mr

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: MIT
-// Memo: the cache's lock-free front, a 2-way set-associative table of
-// recent lookups hashed by the request's page. A slot is one cache line:
+// Memo: the cache's lock-free front, a 2-way skewed-associative table of
+// recent lookups hashed by the request's page: each page has two candidate
+// slots from two hashes, so two pages that share one rarely share the
+// other, and a fill takes whichever holds no live entry (2-way sets
+// thrashed when three hot pages met in one set: about 1% of hits at 16k
+// entries then searched the index, a tenth of the average hit's cost).
+// A slot is one cache line:
 // the covering entry, the life it had when memoised (entry.hpp), and
 // copies of its range and registration, so a hit reads this line, the
 // entry's first line and the thread's counter only. Slots are written
@@ -47,21 +52,18 @@ public:
 		void end_write(uint32_t q) { seq.store(q + 2, std::memory_order_release); }
 	};
 	static_assert(sizeof(Slot) == 64);
-	struct alignas(128) Set { // most recent fill in way 0
-		Slot way[2];
+	// A page's two candidate slots.
+	struct Set {
+		Slot *way[2];
 	};
 
 	Memo() = default;
-	// Two sets per entry the cache may hold (rounded up to a power of two),
-	// 64 .. 64Ki sets of 128 bytes (at most 8 MiB, in huge pages; only
-	// the lines in use are touched). At that load (a quarter of the ways)
-	// about 0.2% of the sets see three or more hot request pages, which
-	// is what sends a hit to the index; with one set per entry it was 1.4%
-	// and the index search it costs (cold tree nodes) dominated the
-	// average hit at 16k entries.
+	// Four slots per entry the cache may hold (rounded up to a power of
+	// two), 128 .. 128Ki slots of 64 bytes (at most 8 MiB, in huge pages;
+	// only the lines in use are touched).
 	explicit Memo(uint64_t max_entries);
 
-	Set &set_for(Iface iface, uint64_t device, uintptr_t s)
+	Set set_for(Iface iface, uint64_t device, uintptr_t s)
 	{
 		// Page number and key through a 64-bit finalizer (multiplicative
 		// hashing alone clusters strided addresses, which is how buffers
@@ -72,16 +74,20 @@ public:
 		h ^= h >> 33;
 		h *= 0xc4ceb9fe1a85ec53ULL;
 		h ^= h >> 33;
-		return sets_[static_cast<size_t>(h >> shift_)];
+		size_t a = static_cast<size_t>(h >> shift_);
+		size_t b = static_cast<size_t>((h * 0x9e3779b97f4a7c15ULL) >> shift_);
+		b ^= a == b; // two distinct slots
+		return Set{{&slots_[a], &slots_[b]}};
 	}
 
 	// A slot of set naming an entry of (iface, device) covering [s, e).
 	// Every load is acquire, so the closing load of seq cannot move above
 	// the field loads: a seqlock without fences (which TSan understands).
-	static bool find(Set &set, Iface iface, uint64_t device, uintptr_t s, uintptr_t e, MemoView &out)
+	static bool find(const Set &set, Iface iface, uint64_t device, uintptr_t s, uintptr_t e, MemoView &out)
 	{
 		constexpr auto acq = std::memory_order_acquire;
-		for (Slot &slot : set.way) {
+		for (Slot *sp : set.way) {
+			Slot &slot = *sp;
 			uint32_t q = slot.seq.load(acq);
 			uintptr_t tagged = slot.entry.load(acq);
 			uintptr_t st = slot.start.load(acq), en = slot.end.load(acq);
@@ -101,13 +107,14 @@ public:
 		return false;
 	}
 
-	// Memoise c (caller holds a reference, so its fields are stable) in
-	// way 0 of set, moving way 0 to way 1.
-	static void fill(Set &set, const Entry &c);
+	// Memoise c (caller holds a reference, so its fields are stable) in a
+	// slot of set that does not name a live entry, else in either (a slot
+	// another writer holds is left alone: the fill gives up).
+	static void fill(const Set &set, const Entry &c);
 
 private:
-	HugeArray<Set> sets_;
-	unsigned shift_ = 58;
+	HugeArray<Slot> slots_;
+	unsigned shift_ = 57;
 };
 
 } // namespace hmemreg::mr

@@ -3,6 +3,7 @@
 // lock never calls the allocator, which could re-enter a memory monitor).
 #include <sched.h>
 
+#include "mrcache/count_fence.hpp"
 #include "mrcache/reader_lock.hpp"
 
 namespace hmemreg::mr {
@@ -13,12 +14,11 @@ constexpr unsigned kMaxSlots = 256;
 ReaderSlot g_slots[kMaxSlots];
 std::atomic<unsigned> g_high_water{0}; // slots [0, g_high_water) may be in use
 
-} // namespace
-
-namespace {
+std::atomic<uint32_t> g_owned_shards{0}; // bit s: shard s has an owner
 
 struct ThreadSlot {
 	ReaderSlot *slot = nullptr;
+	unsigned shard = kSharedShard;
 	ThreadSlot()
 	{
 		for (unsigned i = 0; i < kMaxSlots; i++) {
@@ -29,28 +29,50 @@ struct ThreadSlot {
 				unsigned hw = g_high_water.load();
 				while (hw < i + 1 && !g_high_water.compare_exchange_weak(hw, i + 1)) {
 				}
-				return;
+				break;
+			}
+		}
+		// Acquire: the previous owner's plain counter stores happen
+		// before ours.
+		uint32_t m = g_owned_shards.load(std::memory_order_relaxed);
+		for (;;) {
+			uint32_t free = ~m & ((1u << kSharedShard) - 1);
+			if (!free)
+				break;
+			unsigned s = static_cast<unsigned>(__builtin_ctz(free));
+			if (g_owned_shards.compare_exchange_weak(m, m | (1u << s), std::memory_order_acquire,
+								 std::memory_order_relaxed)) {
+				shard = s;
+				break;
 			}
 		}
 	}
 	~ThreadSlot()
 	{
-		tl_state.slot = nullptr; // later reads in this thread use the mutex
+		// Later cache calls of this thread (other TLS destructors) read
+		// under the mutex and count on the shared shard.
+		tl_state.slot = nullptr;
+		tl_state.shard = kSharedShard;
+		tl_state.owned = tl_state.light = 0;
 		if (slot)
 			slot->claimed.store(0, std::memory_order_release);
+		if (shard != kSharedShard)
+			g_owned_shards.fetch_and(~(1u << shard), std::memory_order_release);
 	}
 };
 
 } // namespace
 
-std::atomic<uint32_t> g_next_shard{0};
-
 ThreadState &claim_thread_state()
 {
-	// Owns the slot for the thread's lifetime; its destructor frees it.
+	// Owns the slot and shard for the thread's lifetime; its destructor
+	// frees them. The fence mode is fixed before the first shard is used.
+	bool asym = count_fence() == CountFence::membarrier;
 	static thread_local ThreadSlot ts;
 	tl_state.slot = ts.slot;
-	tl_state.shard = g_next_shard.fetch_add(1, std::memory_order_relaxed);
+	tl_state.shard = ts.shard;
+	tl_state.owned = ts.shard != kSharedShard;
+	tl_state.light = tl_state.owned && asym;
 	tl_state.ready = 1;
 	return tl_state;
 }

@@ -18,14 +18,23 @@ struct alignas(64) ReaderSlot {
 	std::atomic<uint32_t> claimed{0};
 };
 
-// Per-thread state of the hot path: reader slot and stats shard. Constant
+// Count shards (entry.hpp): shards [0, kSharedShard) are each owned by at
+// most one live thread at a time (claimed at its first cache call,
+// returned at its exit, so a later thread may own it next); threads beyond
+// them, and any cache call in a thread's exit after its state was torn
+// down, share kSharedShard, which is only ever updated atomically.
+inline constexpr unsigned kSharedShard = 15;
+
+// Per-thread state of the hot path: reader slot and count shard. Constant
 // initialised, initial-exec TLS: reading it is one load, no wrapper call.
 struct ThreadState {
 	ReaderSlot *slot;
-	uint32_t shard; // index of this thread's hit counter shard
-	uint32_t ready; // 0 until claim_thread_state() ran
+	uint32_t shard; // this thread's count (and hit statistics) shard
+	uint8_t owned;  // shard is this thread's alone (not kSharedShard)
+	uint8_t light;  // owned, and counts need no atomic RMW (count_fence.hpp)
+	uint8_t ready;  // 0 until claim_thread_state() ran
 };
-inline thread_local ThreadState tl_state __attribute__((tls_model("initial-exec"))) = {nullptr, 0, 0};
+inline thread_local ThreadState tl_state __attribute__((tls_model("initial-exec"))) = {nullptr, kSharedShard, 0, 0, 0};
 // Claims a slot and a shard for this thread (first use; released at exit).
 ThreadState &claim_thread_state();
 inline ThreadState &thread_state()

@@ -27,11 +27,11 @@ public:
 		std::atomic_ref<uint64_t>(field).fetch_add(static_cast<uint64_t>(v), std::memory_order_relaxed);
 	}
 	static void set(uint64_t &field, uint64_t v) { std::atomic_ref<uint64_t>(field).store(v, std::memory_order_relaxed); }
-	void hit(uint32_t shard)
+	// owned: the calling thread is the shard's only writer.
+	void hit(uint32_t shard, bool owned)
 	{
-		uint64_t &h = s_->hits[8 * (shard % HMEMREG_STATS_HIT_SHARDS)];
-		std::atomic_ref<uint64_t> a(h);
-		if (shard < HMEMREG_STATS_HIT_SHARDS) // this thread owns the shard
+		std::atomic_ref<uint64_t> a(s_->hits[8 * (shard % HMEMREG_STATS_HIT_SHARDS)]);
+		if (owned)
 			a.store(a.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 		else
 			a.fetch_add(1, std::memory_order_relaxed);

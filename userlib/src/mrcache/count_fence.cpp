@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "mrcache/count_fence.hpp"
+
+namespace hmemreg::mr {
+
+namespace {
+
+long membarrier(int cmd)
+{
+	return ::syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+CountFence detect()
+{
+	const char *v = std::getenv("HMEMREG_MR_CACHE_MEMBARRIER");
+	if (v && (!std::strcmp(v, "0") || !std::strcmp(v, "no") || !std::strcmp(v, "off")))
+		return CountFence::seq_cst;
+	long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+	if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
+	    membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0)
+		return CountFence::seq_cst;
+	return CountFence::membarrier;
+}
+
+} // namespace
+
+CountFence count_fence()
+{
+	static const CountFence mode = detect();
+	return mode;
+}
+
+const char *count_fence_name()
+{
+	return count_fence() == CountFence::membarrier ? "membarrier" : "seq_cst";
+}
+
+void heavy_fence()
+{
+	// seq_cst mode: counts, state changes and the sums' loads are all
+	// seq_cst, so they are totally ordered already (no fence needed).
+	if (count_fence() != CountFence::membarrier)
+		return;
+	if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+		return;
+	// Registration is per address space: re-register (a process image
+	// that lost it) and retry. Counting without the barrier would be
+	// unsound, so a kernel refusing both is fatal.
+	int err = errno;
+	if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+	    membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+		return;
+	std::fprintf(stderr, "hmemreg: membarrier(PRIVATE_EXPEDITED) failed: %s; "
+			     "set HMEMREG_MR_CACHE_MEMBARRIER=0\n", std::strerror(err));
+	std::abort();
+}
+
+} // namespace hmemreg::mr
