@@ -8,12 +8,20 @@
 //   DESC <hex region descriptor>
 // then for every transfer written into it: NOTE <tag> <bytes> <fnv1a64 of [0,bytes)>,
 // and for every control message: MSG <len>. Exits on "QUIT" or end of stdin.
+//
+// As a writer (the engine's notify mode is the optional 4th argument), on
+// "WRITE <hex address> <hex descriptor> N CHUNK":
+// splits its region into N slots, fills slot t with fx::pattern(t + 1, i),
+// writes each slot to the same slot of the target in CHUNK-byte chunks (tag
+// t), all N transfers at once, and prints POSTED N.
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "engine/engine.hpp"
 
@@ -27,10 +35,45 @@ static void print_hex(const char *what, const Bytes &b)
 	std::printf("\n");
 }
 
+static Bytes unhex(const std::string &h)
+{
+	Bytes v;
+	for (size_t i = 0; i + 1 < h.size(); i += 2)
+		v.push_back(static_cast<uint8_t>(std::stoul(h.substr(i, 2), nullptr, 16)));
+	return v;
+}
+
+static std::vector<TransferRef> write_slots(Engine &e, const Region &r, uint8_t *buf, size_t size,
+					    const std::string &args)
+{
+	std::istringstream in(args);
+	std::string addr, desc;
+	size_t n = 0, chunk = 0;
+	in >> addr >> desc >> n >> chunk;
+	if (n == 0 || chunk == 0 || size / n == 0)
+		throw hmemreg::Error(HMEMREG_EINVAL, "WRITE: bad slot count or chunk size");
+	PeerId p = e.add_peer(unhex(addr), true);
+	Bytes d = unhex(desc);
+	const size_t slot = size / n;
+	for (size_t t = 0; t < n; t++)
+		for (size_t i = 0; i < slot; i++)
+			buf[t * slot + i] = static_cast<uint8_t>(((t + 1 + i) * 0x9E3779B97F4A7C15ull) >> 56);
+	std::vector<TransferRef> v;
+	for (size_t t = 0; t < n; t++) {
+		std::vector<Chunk> ch;
+		for (size_t off = 0; off < slot; off += chunk)
+			ch.push_back({&r, t * slot + off, std::min(chunk, slot - off), t * slot + off});
+		v.push_back(e.write(p, ch, d, t));
+	}
+	std::printf("POSTED %zu\n", n);
+	std::fflush(stdout);
+	return v;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		std::fprintf(stderr, "usage: fabric_peer PROVIDER NODE|- SIZE\n");
+	if (argc != 4 && argc != 5) {
+		std::fprintf(stderr, "usage: fabric_peer PROVIDER NODE|- SIZE [immediate|message]\n");
 		return 2;
 	}
 	try {
@@ -39,6 +82,8 @@ int main(int argc, char **argv)
 		if (std::strcmp(argv[2], "-"))
 			c.node = argv[2];
 		size_t size = std::strtoull(argv[3], nullptr, 0);
+		if (argc == 5)
+			c.notify = std::strcmp(argv[4], "message") ? Config::Notify::Immediate : Config::Notify::Message;
 		void *mem = nullptr;
 		if (posix_memalign(&mem, 4096, size))
 			return 1;
@@ -61,7 +106,10 @@ int main(int argc, char **argv)
 		print_hex("DESC", e.descriptor(*r));
 		std::fflush(stdout);
 		std::string line;
+		std::vector<TransferRef> writes;
 		while (std::getline(std::cin, line) && line != "QUIT") {
+			if (line.rfind("WRITE ", 0) == 0)
+				writes = write_slots(e, *r, buf, size, line.substr(6));
 		}
 		return 0;
 	} catch (const hmemreg::Error &ex) {

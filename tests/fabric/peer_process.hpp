@@ -84,6 +84,11 @@ public:
 			s.pop_back();
 		return s;
 	}
+	void send(const std::string &line)
+	{
+		std::fputs((line + "\n").c_str(), to_);
+		std::fflush(to_);
+	}
 	void kill9()
 	{
 		::kill(pid_, SIGKILL);

@@ -149,3 +149,68 @@ PROVIDER_TEST(write, caller_driven_progress)
 	cr_assert(check_bytes(dst.data(), 3, dst.len));
 	cr_assert(p.a.caps().progress.find("caller") != std::string::npos);
 }
+
+// Hundreds of scattered transfers in flight at once, each into its own slot:
+// every one notified exactly once, with its tag, size and chunk count, and
+// its bytes in place.
+PROVIDER_TEST(write, many_in_flight)
+{
+	Pair p(prov);
+	const size_t n = 300, slot = 64 << 10, nch = 8;
+	Buffer src(n * slot), dst(n * slot);
+	fill(src.data(), src.len, 41);
+	auto rs = p.a.register_region(src.data(), src.len);
+	auto rd = p.b.register_region(dst.data(), dst.len);
+	auto desc = p.b.descriptor(*rd);
+	std::vector<TransferRef> ts;
+	for (size_t t = 0; t < n; t++) {
+		std::vector<Chunk> ch;
+		for (size_t k = 0; k < nch; k++) // reversed within the slot
+			ch.push_back({rs.get(), t * slot + k * (slot / nch), slot / nch,
+				      t * slot + (nch - 1 - k) * (slot / nch)});
+		ts.push_back(p.a.write(p.b_at_a, ch, desc, 1000 + t));
+	}
+	for (auto &t : ts) {
+		cr_assert(p.a.wait(*t, 60s));
+		cr_assert_eq(t->status(), 0, "%s", t->error().c_str());
+	}
+	cr_assert(eventually([&] { return p.in_b.nnotes.load() >= n; }), "%zu of %zu notified",
+		  p.in_b.nnotes.load(), n);
+	std::this_thread::sleep_for(50ms); // a duplicate would show up now
+	std::lock_guard l(p.in_b.mu);
+	cr_assert_eq(p.in_b.notes.size(), n, "notifications: %zu for %zu transfers", p.in_b.notes.size(), n);
+	std::vector<int> seen(n, 0);
+	for (const Notification &note : p.in_b.notes) {
+		cr_assert(note.tag >= 1000 && note.tag < 1000 + n, "tag %llu", (unsigned long long)note.tag);
+		seen[note.tag - 1000]++;
+		cr_assert_eq(note.bytes, slot);
+		cr_assert_eq(note.chunks, nch);
+		cr_assert_eq(note.from, p.a_at_b);
+	}
+	for (size_t t = 0; t < n; t++) {
+		cr_assert_eq(seen[t], 1, "transfer %zu notified %d times", t, seen[t]);
+		for (size_t k = 0; k < nch; k++) {
+			size_t len = slot / nch;
+			cr_assert(check_bytes(dst.data() + t * slot + (nch - 1 - k) * len, 41, len, t * slot + k * len),
+				  "transfer %zu chunk %zu", t, k);
+		}
+	}
+	auto ps = p.b.path_stats();
+	if (notify_mode() == Config::Notify::Immediate) {
+		cr_assert_eq(ps.immediate_notices, n);
+		cr_assert_eq(ps.immediate_pending, 0u);
+	} else {
+		cr_assert_eq(ps.immediate_notices, 0u);
+	}
+	cr_assert_eq(ps.immediate_abandoned, 0u);
+}
+
+PROVIDER_TEST(write, notify_mode_reported)
+{
+	Engine e(loopback(prov));
+	const bool imm = notify_mode() == Config::Notify::Immediate;
+	cr_assert_eq(e.caps().notify_immediate, imm);
+	cr_assert(e.caps().cq_data_size >= 8, "%s has %zu B of CQ data", prov.c_str(), e.caps().cq_data_size);
+	std::string d = e.caps().describe();
+	cr_assert(d.find(imm ? "immediate data" : "Done message") != std::string::npos, "%s", d.c_str());
+}

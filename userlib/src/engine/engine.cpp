@@ -166,6 +166,19 @@ void Engine::Impl::open_rails()
 	// silently, and writes lost with a broken connection would be followed
 	// by a notice delivered on the new one.
 	caps.delivery_complete = true;
+	// Immediate notification needs the key's 8 bytes of remote CQ data;
+	// message-mode writes (and staged pieces) keep delivery-complete.
+	const bool cq_data_ok = caps.cq_data_size >= wire::kImmDataSize;
+	if (cfg.notify == Config::Notify::Immediate && !cq_data_ok)
+		throw Error(HMEMREG_ENOTSUP, "engine: immediate notification needs " +
+						     std::to_string(wire::kImmDataSize) + " B of remote CQ data, provider " +
+						     prov + " has " + std::to_string(caps.cq_data_size) +
+						     " (use Notify::Message or Auto)");
+	caps.notify_immediate = cq_data_ok && cfg.notify != Config::Notify::Message;
+	if (cfg.notify == Config::Notify::Auto && !cq_data_ok)
+		caps.notes.push_back("targets notified by a Done message after delivery-complete writes (remote CQ "
+				     "data " + std::to_string(caps.cq_data_size) + " B < " +
+				     std::to_string(wire::kImmDataSize) + ")");
 
 	size_t tx_size = first->tx_attr->size ? first->tx_attr->size : 1024;
 	size_t depth = cfg.queue_depth ? cfg.queue_depth : tx_size;
@@ -273,6 +286,7 @@ void Engine::Impl::watchdog()
 	if (now - last < 50'000'000 || !last_watchdog.compare_exchange_strong(last, now))
 		return;
 	const int64_t limit = static_cast<int64_t>(cfg.peer_timeout_ms) * 1'000'000;
+	expire_arrivals(now, limit);
 	std::vector<std::shared_ptr<PeerState>> dead;
 	{
 		std::lock_guard l(peers_mu);
@@ -306,8 +320,94 @@ void Engine::Impl::watchdog()
 	}
 }
 
+// Writes carrying remote CQ data landed (one key per write).
+void Engine::Impl::on_immediate(std::span<const uint64_t> keys)
+{
+	std::vector<Notification> ready;
+	const int64_t now = PeerState::now_ns();
+	{
+		std::lock_guard l(arrivals_mu);
+		for (uint64_t k : keys) {
+			Arrival &a = arrivals[k];
+			a.seen++;
+			a.touched = now;
+			if (a.announced && a.seen == a.expected) {
+				ready.push_back(a.note);
+				arrivals.erase(k);
+			}
+		}
+	}
+	if (ready.empty())
+		return;
+	imm_notices += ready.size();
+	std::function<void(const Notification &)> fn;
+	{
+		std::lock_guard l(handlers_mu);
+		fn = on_notify;
+	}
+	if (fn)
+		for (const auto &n : ready)
+			fn(n);
+}
+
+// The Announce of an immediate-notify write: how many writes carry its key.
+void Engine::Impl::on_announce(const Events::Msg &m)
+{
+	wire::Announce an;
+	if (m.data.size() != sizeof(an)) {
+		imm_abandoned++;
+		return;
+	}
+	std::memcpy(&an, m.data.data(), sizeof(an));
+	if (!wire::imm_key_from(an.key, m.hdr.sender) || an.writes == 0) {
+		imm_abandoned++; // not this sender's key: never count it
+		return;
+	}
+	Notification note{peer_of(m.hdr.sender), m.hdr.sender, m.hdr.tag, m.hdr.bytes, m.hdr.chunks};
+	bool ready = false;
+	{
+		std::lock_guard l(arrivals_mu);
+		Arrival &a = arrivals[an.key];
+		if (a.announced || a.seen > an.writes) {
+			// A second Announce for a live key, or more writes than announced
+			// (a stale key): the count cannot be trusted, drop it.
+			arrivals.erase(an.key);
+			imm_abandoned++;
+			return;
+		}
+		a.announced = true;
+		a.expected = an.writes;
+		a.note = note;
+		a.touched = PeerState::now_ns();
+		if (a.seen == a.expected) {
+			arrivals.erase(an.key);
+			ready = true;
+		}
+	}
+	if (!ready)
+		return;
+	imm_notices++;
+	std::function<void(const Notification &)> fn;
+	{
+		std::lock_guard l(handlers_mu);
+		fn = on_notify;
+	}
+	if (fn)
+		fn(note);
+}
+
+// Partial arrivals idle for peer_timeout: their writer died or gave up (a
+// write lost with a broken connection never arrives). Dropped, never notified.
+void Engine::Impl::expire_arrivals(int64_t now, int64_t limit)
+{
+	std::lock_guard l(arrivals_mu);
+	imm_abandoned += std::erase_if(arrivals, [&](const auto &kv) { return now - kv.second.touched > limit; });
+}
+
 void Engine::Impl::dispatch(Events &ev)
 {
+	if (!ev.imm.empty())
+		on_immediate(ev.imm);
 	for (auto &m : ev.messages) {
 		PeerId from = peer_of(m.hdr.sender);
 		std::function<void(const Message &)> msg_fn;
@@ -331,6 +431,9 @@ void Engine::Impl::dispatch(Events &ev)
 			break;
 		case wire::MsgType::StagedDone:
 			on_staged_done(m, from);
+			break;
+		case wire::MsgType::Announce:
+			on_announce(m);
 			break;
 		case wire::MsgType::Hello:
 			break;
@@ -671,7 +774,31 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 		}
 	}
 	x->unresolved = static_cast<uint32_t>(nsegs);
+	unsigned announce_rail = nrails;
+	if (!internal && im->caps.notify_immediate) {
+		// The Announce goes out first, beside the writes; it and every write
+		// carry the key.
+		if (nsegs >= UINT32_MAX)
+			throw Error(HMEMREG_EINVAL, "write: too many chunks");
+		x->immediate = true;
+		x->imm_key = wire::imm_key(id, next_imm_seq.fetch_add(1, std::memory_order_relaxed));
+		wire::MsgHeader h = wire::header(wire::MsgType::Announce, id);
+		h.tag = tag;
+		h.bytes = x->total;
+		h.chunks = x->chunks;
+		wire::Announce an{x->imm_key, static_cast<uint32_t>(nsegs), 0};
+		h.length = sizeof(an);
+		x->message.resize(sizeof(h) + sizeof(an));
+		std::memcpy(x->message.data(), &h, sizeof(h));
+		std::memcpy(x->message.data() + sizeof(h), &an, sizeof(an));
+		x->unresolved++;
+		announce_rail = x->segs.empty() ? 0 : static_cast<unsigned>(
+			std::find_if(x->rail_segs.begin(), x->rail_segs.end(), [](const auto &v) { return !v.empty(); }) -
+			x->rail_segs.begin());
+	}
 	im->admit(x, internal);
+	if (announce_rail < nrails)
+		im->rails[announce_rail]->enqueue_send(x);
 	for (unsigned r = 0; r < nrails; r++)
 		if (!x->rail_segs[r].empty())
 			im->rails[r]->enqueue_writes(x);
@@ -734,6 +861,12 @@ PathStats Engine::path_stats() const
 {
 	PathStats s = impl_->staging ? staging_stats(*impl_->staging) : PathStats{};
 	s.direct_writes = impl_->direct_writes.load(std::memory_order_relaxed);
+	s.immediate_notices = impl_->imm_notices.load(std::memory_order_relaxed);
+	s.immediate_abandoned = impl_->imm_abandoned.load(std::memory_order_relaxed);
+	{
+		std::lock_guard l(impl_->arrivals_mu);
+		s.immediate_pending = impl_->arrivals.size();
+	}
 	return s;
 }
 
@@ -754,7 +887,9 @@ std::string Capabilities::describe() const
 	o << "\n  FI_RMA " << (rma ? "yes" : "NO") << ", FI_HMEM " << (hmem ? "yes" : "no") << ", FI_MR_DMABUF "
 	  << (dmabuf ? "yes" : "no (libfabric < 1.20)") << ", remote CQ data "
 	  << (remote_cq_data ? std::to_string(cq_data_size) + " B" : std::string("no"))
-	  << ", delivery-complete writes " << (delivery_complete ? "yes" : "no");
+	  << ", target notified by "
+	  << (notify_immediate ? "counting writes with immediate data (transmit-complete writes)"
+			       : "a Done message after delivery-complete writes");
 	o << "\n  queue depth " << queue_depth << "/rail (" << peer_queue_depth << " per peer), max write " << max_write << " B, inject " << inject_size
 	  << " B";
 	o << "\n  progress: " << progress;

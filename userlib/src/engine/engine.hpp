@@ -13,10 +13,20 @@
 //    remote descriptor + offset): one RDMA WRITE per chunk (split only above the
 //    provider's max message size), chunks striped round-robin over rails. The
 //    caller gets one completion per transfer (callback and/or Transfer handle);
-//    the target gets one Notification carrying the caller's tag, sent as a
-//    control message once every write of the transfer completed locally with
-//    delivery-complete semantics (so the data is in place; write order is never
-//    relied on, completions are counted).
+//    the target gets one Notification carrying the caller's tag once every
+//    byte is in place. Two ways to tell the target (Config::notify):
+//     - immediate (providers with 8 B of remote CQ data: tcp;ofi_rxm, shm):
+//       every write carries a key naming the transfer as remote CQ data, and a
+//       small Announce message (tag, key, number of writes) goes out with the
+//       writes, not after them. The target counts the key's writes and
+//       notifies once it has the Announce and exactly that many. Writes are
+//       transmit-complete: the writer's completion means its buffers may be
+//       reused (and the provider took every write), not that the target has
+//       the data; only the target's notification says that.
+//     - message (any provider): writes are delivery-complete, and once all
+//       completed the writer sends a Done message; the writer's completion
+//       then also means the target was told.
+//    Write order is never relied on: completions are counted.
 //  - send() posts a small control message; peers receive it through
 //    on_message() from pre-posted, recycled receive buffers.
 //  - Each rail has an application-level queue: what the provider refuses with
@@ -106,6 +116,11 @@ struct Config {
 	// declared dead: its transfers fail (HMEMREG_EFABRIC) and new ones are
 	// refused until it is removed and added again. 0: never.
 	unsigned peer_timeout_ms = 10000;
+	// How the target learns a write is complete (see Model above). Auto:
+	// immediate where the provider has 8 B of remote CQ data, else message.
+	// Immediate on a provider without it fails creation (HMEMREG_ENOTSUP).
+	enum class Notify { Auto, Immediate, Message };
+	Notify notify = Notify::Auto;
 	// Fail creation unless the provider offers these.
 	bool require_hmem = false;
 	bool require_remote_cq_data = false;
@@ -127,6 +142,7 @@ struct Capabilities {
 	bool remote_cq_data = false;     // cq_data_size > 0
 	size_t cq_data_size = 0;
 	bool delivery_complete = false;  // writes complete once data is at the target
+	bool notify_immediate = false;   // targets learn completion from remote CQ data
 	size_t queue_depth = 0;          // in-flight ops per rail actually used
 	size_t peer_queue_depth = 0;     // of which one peer may use
 	size_t max_write = 0;
@@ -211,6 +227,11 @@ struct PathStats {
 	uint64_t staged_landings = 0;      // staged writes delivered to device memory here
 	uint64_t staged_errors = 0;        // notices naming an unknown region or a bad range, failed
 	                                   // copies, arrivals abandoned by their writer
+	// Immediate notification, target side.
+	uint64_t immediate_notices = 0;    // transfers notified from counted writes
+	uint64_t immediate_abandoned = 0;  // partial arrivals dropped after peer_timeout_ms, or
+	                                   // inconsistent (more writes than announced, foreign key)
+	uint64_t immediate_pending = 0;    // transfers partly arrived now (writes or Announce missing)
 };
 
 class Engine {

@@ -78,6 +78,11 @@ struct TransferImpl final : Transfer {
 	// Tell the target when every write is in place (false: an internal piece
 	// of a staged write, whose owner tells the target itself).
 	bool notify = true;
+	// Immediate notification: every write carries imm_key as remote CQ data
+	// and is transmit-complete; `message` is the Announce, one more op to
+	// resolve (see engine.hpp).
+	bool immediate = false;
+	uint64_t imm_key = 0;
 	bool via_staging = false;
 	uint32_t chunks = 0;
 	TransferCallback callback;
