@@ -65,10 +65,11 @@ PROVIDER_TEST(write, contiguous_sizes)
 
 // Thousands of chunks of random sizes, written in a shuffled order to
 // shuffled non-overlapping destinations.
-static void scattered(const std::string &prov, unsigned rails, size_t nchunks, size_t max_chunk)
+static void scattered(const std::string &prov, unsigned rails, size_t nchunks, size_t max_chunk, size_t write_iov = 0)
 {
 	Config ca = loopback(prov), cb = loopback(prov);
 	ca.rails = rails;
+	ca.write_iov = write_iov;
 	cb.rails = rails;
 	Pair p(ca, cb);
 	std::mt19937_64 rng(nchunks * 31 + rails);
@@ -111,17 +112,31 @@ static void scattered(const std::string &prov, unsigned rails, size_t nchunks, s
 		cr_assert(s.writes_posted > 0, "a rail carried no writes: not striped");
 		posted += s.writes_posted;
 	}
-	// One write per chunk, split above the engine's max write (tcp: 512 KiB).
-	const size_t mw = p.a.caps().max_write;
-	uint64_t want = 0;
+	// One piece per chunk, split above the engine's max write (tcp: 512 KiB);
+	// with write_iov 1 one write per piece, else up to write_iov pieces of a
+	// rail per write.
+	const size_t mw = p.a.caps().max_write, iov = p.a.caps().write_iov;
+	uint64_t pieces = 0;
 	for (size_t l : len)
-		want += l / mw + (l % mw != 0);
-	cr_assert_eq(posted, want, "%llu writes for %zu chunks (max write %zu)", (unsigned long long)posted, nchunks, mw);
+		pieces += l / mw + (l % mw != 0);
+	if (iov == 1)
+		cr_assert_eq(posted, pieces, "%llu writes for %llu pieces (max write %zu)", (unsigned long long)posted,
+			     (unsigned long long)pieces, mw);
+	else
+		cr_assert(posted <= pieces && posted >= (pieces + iov - 1) / iov && (nchunks < 64 || posted < pieces),
+			  "%llu writes for %llu pieces, %zu per write at most", (unsigned long long)posted,
+			  (unsigned long long)pieces, iov);
 }
+
 
 PROVIDER_TEST(write, scattered_4096_small_chunks)
 {
 	scattered(prov, 1, 4096, 4096);
+}
+
+PROVIDER_TEST(write, scattered_one_chunk_per_write)
+{
+	scattered(prov, 1, 1000, 8192, 1);
 }
 
 PROVIDER_TEST(write, scattered_large_chunks)

@@ -57,6 +57,7 @@ struct Options {
 	bool cuda = false;
 	int src_dev = 0, dst_dev = 0;
 	size_t max_write = 0; // 0: the engine's default
+	size_t write_iov = 0; // 0: the engine's default
 	// Target notification modes, each its own engine pair, run interleaved.
 	std::vector<Config::Notify> notify{Config::Notify::Auto};
 };
@@ -427,6 +428,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 		std::fprintf(stderr, "xfer: verbs: pass --node <address of the RDMA netdev>\n");
 	cfg.idle_spin = 1u << 30; // a benchmark spins
 	cfg.max_write = o.max_write;
+	cfg.write_iov = o.write_iov;
 
 	std::string ref_what;
 	double fixed_ref = 0;
@@ -601,7 +603,7 @@ int usage()
 	std::fprintf(stderr,
 		     "usage: hmemreg_bench xfer [--json] [--provider P[,P]] [--node ADDR] [--min SIZE] [--max SIZE]\n"
 		     "                          [--chunks N[,N]] [--rails R[,R]] [--window W] [--seconds S] [--repeat N] [--verify]\n"
-		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE]\n"
+		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE] [--write-iov N]\n"
 		     "                          [--notify auto|immediate|message[,...]]\n"
 		     "  --notify: how targets learn completion; several modes run interleaved, one row each;\n"
 		     "  sizes go up by 4x from --min (4k) to --max (64m; up to 1g); providers default tcp;ofi_rxm,shm;\n"
@@ -643,6 +645,8 @@ int xfer_main(int argc, char **argv)
 			o.seconds = std::atof(v.c_str());
 		else if (a == "--max-write")
 			o.max_write = parse_size(v);
+		else if (a == "--write-iov")
+			o.write_iov = std::strtoull(v.c_str(), nullptr, 0);
 		else if (a == "--notify") {
 			o.notify.clear();
 			for (auto &m : split(v, ',')) {

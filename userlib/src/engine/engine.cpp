@@ -205,6 +205,9 @@ void Engine::Impl::open_rails()
 		caps.notes.push_back("writes split at " + std::to_string(def_write >> 10) + " KiB (" + prov +
 				     " streams each write on one connection)");
 	caps.queue_depth = depth;
+	// Chunks per write: what both the local and the remote iov limits allow.
+	size_t iov_limit = std::max<size_t>(1, std::min(first->tx_attr->iov_limit, first->tx_attr->rma_iov_limit));
+	caps.write_iov = cfg.write_iov ? std::min(cfg.write_iov, iov_limit) : iov_limit;
 	if (cfg.max_message + sizeof(wire::MsgHeader) > max_msg)
 		throw Error(HMEMREG_EINVAL, "engine: max_message exceeds the provider's max_msg_size");
 
@@ -743,43 +746,68 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 	auto x = TransferImpl::make_write(p, tag, chunks.size(), std::move(done));
 	x->notify = !internal;
 
-	// One write per chunk (split above max_write), round-robin over rails.
-	size_t nsegs = 0;
+	// Pieces: each chunk, split above max_write, round-robin over rails.
+	const size_t mw = im->caps.max_write;
+	size_t npieces = 0;
 	for (const Chunk &c : chunks)
-		nsegs += c.len / im->caps.max_write + (c.len % im->caps.max_write != 0);
-	if (nsegs > UINT32_MAX)
+		npieces += c.len / mw + (c.len % mw != 0);
+	if (npieces >= UINT32_MAX)
 		throw Error(HMEMREG_EINVAL, "write: too many chunks");
-	x->segs.resize(nsegs);
-	x->rail_segs.resize(nrails);
-	x->cursor.assign(nrails, 0);
+	struct Piece {
+		iovec iov;
+		void *desc;
+		fi_rma_iov rma;
+	};
+	std::vector<std::vector<Piece>> by_rail(nrails);
 	unsigned rail = im->next_rail.fetch_add(1) % nrails;
-	size_t s = 0;
 	for (const Chunk &c : chunks) {
 		auto *r = static_cast<const RegionImpl *>(c.local);
 		// Hold a reference to every distinct region for the transfer's lifetime.
 		if (std::none_of(x->regions.begin(), x->regions.end(), [&](const RegionRef &h) { return h.get() == r; }))
 			x->regions.push_back(std::const_pointer_cast<RegionImpl>(r->shared_from_this()));
-		for (size_t off = 0; off < c.len; off += x->segs[s].len, s++) {
-			Segment &g = x->segs[s];
-			g.xfer = x.get();
-			g.local = r->io_addr() + c.local_offset + off;
-			g.len = std::min(im->caps.max_write, c.len - off);
-			g.desc = r->reg->desc(rail);
+		for (size_t off = 0; off < c.len;) {
+			const size_t len = std::min(mw, c.len - off);
 			const auto &pr = d.rails[rail % peer_rails]; // the peer rail local rail `rail` talks to
-			g.raddr = pr.base + c.remote_offset + off;
-			g.key = pr.key;
-			x->rail_segs[rail].push_back(static_cast<uint32_t>(s));
-			x->total += g.len;
+			by_rail[rail].push_back({{r->io_addr() + c.local_offset + off, len},
+						 r->reg->desc(rail),
+						 {pr.base + c.remote_offset + off, len, pr.key}});
+			x->total += len;
+			off += len;
 			rail = (rail + 1) % nrails;
 		}
 	}
+	// One write per group of up to write_iov consecutive pieces of a rail
+	// (at most max_write bytes together): fewer operations for small chunks.
+	x->iovs.reserve(npieces);
+	x->descs.reserve(npieces);
+	x->rmas.reserve(npieces);
+	x->rail_segs.resize(nrails);
+	x->cursor.assign(nrails, 0);
+	for (unsigned r = 0; r < nrails; r++) {
+		const auto &ps = by_rail[r];
+		for (size_t i = 0; i < ps.size();) {
+			Segment g;
+			g.xfer = x.get();
+			g.first = static_cast<uint32_t>(x->iovs.size());
+			size_t bytes = 0;
+			do {
+				x->iovs.push_back(ps[i].iov);
+				x->descs.push_back(ps[i].desc);
+				x->rmas.push_back(ps[i].rma);
+				bytes += ps[i].iov.iov_len;
+				g.count++;
+				i++;
+			} while (i < ps.size() && g.count < im->caps.write_iov && bytes + ps[i].iov.iov_len <= mw);
+			x->rail_segs[r].push_back(static_cast<uint32_t>(x->segs.size()));
+			x->segs.push_back(g);
+		}
+	}
+	const size_t nsegs = x->segs.size();
 	x->unresolved = static_cast<uint32_t>(nsegs);
 	unsigned announce_rail = nrails;
 	if (!internal && im->caps.notify_immediate) {
 		// The Announce goes out first, beside the writes; it and every write
 		// carry the key.
-		if (nsegs >= UINT32_MAX)
-			throw Error(HMEMREG_EINVAL, "write: too many chunks");
 		x->immediate = true;
 		x->imm_key = wire::imm_key(id, next_imm_seq.fetch_add(1, std::memory_order_relaxed));
 		wire::MsgHeader h = wire::header(wire::MsgType::Announce, id);
@@ -890,8 +918,8 @@ std::string Capabilities::describe() const
 	  << ", target notified by "
 	  << (notify_immediate ? "counting writes with immediate data (transmit-complete writes)"
 			       : "a Done message after delivery-complete writes");
-	o << "\n  queue depth " << queue_depth << "/rail (" << peer_queue_depth << " per peer), max write " << max_write << " B, inject " << inject_size
-	  << " B";
+	o << "\n  queue depth " << queue_depth << "/rail (" << peer_queue_depth << " per peer), max write " << max_write
+	  << " B, up to " << write_iov << " chunk(s) per write, inject " << inject_size << " B";
 	o << "\n  progress: " << progress;
 	o << "\n  device memory: " << device_memory;
 	for (const auto &n : notes)

@@ -10,8 +10,9 @@
 //    turns it into a blob (address, length, one key per rail) that the
 //    application ships to peers however it likes.
 //  - write() moves a scatter list of chunks (local region + offset + len ->
-//    remote descriptor + offset): one RDMA WRITE per chunk (split only above the
-//    provider's max message size), chunks striped round-robin over rails. The
+//    remote descriptor + offset): one RDMA WRITE per chunk (split above
+//    max_write; small chunks of one rail share a write, up to write_iov of
+//    them), chunks striped round-robin over rails. The
 //    caller gets one completion per transfer (callback and/or Transfer handle);
 //    the target gets one Notification carrying the caller's tag once every
 //    byte is in place. Two ways to tell the target (Config::notify):
@@ -104,6 +105,11 @@ struct Config {
 	// Split writes larger than this (0 = 512 KiB for tcp, else the provider's
 	// max_msg_size).
 	size_t max_write = 0;
+	// Small chunks going to the same rail share one RDMA write (a local and a
+	// remote iov each) up to this many, and max_write bytes together. 0: the
+	// provider's limit (min of iov_limit and rma_iov_limit; tcp and shm: 4);
+	// 1: one write per chunk.
+	size_t write_iov = 0;
 	// Active transfers (writes and sends) before write()/send() say EAGAIN.
 	size_t max_transfers = 4096;
 	// Posts per rail per progress turn.
@@ -146,6 +152,7 @@ struct Capabilities {
 	size_t queue_depth = 0;          // in-flight ops per rail actually used
 	size_t peer_queue_depth = 0;     // of which one peer may use
 	size_t max_write = 0;
+	size_t write_iov = 1;            // chunks per RDMA write at most
 	size_t inject_size = 0;
 	std::string progress;            // who drives progress, and thread pinning
 	std::string device_memory;       // how CUDA memory is moved (direct, staged, or why not)

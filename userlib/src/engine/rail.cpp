@@ -274,15 +274,13 @@ bool Rail::post_writes(Item &it, size_t &budget, Events &ev)
 		if (budget == 0 || inflight_ >= opt_.queue_depth || x->peer->inflight.load() >= opt_.peer_cap)
 			return false;
 		Segment &s = x->segs[list[cur]];
-		iovec iov{s.local, s.len};
-		fi_rma_iov rma{s.raddr, s.len, s.key};
 		fi_msg_rma msg{};
-		msg.msg_iov = &iov;
-		msg.desc = &s.desc;
-		msg.iov_count = 1;
+		msg.msg_iov = &x->iovs[s.first];
+		msg.desc = &x->descs[s.first];
+		msg.iov_count = s.count;
 		msg.addr = dest;
-		msg.rma_iov = &rma;
-		msg.rma_iov_count = 1;
+		msg.rma_iov = &x->rmas[s.first];
+		msg.rma_iov_count = s.count;
 		msg.context = &s.ctx;
 		msg.data = x->imm_key;
 		ssize_t rc = fi_writemsg(ep_.get(), &msg, flags);
