@@ -58,6 +58,7 @@ struct Options {
 	int src_dev = 0, dst_dev = 0;
 	size_t max_write = 0; // 0: the engine's default
 	size_t write_iov = 0; // 0: the engine's default
+	bool more = false;
 	// Target notification modes, each its own engine pair, run interleaved.
 	std::vector<Config::Notify> notify{Config::Notify::Auto};
 };
@@ -429,6 +430,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 	cfg.idle_spin = 1u << 30; // a benchmark spins
 	cfg.max_write = o.max_write;
 	cfg.write_iov = o.write_iov;
+	cfg.post_more = o.more;
 
 	std::string ref_what;
 	double fixed_ref = 0;
@@ -603,7 +605,7 @@ int usage()
 	std::fprintf(stderr,
 		     "usage: hmemreg_bench xfer [--json] [--provider P[,P]] [--node ADDR] [--min SIZE] [--max SIZE]\n"
 		     "                          [--chunks N[,N]] [--rails R[,R]] [--window W] [--seconds S] [--repeat N] [--verify]\n"
-		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE] [--write-iov N]\n"
+		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE] [--write-iov N] [--more]\n"
 		     "                          [--notify auto|immediate|message[,...]]\n"
 		     "  --notify: how targets learn completion; several modes run interleaved, one row each;\n"
 		     "  sizes go up by 4x from --min (4k) to --max (64m; up to 1g); providers default tcp;ofi_rxm,shm;\n"
@@ -616,6 +618,7 @@ int xfer_main(int argc, char **argv)
 	Options o;
 	o.json = bench::take_flag(argc, argv, "--json");
 	o.verify = bench::take_flag(argc, argv, "--verify");
+	o.more = bench::take_flag(argc, argv, "--more");
 	for (int i = 1; i < argc; i++) {
 		std::string a = argv[i];
 		if (i + 1 >= argc)

@@ -79,6 +79,7 @@ uint8_t *RegionImpl::io_addr() const
 
 Engine::Impl::Impl(const Config &c) : cfg(c), id(random_id())
 {
+	next_imm_seq = static_cast<uint32_t>(random_id() >> 16);
 	if (cfg.rails == 0)
 		throw Error(HMEMREG_EINVAL, "engine: rails must be at least 1");
 	if (cfg.recv_buffers == 0 || cfg.send_buffers == 0 || cfg.post_batch == 0 || cfg.max_transfers == 0)
@@ -216,7 +217,7 @@ void Engine::Impl::open_rails()
 	RailOptions ro{depth, static_cast<int64_t>(peer_depth * cfg.rails),
 		       cfg.max_message, recvs,
 		       cfg.send_buffers, cfg.post_batch,
-		       caps.delivery_complete, id,
+		       caps.delivery_complete, cfg.post_more, id,
 		       &doom_epoch};
 	for (unsigned r = 0; r < cfg.rails; r++) {
 		const fi_info *info = distinct[r % distinct.size()];
@@ -289,7 +290,6 @@ void Engine::Impl::watchdog()
 	if (now - last < 50'000'000 || !last_watchdog.compare_exchange_strong(last, now))
 		return;
 	const int64_t limit = static_cast<int64_t>(cfg.peer_timeout_ms) * 1'000'000;
-	expire_arrivals(now, limit);
 	std::vector<std::shared_ptr<PeerState>> dead;
 	{
 		std::lock_guard l(peers_mu);
@@ -399,10 +399,16 @@ void Engine::Impl::on_announce(const Events::Msg &m)
 		fn(note);
 }
 
-// Partial arrivals idle for peer_timeout: their writer died or gave up (a
-// write lost with a broken connection never arrives). Dropped, never notified.
-void Engine::Impl::expire_arrivals(int64_t now, int64_t limit)
+// Partial arrivals idle for peer_timeout (60 s without one): their writer
+// died or gave up (a write lost with a broken connection never arrives).
+// Dropped, never notified; also keeps a stale count from meeting a reused key.
+void Engine::Impl::expire_arrivals()
 {
+	int64_t now = PeerState::now_ns();
+	int64_t last = last_expiry.load(std::memory_order_relaxed);
+	if (now - last < 50'000'000 || !last_expiry.compare_exchange_strong(last, now))
+		return;
+	const int64_t limit = static_cast<int64_t>(cfg.peer_timeout_ms ? cfg.peer_timeout_ms : 60'000) * 1'000'000;
 	std::lock_guard l(arrivals_mu);
 	imm_abandoned += std::erase_if(arrivals, [&](const auto &kv) { return now - kv.second.touched > limit; });
 }
@@ -462,6 +468,7 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 		retire_peers();
 	if (cfg.peer_timeout_ms)
 		watchdog();
+	expire_arrivals();
 	return n;
 }
 

@@ -110,6 +110,8 @@ struct Config {
 	// provider's limit (min of iov_limit and rma_iov_limit; tcp and shm: 4);
 	// 1: one write per chunk.
 	size_t write_iov = 0;
+	// Post writes of a batch with FI_MORE (all but the last one).
+	bool post_more = false;
 	// Active transfers (writes and sends) before write()/send() say EAGAIN.
 	size_t max_transfers = 4096;
 	// Posts per rail per progress turn.
@@ -236,7 +238,7 @@ struct PathStats {
 	                                   // copies, arrivals abandoned by their writer
 	// Immediate notification, target side.
 	uint64_t immediate_notices = 0;    // transfers notified from counted writes
-	uint64_t immediate_abandoned = 0;  // partial arrivals dropped after peer_timeout_ms, or
+	uint64_t immediate_abandoned = 0;  // partial arrivals dropped after peer_timeout_ms (60 s if 0), or
 	                                   // inconsistent (more writes than announced, foreign key)
 	uint64_t immediate_pending = 0;    // transfers partly arrived now (writes or Announce missing)
 };

@@ -88,7 +88,8 @@ struct Engine::Impl {
 	std::atomic<uint64_t> imm_notices{0}, imm_abandoned{0};
 	void on_immediate(std::span<const uint64_t> keys);
 	void on_announce(const Events::Msg &m);
-	void expire_arrivals(int64_t now, int64_t limit);
+	void expire_arrivals();
+	std::atomic<int64_t> last_expiry{0};
 
 	std::unique_ptr<Staging> staging; // device memory without FI_HMEM
 	std::atomic<bool> closing{false};

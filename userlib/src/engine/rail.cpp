@@ -274,6 +274,10 @@ bool Rail::post_writes(Item &it, size_t &budget, Events &ev)
 		if (budget == 0 || inflight_ >= opt_.queue_depth || x->peer->inflight.load() >= opt_.peer_cap)
 			return false;
 		Segment &s = x->segs[list[cur]];
+		// FI_MORE when the next write of this batch is posted right after
+		// this one (the provider may then batch them); never on the last.
+		const bool more = opt_.post_more && cur + 1 < list.size() && budget > 1 &&
+				  inflight_ + 1 < opt_.queue_depth && x->peer->inflight.load() + 1 < opt_.peer_cap;
 		fi_msg_rma msg{};
 		msg.msg_iov = &x->iovs[s.first];
 		msg.desc = &x->descs[s.first];
@@ -283,7 +287,7 @@ bool Rail::post_writes(Item &it, size_t &budget, Events &ev)
 		msg.rma_iov_count = s.count;
 		msg.context = &s.ctx;
 		msg.data = x->imm_key;
-		ssize_t rc = fi_writemsg(ep_.get(), &msg, flags);
+		ssize_t rc = fi_writemsg(ep_.get(), &msg, flags | (more ? FI_MORE : 0));
 		if (rc == -FI_EAGAIN) {
 			stats_.eagain++;
 			x->peer->refused.store(true, std::memory_order_relaxed);

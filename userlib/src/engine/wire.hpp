@@ -81,14 +81,16 @@ struct StagedDone {
 // Immediate-notify writes: every RDMA write of a transfer carries this
 // 64-bit key as remote CQ data, and the Announce names the key and how many
 // writes carry it. The target notifies once it has the Announce and exactly
-// that many writes. The key is the sender engine id's low 40 bits (checked
-// against the Announce's sender) and a 24-bit per-engine sequence.
-constexpr unsigned kImmSeqBits = 24;
+// that many writes. The key is the sender engine id's low 32 bits (checked
+// against the Announce's sender) and a 32-bit per-engine sequence that starts
+// at a random value (two engines whose ids share the low bits would also need
+// sequences within a window of each other to collide).
+constexpr unsigned kImmSeqBits = 32;
 constexpr uint64_t kImmStampMask = (uint64_t(1) << (64 - kImmSeqBits)) - 1;
 constexpr size_t kImmDataSize = 8; // cq_data_size needed
 inline uint64_t imm_key(uint64_t engine_id, uint32_t seq)
 {
-	return ((engine_id & kImmStampMask) << kImmSeqBits) | (seq & ((1u << kImmSeqBits) - 1));
+	return ((engine_id & kImmStampMask) << kImmSeqBits) | seq;
 }
 inline bool imm_key_from(uint64_t key, uint64_t engine_id)
 {
