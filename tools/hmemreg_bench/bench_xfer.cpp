@@ -57,7 +57,7 @@ struct Options {
 	bool cuda = false;
 	int src_dev = 0, dst_dev = 0;
 	size_t max_write = 0; // 0: the engine's default
-	size_t write_iov = 0; // 0: the engine's default
+	std::vector<size_t> write_iov{0}; // chunks per write; 0: the engine's default
 	bool more = false;
 	// Target notification modes, each its own engine pair, run interleaved.
 	std::vector<Config::Notify> notify{Config::Notify::Auto};
@@ -429,7 +429,6 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 		std::fprintf(stderr, "xfer: verbs: pass --node <address of the RDMA netdev>\n");
 	cfg.idle_spin = 1u << 30; // a benchmark spins
 	cfg.max_write = o.max_write;
-	cfg.write_iov = o.write_iov;
 	cfg.post_more = o.more;
 
 	std::string ref_what;
@@ -452,7 +451,8 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 		ref_what = "min(d2h,h2d)";
 	}
 
-	// One engine pair per notification mode, all measured in the same loop.
+	// One engine pair per notification mode and write_iov, all measured in
+	// the same loop.
 	struct Setup {
 		Config::Notify mode;
 		std::atomic<size_t> notes{0}; // declared first: outlives the engines' callbacks
@@ -468,7 +468,9 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 		// --mem cuda: host buffers too, for the same transfer between host memory.
 		std::vector<uint8_t> hsrc(o.cuda ? maxbuf : 0, 0x5a), hdst(o.cuda ? maxbuf : 0);
 		std::vector<std::unique_ptr<Setup>> setups;
-		for (Config::Notify mode : o.notify) {
+		for (Config::Notify mode : o.notify)
+		for (size_t iov : o.write_iov) {
+			cfg.write_iov = iov;
 			auto st = std::make_unique<Setup>();
 			Setup &S = *st;
 			S.mode = mode;
@@ -569,6 +571,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 						row.add("bytes", human(size));
 					row.add("chunks", nch).add("rails", static_cast<int>(rails));
 					row.add("notify", S.a->caps().notify_immediate ? "imm" : "msg");
+					row.add("iov", S.a->caps().write_iov);
 					row.add("iters", r[m].iters);
 					if (o.json)
 						row.add("total", static_cast<long long>(bytes));
@@ -605,9 +608,9 @@ int usage()
 	std::fprintf(stderr,
 		     "usage: hmemreg_bench xfer [--json] [--provider P[,P]] [--node ADDR] [--min SIZE] [--max SIZE]\n"
 		     "                          [--chunks N[,N]] [--rails R[,R]] [--window W] [--seconds S] [--repeat N] [--verify]\n"
-		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE] [--write-iov N] [--more]\n"
+		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE] [--write-iov N[,N]] [--more]\n"
 		     "                          [--notify auto|immediate|message[,...]]\n"
-		     "  --notify: how targets learn completion; several modes run interleaved, one row each;\n"
+		     "  --notify, --write-iov: several values run interleaved (one engine pair each), one row each;\n"
 		     "  sizes go up by 4x from --min (4k) to --max (64m; up to 1g); providers default tcp;ofi_rxm,shm;\n"
 		     "  each row is the best of --repeat runs of --seconds, the reference measured alongside\n");
 	return 2;
@@ -648,8 +651,11 @@ int xfer_main(int argc, char **argv)
 			o.seconds = std::atof(v.c_str());
 		else if (a == "--max-write")
 			o.max_write = parse_size(v);
-		else if (a == "--write-iov")
-			o.write_iov = std::strtoull(v.c_str(), nullptr, 0);
+		else if (a == "--write-iov") {
+			o.write_iov.clear();
+			for (auto &c : split(v, ','))
+				o.write_iov.push_back(std::strtoull(c.c_str(), nullptr, 0));
+		}
 		else if (a == "--notify") {
 			o.notify.clear();
 			for (auto &m : split(v, ',')) {

@@ -321,6 +321,11 @@ bool Rail::post_send(Item &it, Events &ev)
 		send_over(it.xfer, ev);
 		return true;
 	}
+	const bool announce = x->kind == TransferImpl::Kind::Write && x->immediate;
+	if (announce && x->failed.load(std::memory_order_acquire)) {
+		send_over(it.xfer, ev); // a write failed already: announce nothing
+		return true;
+	}
 	if (free_send_.empty() || x->peer->inflight.load() >= opt_.peer_cap)
 		return false; // all control buffers in flight; completions free them
 	SendSlot *s = free_send_.back();
@@ -337,7 +342,6 @@ bool Rail::post_send(Item &it, Events &ev)
 	msg.iov_count = 1;
 	msg.addr = x->peer->addr[index_];
 	msg.context = &s->ctx;
-	const bool announce = x->kind == TransferImpl::Kind::Write && x->immediate;
 	ssize_t rc = fi_sendmsg(ep_.get(), &msg, FI_COMPLETION | (announce ? 0 : FI_DELIVERY_COMPLETE));
 	if (rc == -FI_EAGAIN) {
 		stats_.eagain++;
