@@ -58,8 +58,10 @@ PROVIDER_TEST(process, peer_killed_mid_transfer)
 				 shm ? std::vector<std::string>{"FABRIC_PEER_CALLER_PROGRESS=1"} : std::vector<std::string>{});
 		Config ca = loopback(prov);
 		ca.peer_timeout_ms = 2000;
+		Buffer src(4 << 20), dc(4 << 20); // outlive the engines
 		Engine a(ca), c(loopback(prov));
-		Buffer src(4 << 20), dc(4 << 20);
+		Inbox inc;
+		inc.attach(c);
 		fill(src.data(), src.len, 21);
 		auto rs = a.register_region(src.data(), src.len);
 		auto rc = c.register_region(dc.data(), dc.len);
@@ -117,8 +119,11 @@ PROVIDER_TEST(process, peer_killed_mid_transfer)
 			}
 		}
 		cr_log_info("%s: %zu of %zu transfers to the live peer failed", prov.c_str(), alive_failed, alive.size());
-		if (!alive_failed)
+		if (!alive_failed) {
+			cr_assert(eventually([&] { return inc.nnotes.load() == alive.size(); }),
+				  "live peer notified of %zu of %zu", inc.nnotes.load(), alive.size());
 			cr_assert(check_bytes(dc.data(), 21, dc.len));
+		}
 		a.remove_peer(pp);
 		cr_assert(eventually([&] { return a.stats()[0].queued == 0; }));
 		try {
@@ -139,10 +144,10 @@ PROVIDER_TEST(process, writer_killed_never_notifies_falsely)
 	const size_t n = 256, slot = 256 << 10;
 	Config cb = loopback(prov);
 	cb.peer_timeout_ms = 1000;
+	Buffer dst(n * slot); // outlives the engine
 	Engine b(cb);
 	Inbox in;
 	in.attach(b);
-	Buffer dst(n * slot);
 	auto rd = b.register_region(dst.data(), dst.len);
 	const bool shm = prov == "shm"; // dies outside provider locks, as above
 	PeerProcess w(peer_cmd(prov, n * slot),
