@@ -8,12 +8,31 @@
 //   DESC <hex region descriptor>
 // then for every transfer written into it: NOTE <tag> <bytes> <fnv1a64 of [0,bytes)>,
 // and for every control message: MSG <len>. Exits on "QUIT" or end of stdin.
+//
+// As a writer (the engine's notify mode is the optional 4th argument), on
+// "WRITE <hex address> <hex descriptor> N CHUNK":
+// splits its region into N slots, fills slot t with fx::pattern(t + 1, i),
+// writes each slot to the same slot of the target in CHUNK-byte chunks (tag
+// t), all N transfers at once, and prints POSTED N.
+//
+// With FABRIC_PEER_CALLER_PROGRESS=1 the engine is driven from the main loop
+// (no progress thread), and "DIE" exits at once between two progress calls:
+// a crash that never leaves a provider lock held. libfabric 1.17's shm
+// provider keeps a spin lock in each endpoint's shared region and takes it
+// on every progress call; a process killed holding it makes every later send
+// to it spin forever inside fi_sendmsg/fi_writemsg.
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
+#include <sstream>
 #include <string>
+
+#include <poll.h>
+#include <unistd.h>
+#include <vector>
 
 #include "engine/engine.hpp"
 
@@ -27,10 +46,45 @@ static void print_hex(const char *what, const Bytes &b)
 	std::printf("\n");
 }
 
+static Bytes unhex(const std::string &h)
+{
+	Bytes v;
+	for (size_t i = 0; i + 1 < h.size(); i += 2)
+		v.push_back(static_cast<uint8_t>(std::stoul(h.substr(i, 2), nullptr, 16)));
+	return v;
+}
+
+static std::vector<TransferRef> write_slots(Engine &e, const Region &r, uint8_t *buf, size_t size,
+					    const std::string &args)
+{
+	std::istringstream in(args);
+	std::string addr, desc;
+	size_t n = 0, chunk = 0;
+	in >> addr >> desc >> n >> chunk;
+	if (n == 0 || chunk == 0 || size / n == 0)
+		throw hmemreg::Error(HMEMREG_EINVAL, "WRITE: bad slot count or chunk size");
+	PeerId p = e.add_peer(unhex(addr), true);
+	Bytes d = unhex(desc);
+	const size_t slot = size / n;
+	for (size_t t = 0; t < n; t++)
+		for (size_t i = 0; i < slot; i++)
+			buf[t * slot + i] = static_cast<uint8_t>(((t + 1 + i) * 0x9E3779B97F4A7C15ull) >> 56);
+	std::vector<TransferRef> v;
+	for (size_t t = 0; t < n; t++) {
+		std::vector<Chunk> ch;
+		for (size_t off = 0; off < slot; off += chunk)
+			ch.push_back({&r, t * slot + off, std::min(chunk, slot - off), t * slot + off});
+		v.push_back(e.write(p, ch, d, t));
+	}
+	std::printf("POSTED %zu\n", n);
+	std::fflush(stdout);
+	return v;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		std::fprintf(stderr, "usage: fabric_peer PROVIDER NODE|- SIZE\n");
+	if (argc != 4 && argc != 5) {
+		std::fprintf(stderr, "usage: fabric_peer PROVIDER NODE|- SIZE [immediate|message]\n");
 		return 2;
 	}
 	try {
@@ -39,10 +93,15 @@ int main(int argc, char **argv)
 		if (std::strcmp(argv[2], "-"))
 			c.node = argv[2];
 		size_t size = std::strtoull(argv[3], nullptr, 0);
+		if (argc == 5)
+			c.notify = std::strcmp(argv[4], "message") ? Config::Notify::Immediate : Config::Notify::Message;
+		if (const char *v = std::getenv("FABRIC_PEER_CALLER_PROGRESS"); v && *v == '1')
+			c.progress_threads = 0;
 		void *mem = nullptr;
 		if (posix_memalign(&mem, 4096, size))
 			return 1;
 		std::memset(mem, 0, size);
+		std::unique_ptr<void, void (*)(void *)> hold(mem, std::free); // outlives the engine below
 		auto *buf = static_cast<uint8_t *>(mem);
 		Engine e(c);
 		auto r = e.register_region(buf, size);
@@ -60,10 +119,39 @@ int main(int argc, char **argv)
 		print_hex("ADDR", e.address());
 		print_hex("DESC", e.descriptor(*r));
 		std::fflush(stdout);
+		std::vector<TransferRef> writes;
+		auto command = [&](const std::string &line) {
+			if (line == "DIE")
+				_exit(0); // a crash, but never inside a provider call (see the top)
+			if (line.rfind("WRITE ", 0) == 0)
+				writes = write_slots(e, *r, buf, size, line.substr(6));
+			return line != "QUIT";
+		};
 		std::string line;
-		while (std::getline(std::cin, line) && line != "QUIT") {
+		if (c.progress_threads) {
+			while (std::getline(std::cin, line) && command(line)) {
+			}
+			return 0;
 		}
-		return 0;
+		// Caller-driven: progress between non-blocking reads of stdin.
+		std::string pending;
+		for (;;) {
+			e.progress();
+			pollfd pf{0, POLLIN, 0};
+			if (poll(&pf, 1, 0) <= 0)
+				continue;
+			char b[4096];
+			ssize_t n = read(0, b, sizeof(b));
+			if (n <= 0)
+				return 0;
+			pending.append(b, static_cast<size_t>(n));
+			for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+				line = pending.substr(0, nl);
+				pending.erase(0, nl + 1);
+				if (!command(line))
+					return 0;
+			}
+		}
 	} catch (const hmemreg::Error &ex) {
 		std::fprintf(stderr, "fabric_peer: %s\n", ex.what());
 		return 1;

@@ -22,11 +22,24 @@ namespace fx {
 using namespace hmemreg::engine;
 using namespace std::chrono_literals;
 
+// How writers notify targets in this test (set by PROVIDER_TEST: every
+// provider test runs in both modes).
+inline Config::Notify &notify_mode()
+{
+	static Config::Notify m = Config::Notify::Auto;
+	return m;
+}
+inline const char *notify_name()
+{
+	return notify_mode() == Config::Notify::Message ? "message" : "immediate";
+}
+
 // Loopback configuration of a provider under test.
 inline Config loopback(const std::string &provider, unsigned threads = 1)
 {
 	Config c;
 	c.provider = provider;
+	c.notify = notify_mode();
 	if (provider.find("tcp") != std::string::npos)
 		c.node = "127.0.0.1";
 	c.progress_threads = threads;
@@ -117,12 +130,31 @@ struct Pair {
 	PeerId b_at_a = 0, a_at_b = 0;
 };
 
-// Runs body for each provider the lane tests on loopback.
+// Runs body for each provider the lane tests on loopback, with each way of
+// notifying targets: immediate data (_tcp, _shm) and Done messages (_msg).
 #define PROVIDER_TEST(suite, name)                                                                                     \
 	static void suite##_##name(const std::string &prov);                                                          \
-	Test(suite, name##_tcp, .timeout = 120) { suite##_##name("tcp;ofi_rxm"); }                                    \
-	Test(suite, name##_shm, .timeout = 120) { suite##_##name("shm"); }                                            \
+	static void suite##_##name##_in(Config::Notify mode, const char *prov)                                        \
+	{                                                                                                              \
+		notify_mode() = mode;                                                                                  \
+		suite##_##name(prov);                                                                                  \
+	}                                                                                                              \
+	Test(suite, name##_tcp, .timeout = 120) { suite##_##name##_in(Config::Notify::Immediate, "tcp;ofi_rxm"); }    \
+	Test(suite, name##_shm, .timeout = 120) { suite##_##name##_in(Config::Notify::Immediate, "shm"); }            \
+	Test(suite, name##_tcp_msg, .timeout = 120) { suite##_##name##_in(Config::Notify::Message, "tcp;ofi_rxm"); }  \
+	Test(suite, name##_shm_msg, .timeout = 120) { suite##_##name##_in(Config::Notify::Message, "shm"); }          \
 	static void suite##_##name(const std::string &prov)
+
+inline std::string hex(const std::vector<uint8_t> &b)
+{
+	std::string s;
+	char x[3];
+	for (uint8_t c : b) {
+		std::snprintf(x, sizeof(x), "%02x", c);
+		s += x;
+	}
+	return s;
+}
 
 inline bool check_bytes(const uint8_t *got, uint64_t seed, size_t n, size_t seed_offset = 0)
 {

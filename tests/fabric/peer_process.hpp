@@ -35,7 +35,7 @@ inline uint64_t fnv1a(const uint8_t *p, size_t n)
 class PeerProcess {
 public:
 	// argv: the full command (e.g. {"ip","netns","exec","ns","fabric_peer",...}).
-	explicit PeerProcess(std::vector<std::string> argv)
+	explicit PeerProcess(std::vector<std::string> argv, std::vector<std::string> env = {})
 	{
 		int in[2], out[2];
 		cr_assert(pipe(in) == 0 && pipe(out) == 0);
@@ -49,7 +49,13 @@ public:
 		for (auto &a : argv)
 			args.push_back(a.data());
 		args.push_back(nullptr);
-		int rc = posix_spawnp(&pid_, args[0], &fa, nullptr, args.data(), environ);
+		std::vector<char *> envp;
+		for (char **e = environ; *e; e++)
+			envp.push_back(*e);
+		for (auto &e : env)
+			envp.push_back(e.data());
+		envp.push_back(nullptr);
+		int rc = posix_spawnp(&pid_, args[0], &fa, nullptr, args.data(), envp.data());
 		posix_spawn_file_actions_destroy(&fa);
 		cr_assert_eq(rc, 0, "cannot start %s", args[0]);
 		close(in[0]);
@@ -83,6 +89,18 @@ public:
 		if (!s.empty() && s.back() == '\n')
 			s.pop_back();
 		return s;
+	}
+	void send(const std::string &line)
+	{
+		std::fputs((line + "\n").c_str(), to_);
+		std::fflush(to_);
+	}
+	// fabric_peer with FABRIC_PEER_CALLER_PROGRESS=1: exits between two
+	// progress calls (a crash outside any provider lock).
+	void die()
+	{
+		send("DIE");
+		wait_exit();
 	}
 	void kill9()
 	{

@@ -46,12 +46,17 @@ Test(rxe, writes_verified_and_messages, .timeout = 300)
 	auto rs = p.a.register_region(src.data(), n);
 	auto rd = p.b.register_region(dst.data(), n);
 	auto desc = p.b.descriptor(*rd);
+	size_t notes = 0;
 	for (size_t size : {size_t(1), size_t(4096), size_t(1) << 20, n}) {
 		std::memset(dst.data(), 0, n);
 		Chunk c{rs.get(), 0, size, 0};
 		auto t = p.a.write(p.b_at_a, {&c, 1}, desc, size);
 		cr_assert(p.a.wait(*t, 60s), "write of %zu did not complete", size);
 		cr_assert_eq(t->status(), 0, "%s", t->error().c_str());
+		// The target's notification says the data landed (with immediate
+		// notification the writer completes first).
+		notes++;
+		cr_assert(eventually([&] { return p.in_b.nnotes.load() == notes; }, 60s));
 		cr_assert(check_bytes(dst.data(), 31, size), "bytes differ after %zu", size);
 	}
 	// 512 scattered chunks, reversed at the target.
@@ -63,9 +68,9 @@ Test(rxe, writes_verified_and_messages, .timeout = 300)
 	auto t = p.a.write(p.b_at_a, ch, desc, 7);
 	cr_assert(p.a.wait(*t, 120s));
 	cr_assert_eq(t->status(), 0, "%s", t->error().c_str());
+	cr_assert(eventually([&] { return p.in_b.nnotes.load() == 5; }, 60s));
 	for (size_t i = 0; i < k; i++)
 		cr_assert(check_bytes(dst.data() + (k - 1 - i) * len, 31, len, i * len), "chunk %zu misplaced", i);
-	cr_assert(eventually([&] { return p.in_b.nnotes.load() == 5; }, 60s));
 	for (int i = 0; i < 50; i++) {
 		uint8_t m[3] = {uint8_t(i), 1, 2};
 		p.a.send(p.b_at_a, m);

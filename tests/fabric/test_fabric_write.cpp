@@ -65,10 +65,11 @@ PROVIDER_TEST(write, contiguous_sizes)
 
 // Thousands of chunks of random sizes, written in a shuffled order to
 // shuffled non-overlapping destinations.
-static void scattered(const std::string &prov, unsigned rails, size_t nchunks, size_t max_chunk)
+static void scattered(const std::string &prov, unsigned rails, size_t nchunks, size_t max_chunk, size_t write_iov = 0)
 {
 	Config ca = loopback(prov), cb = loopback(prov);
 	ca.rails = rails;
+	ca.write_iov = write_iov;
 	cb.rails = rails;
 	Pair p(ca, cb);
 	std::mt19937_64 rng(nchunks * 31 + rails);
@@ -111,17 +112,31 @@ static void scattered(const std::string &prov, unsigned rails, size_t nchunks, s
 		cr_assert(s.writes_posted > 0, "a rail carried no writes: not striped");
 		posted += s.writes_posted;
 	}
-	// One write per chunk, split above the engine's max write (tcp: 512 KiB).
-	const size_t mw = p.a.caps().max_write;
-	uint64_t want = 0;
+	// One piece per chunk, split above the engine's max write (tcp: 512 KiB);
+	// with write_iov 1 one write per piece, else up to write_iov pieces of a
+	// rail per write.
+	const size_t mw = p.a.caps().max_write, iov = p.a.caps().write_iov;
+	uint64_t pieces = 0;
 	for (size_t l : len)
-		want += l / mw + (l % mw != 0);
-	cr_assert_eq(posted, want, "%llu writes for %zu chunks (max write %zu)", (unsigned long long)posted, nchunks, mw);
+		pieces += l / mw + (l % mw != 0);
+	if (iov == 1)
+		cr_assert_eq(posted, pieces, "%llu writes for %llu pieces (max write %zu)", (unsigned long long)posted,
+			     (unsigned long long)pieces, mw);
+	else
+		cr_assert(posted <= pieces && posted >= (pieces + iov - 1) / iov && (nchunks < 64 || posted < pieces),
+			  "%llu writes for %llu pieces, %zu per write at most", (unsigned long long)posted,
+			  (unsigned long long)pieces, iov);
 }
+
 
 PROVIDER_TEST(write, scattered_4096_small_chunks)
 {
 	scattered(prov, 1, 4096, 4096);
+}
+
+PROVIDER_TEST(write, scattered_one_chunk_per_write)
+{
+	scattered(prov, 1, 1000, 8192, 1);
 }
 
 PROVIDER_TEST(write, scattered_large_chunks)
@@ -148,4 +163,69 @@ PROVIDER_TEST(write, caller_driven_progress)
 	cr_assert_eq(t->status(), 0, "%s", t->error().c_str());
 	cr_assert(check_bytes(dst.data(), 3, dst.len));
 	cr_assert(p.a.caps().progress.find("caller") != std::string::npos);
+}
+
+// Hundreds of scattered transfers in flight at once, each into its own slot:
+// every one notified exactly once, with its tag, size and chunk count, and
+// its bytes in place.
+PROVIDER_TEST(write, many_in_flight)
+{
+	Pair p(prov);
+	const size_t n = 300, slot = 64 << 10, nch = 8;
+	Buffer src(n * slot), dst(n * slot);
+	fill(src.data(), src.len, 41);
+	auto rs = p.a.register_region(src.data(), src.len);
+	auto rd = p.b.register_region(dst.data(), dst.len);
+	auto desc = p.b.descriptor(*rd);
+	std::vector<TransferRef> ts;
+	for (size_t t = 0; t < n; t++) {
+		std::vector<Chunk> ch;
+		for (size_t k = 0; k < nch; k++) // reversed within the slot
+			ch.push_back({rs.get(), t * slot + k * (slot / nch), slot / nch,
+				      t * slot + (nch - 1 - k) * (slot / nch)});
+		ts.push_back(p.a.write(p.b_at_a, ch, desc, 1000 + t));
+	}
+	for (auto &t : ts) {
+		cr_assert(p.a.wait(*t, 60s));
+		cr_assert_eq(t->status(), 0, "%s", t->error().c_str());
+	}
+	cr_assert(eventually([&] { return p.in_b.nnotes.load() >= n; }), "%zu of %zu notified",
+		  p.in_b.nnotes.load(), n);
+	std::this_thread::sleep_for(50ms); // a duplicate would show up now
+	std::lock_guard l(p.in_b.mu);
+	cr_assert_eq(p.in_b.notes.size(), n, "notifications: %zu for %zu transfers", p.in_b.notes.size(), n);
+	std::vector<int> seen(n, 0);
+	for (const Notification &note : p.in_b.notes) {
+		cr_assert(note.tag >= 1000 && note.tag < 1000 + n, "tag %llu", (unsigned long long)note.tag);
+		seen[note.tag - 1000]++;
+		cr_assert_eq(note.bytes, slot);
+		cr_assert_eq(note.chunks, nch);
+		cr_assert_eq(note.from, p.a_at_b);
+	}
+	for (size_t t = 0; t < n; t++) {
+		cr_assert_eq(seen[t], 1, "transfer %zu notified %d times", t, seen[t]);
+		for (size_t k = 0; k < nch; k++) {
+			size_t len = slot / nch;
+			cr_assert(check_bytes(dst.data() + t * slot + (nch - 1 - k) * len, 41, len, t * slot + k * len),
+				  "transfer %zu chunk %zu", t, k);
+		}
+	}
+	auto ps = p.b.path_stats();
+	if (notify_mode() == Config::Notify::Immediate) {
+		cr_assert_eq(ps.immediate_notices, n);
+		cr_assert_eq(ps.immediate_pending, 0u);
+	} else {
+		cr_assert_eq(ps.immediate_notices, 0u);
+	}
+	cr_assert_eq(ps.immediate_abandoned, 0u);
+}
+
+PROVIDER_TEST(write, notify_mode_reported)
+{
+	Engine e(loopback(prov));
+	const bool imm = notify_mode() == Config::Notify::Immediate;
+	cr_assert_eq(e.caps().notify_immediate, imm);
+	cr_assert(e.caps().cq_data_size >= 8, "%s has %zu B of CQ data", prov.c_str(), e.caps().cq_data_size);
+	std::string d = e.caps().describe();
+	cr_assert(d.find(imm ? "immediate data" : "Done message") != std::string::npos, "%s", d.c_str());
 }

@@ -2,7 +2,8 @@
 # NCCL net plugin (plugins/nccl): its tables driven as NCCL drives them, two
 # ranks as two processes over tcp;ofi_rxm on loopback. Run once with an
 # engine progress thread (the default) and the data-path tests again with
-# caller-driven progress.
+# caller-driven progress, and once more with Done-message notification
+# (HMEMREG_NCCL_NOTIFY=message; the default is immediate data).
 set -e
 . "$(dirname "$0")/../lib.sh"
 bin="$HMEMREG_BUILD/tests/nccl/test_nccl_plugin"
@@ -12,3 +13,5 @@ echo "---- test_nccl_plugin (engine progress thread)"
 "$bin" --jobs 2
 echo "---- test_nccl_plugin (progress driven by the calls)"
 HMEMREG_NCCL_PROGRESS_THREADS=0 "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*)'
+echo "---- test_nccl_plugin (receives notified by Done messages instead of immediate data)"
+HMEMREG_NCCL_NOTIFY=message "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*)'

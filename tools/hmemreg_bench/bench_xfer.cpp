@@ -57,7 +57,16 @@ struct Options {
 	bool cuda = false;
 	int src_dev = 0, dst_dev = 0;
 	size_t max_write = 0; // 0: the engine's default
+	std::vector<size_t> write_iov{0}; // chunks per write; 0: the engine's default
+	bool more = false;
+	// Target notification modes, each its own engine pair, run interleaved.
+	std::vector<Config::Notify> notify{Config::Notify::Auto};
 };
+
+const char *notify_name(Config::Notify n)
+{
+	return n == Config::Notify::Immediate ? "immediate" : n == Config::Notify::Message ? "message" : "auto";
+}
 
 uint8_t pattern(size_t i)
 {
@@ -230,9 +239,13 @@ std::vector<Chunk> layout(const Region &src, size_t size, size_t nchunks)
 	return chunks;
 }
 
+// A transfer counts once the target was notified (`notes`, counted by the
+// target's on_notify): the writer's completion alone means its buffers are
+// free again, which with immediate notification comes before the data lands.
 Result run_writes(Engine &a, PeerId peer, const Region &src, const Bytes &desc, size_t size, size_t nchunks,
-		  double seconds, size_t window, size_t max_iters = SIZE_MAX)
+		  double seconds, size_t window, const std::atomic<size_t> &notes, size_t max_iters = SIZE_MAX)
 {
+	const size_t notes0 = notes.load();
 	std::vector<Chunk> chunks = layout(src, size, nchunks);
 	std::atomic<size_t> posted{0}, done{0};
 	std::atomic<bool> stop{false};
@@ -262,9 +275,15 @@ Result run_writes(Engine &a, PeerId peer, const Region &src, const Bytes &desc, 
 	stop = true;
 	while (done.load() < posted.load() && !failed.load())
 		std::this_thread::sleep_for(std::chrono::microseconds(20));
+	auto give_up = Clock::now() + std::chrono::seconds(30);
+	while (notes.load() - notes0 < done.load() && !failed.load() && Clock::now() < give_up)
+		std::this_thread::sleep_for(std::chrono::microseconds(20));
 	double el = std::chrono::duration<double>(Clock::now() - t0).count();
 	if (failed.load())
 		throw Error(HMEMREG_EFABRIC, "xfer: a transfer failed");
+	if (notes.load() - notes0 < done.load())
+		throw Error(HMEMREG_EFABRIC, "xfer: " + std::to_string(done.load() - (notes.load() - notes0)) +
+						     " completed transfers were never notified at the target");
 	return {done.load(), el};
 }
 
@@ -410,6 +429,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 		std::fprintf(stderr, "xfer: verbs: pass --node <address of the RDMA netdev>\n");
 	cfg.idle_spin = 1u << 30; // a benchmark spins
 	cfg.max_write = o.max_write;
+	cfg.post_more = o.more;
 
 	std::string ref_what;
 	double fixed_ref = 0;
@@ -431,36 +451,56 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 		ref_what = "min(d2h,h2d)";
 	}
 
+	// One engine pair per notification mode and write_iov, all measured in
+	// the same loop.
+	struct Setup {
+		Config::Notify mode;
+		std::atomic<size_t> notes{0}; // declared first: outlives the engines' callbacks
+		std::unique_ptr<Engine> a, b;
+		PeerId peer = 0;
+		RegionRef src, dst, hs, hd;
+		Bytes desc, hdesc;
+	};
 	for (unsigned rails : o.rails) {
 		cfg.rails = rails;
-		Engine a(cfg), b(cfg);
-		PeerId peer = a.add_peer(b.address(), true);
-		if (!o.json)
-			std::printf("\n# xfer %s, %s memory%s, %u rail(s), window %zu; reference: %s\n# %s\n",
-				    prov.c_str(), o.cuda ? "cuda" : "host",
-				    o.cuda ? (" (devices " + std::to_string(o.src_dev) + " -> " +
-					      std::to_string(o.dst_dev) + ")").c_str() : "",
-				    rails, o.window,
-				    ref_what == "iperf3-lo" ? "iperf3 over loopback, 1 stream, 1 MiB writes, 1 s, per row"
-				    : o.cuda ? "the slower of cuMemcpy D2H/H2D from pinned memory, per row"
-							    : ref_what.c_str(),
-				    a.caps().describe().c_str());
-		pr.section("xfer " + prov);
 		size_t maxbuf = o.max_size;
 		Buffers buf(o, maxbuf);
-		auto src = a.register_region(buf.src(), maxbuf);
-		auto dst = b.register_region(buf.dst(), maxbuf);
-		Bytes desc = b.descriptor(*dst);
-		const char *path = src->staged() || dst->staged() ? "staged" : "direct";
 		// --mem cuda: host buffers too, for the same transfer between host memory.
 		std::vector<uint8_t> hsrc(o.cuda ? maxbuf : 0, 0x5a), hdst(o.cuda ? maxbuf : 0);
-		RegionRef hs, hd;
-		Bytes hdesc;
-		if (o.cuda) {
-			hs = a.register_region(hsrc.data(), maxbuf);
-			hd = b.register_region(hdst.data(), maxbuf);
-			hdesc = b.descriptor(*hd);
+		std::vector<std::unique_ptr<Setup>> setups;
+		for (Config::Notify mode : o.notify)
+		for (size_t iov : o.write_iov) {
+			cfg.write_iov = iov;
+			auto st = std::make_unique<Setup>();
+			Setup &S = *st;
+			S.mode = mode;
+			cfg.notify = mode;
+			S.a = std::make_unique<Engine>(cfg);
+			S.b = std::make_unique<Engine>(cfg);
+			S.b->on_notify([&S](const Notification &) { S.notes++; });
+			S.peer = S.a->add_peer(S.b->address(), true);
+			S.src = S.a->register_region(buf.src(), maxbuf);
+			S.dst = S.b->register_region(buf.dst(), maxbuf);
+			S.desc = S.b->descriptor(*S.dst);
+			if (o.cuda) {
+				S.hs = S.a->register_region(hsrc.data(), maxbuf);
+				S.hd = S.b->register_region(hdst.data(), maxbuf);
+				S.hdesc = S.b->descriptor(*S.hd);
+			}
+			if (!o.json)
+				std::printf("\n# xfer %s, %s memory%s, %u rail(s), window %zu, notify %s; reference: %s\n# %s\n",
+					    prov.c_str(), o.cuda ? "cuda" : "host",
+					    o.cuda ? (" (devices " + std::to_string(o.src_dev) + " -> " +
+						      std::to_string(o.dst_dev) + ")").c_str() : "",
+					    rails, o.window, notify_name(mode),
+					    ref_what == "iperf3-lo" ? "iperf3 over loopback, 1 stream, 1 MiB writes, 1 s, per row"
+					    : o.cuda ? "the slower of cuMemcpy D2H/H2D from pinned memory, per row"
+						     : ref_what.c_str(),
+					    S.a->caps().describe().c_str());
+			setups.push_back(std::move(st));
 		}
+		pr.section("xfer " + prov);
+		const char *path = setups[0]->src->staged() || setups[0]->dst->staged() ? "staged" : "direct";
 		std::vector<uint8_t> pat(maxbuf);
 		for (size_t i = 0; i < maxbuf; i++)
 			pat[i] = pattern(i);
@@ -469,28 +509,35 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 			for (size_t nch : o.chunks) {
 				if (size / nch < 64)
 					continue;
-				// Best of `repeat` runs, the reference likewise, interleaved,
-				// so both see the same machine (this one is shared).
-				Result r{0, 1}, host{0, 1};
+				// Best of `repeat` runs per mode, the reference likewise, all
+				// interleaved, so every mode sees the same machine (it is shared).
+				std::vector<Result> r(setups.size(), Result{0, 1}), host(setups.size(), Result{0, 1});
 				double ref = fixed_ref;
 				CopyLimits lim;
 				for (unsigned k = 0; k < o.repeat; k++) {
-					Result t = run_writes(a, peer, *src, desc, size, nch, o.seconds, o.window);
-					if (t.iters / t.seconds > r.iters / r.seconds)
-						r = t;
+					for (size_t m = 0; m < setups.size(); m++) {
+						Setup &S = *setups[m];
+						Result t = run_writes(*S.a, S.peer, *S.src, S.desc, size, nch, o.seconds, o.window,
+								      S.notes);
+						if (t.iters / t.seconds > r[m].iters / r[m].seconds)
+							r[m] = t;
+						if (o.cuda) {
+							Result h = run_writes(*S.a, S.peer, *S.hs, S.hdesc, size, nch, o.seconds,
+									      o.window, S.notes);
+							if (h.iters / h.seconds > host[m].iters / host[m].seconds)
+								host[m] = h;
+						}
+					}
 					if (per_size_memcpy)
 						ref = std::max(k ? ref : 0.0, memcpy_gbps(size, o.seconds / 2));
 					if (ref_what == "ib_write_bw")
 						ref = std::max(k ? ref : 0.0,
-							       ib_write_bw_gbps(a.caps().rail_domains[0], size));
+							       ib_write_bw_gbps(setups[0]->a->caps().rail_domains[0], size));
 					if (per_size_iperf) {
 						std::string w;
 						ref = std::max(k ? ref : 0.0, iperf3_gbps(w));
 					}
 					if (o.cuda) {
-						Result h = run_writes(a, peer, *hs, hdesc, size, nch, o.seconds, o.window);
-						if (h.iters / h.seconds > host.iters / host.seconds)
-							host = h;
 						CopyLimits c = copy_limits(o, buf, size, o.seconds / 2);
 						lim.d2h = std::max(lim.d2h, c.d2h);
 						lim.h2d = std::max(lim.h2d, c.h2d);
@@ -498,55 +545,58 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 						ref = std::min(lim.d2h, lim.h2d);
 					}
 				}
-				if (o.verify) {
-					// One more transfer into a cleared target, compared byte for
-					// byte with where each source chunk must land.
-					buf.clear_dst(size);
-					std::atomic<int> seen{0};
-					b.on_notify([&](const Notification &) { seen++; });
-					run_writes(a, peer, *src, desc, size, nch, 10, 1, 1);
-					for (int w = 0; w < 10000 && !seen.load(); w++)
-						std::this_thread::sleep_for(std::chrono::milliseconds(1));
-					b.on_notify({});
-					std::vector<uint8_t> want(size);
-					for (const Chunk &c : layout(*src, size, nch))
-						std::memcpy(want.data() + c.remote_offset, pat.data() + c.local_offset, c.len);
-					if (!seen.load() || buf.read_dst(size) != want)
-						throw Error(HMEMREG_EFABRIC, "xfer: verification failed at " + human(size));
+				for (size_t m = 0; m < setups.size(); m++) {
+					Setup &S = *setups[m];
+					if (o.verify) {
+						// One more transfer into a cleared target, compared byte
+						// for byte with where each source chunk must land (the
+						// run waits for the target's notification).
+						buf.clear_dst(size);
+						run_writes(*S.a, S.peer, *S.src, S.desc, size, nch, 10, 1, S.notes, 1);
+						std::vector<uint8_t> want(size);
+						for (const Chunk &c : layout(*S.src, size, nch))
+							std::memcpy(want.data() + c.remote_offset, pat.data() + c.local_offset, c.len);
+						if (buf.read_dst(size) != want)
+							throw Error(HMEMREG_EFABRIC, "xfer: verification failed at " + human(size) +
+											     " (notify " + notify_name(S.mode) + ")");
+					}
+					double bytes = static_cast<double>(size) * r[m].iters;
+					double gbps = bytes * 8 / r[m].seconds / 1e9;
+					bench::Row row;
+					if (o.json)
+						row.add("bench", "xfer").add("provider", prov).add("mem", o.cuda ? "cuda" : "host");
+					if (o.json)
+						row.add("bytes", static_cast<unsigned long long>(size));
+					else
+						row.add("bytes", human(size));
+					row.add("chunks", nch).add("rails", static_cast<int>(rails));
+					row.add("notify", S.a->caps().notify_immediate ? "imm" : "msg");
+					row.add("iov", S.a->caps().write_iov);
+					row.add("iters", r[m].iters);
+					if (o.json)
+						row.add("total", static_cast<long long>(bytes));
+					else
+						row.add("total", human(bytes));
+					row.add("time", r[m].seconds, 3);
+					row.add("MB/sec", bytes / r[m].seconds / 1e6, 2);
+					row.add("usec/xfer", r[m].seconds * 1e6 / r[m].iters, 2);
+					row.add("Mxfers/sec", r[m].iters / r[m].seconds / 1e6, 4);
+					row.add("gbps", gbps, 2);
+					row.add("ref", ref_what);
+					row.add("ref_gbps", ref, 2);
+					row.add("pct_ref", ref > 0 ? 100.0 * gbps / ref : 0.0, 1);
+					if (o.cuda) {
+						row.add("path", path);
+						row.add("d2h_gbps", lim.d2h, 1).add("h2d_gbps", lim.h2d, 1);
+						row.add(o.src_dev == o.dst_dev ? "d2d_gbps" : "peer_gbps", lim.d2d, 1);
+						row.add("d2d/xfer", gbps > 0 ? lim.d2d / gbps : 0.0, 2);
+						double hg = static_cast<double>(size) * host[m].iters * 8 / host[m].seconds / 1e9;
+						row.add("host_gbps", hg, 2).add("staged/host", hg > 0 ? gbps / hg : 0.0, 2);
+					}
+					if (o.json)
+						row.add("verified", o.verify ? "yes" : "no");
+					pr.print(row);
 				}
-				double bytes = static_cast<double>(size) * r.iters;
-				double gbps = bytes * 8 / r.seconds / 1e9;
-				bench::Row row;
-				if (o.json)
-					row.add("bench", "xfer").add("provider", prov).add("mem", o.cuda ? "cuda" : "host");
-				if (o.json)
-					row.add("bytes", static_cast<unsigned long long>(size));
-				else
-					row.add("bytes", human(size));
-				row.add("chunks", nch).add("rails", static_cast<int>(rails)).add("iters", r.iters);
-				if (o.json)
-					row.add("total", static_cast<long long>(bytes));
-				else
-					row.add("total", human(bytes));
-				row.add("time", r.seconds, 3);
-				row.add("MB/sec", bytes / r.seconds / 1e6, 2);
-				row.add("usec/xfer", r.seconds * 1e6 / r.iters, 2);
-				row.add("Mxfers/sec", r.iters / r.seconds / 1e6, 4);
-				row.add("gbps", gbps, 2);
-				row.add("ref", ref_what);
-				row.add("ref_gbps", ref, 2);
-				row.add("pct_ref", ref > 0 ? 100.0 * gbps / ref : 0.0, 1);
-				if (o.cuda) {
-					row.add("path", path);
-					row.add("d2h_gbps", lim.d2h, 1).add("h2d_gbps", lim.h2d, 1);
-					row.add(o.src_dev == o.dst_dev ? "d2d_gbps" : "peer_gbps", lim.d2d, 1);
-					row.add("d2d/xfer", gbps > 0 ? lim.d2d / gbps : 0.0, 2);
-					double hg = static_cast<double>(size) * host.iters * 8 / host.seconds / 1e9;
-					row.add("host_gbps", hg, 2).add("staged/host", hg > 0 ? gbps / hg : 0.0, 2);
-				}
-				if (o.json)
-					row.add("verified", o.verify ? "yes" : "no");
-				pr.print(row);
 			}
 		}
 	}
@@ -558,7 +608,9 @@ int usage()
 	std::fprintf(stderr,
 		     "usage: hmemreg_bench xfer [--json] [--provider P[,P]] [--node ADDR] [--min SIZE] [--max SIZE]\n"
 		     "                          [--chunks N[,N]] [--rails R[,R]] [--window W] [--seconds S] [--repeat N] [--verify]\n"
-		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE]\n"
+		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE] [--write-iov N[,N]] [--more]\n"
+		     "                          [--notify auto|immediate|message[,...]]\n"
+		     "  --notify, --write-iov: several values run interleaved (one engine pair each), one row each;\n"
 		     "  sizes go up by 4x from --min (4k) to --max (64m; up to 1g); providers default tcp;ofi_rxm,shm;\n"
 		     "  each row is the best of --repeat runs of --seconds, the reference measured alongside\n");
 	return 2;
@@ -569,6 +621,7 @@ int xfer_main(int argc, char **argv)
 	Options o;
 	o.json = bench::take_flag(argc, argv, "--json");
 	o.verify = bench::take_flag(argc, argv, "--verify");
+	o.more = bench::take_flag(argc, argv, "--more");
 	for (int i = 1; i < argc; i++) {
 		std::string a = argv[i];
 		if (i + 1 >= argc)
@@ -598,7 +651,24 @@ int xfer_main(int argc, char **argv)
 			o.seconds = std::atof(v.c_str());
 		else if (a == "--max-write")
 			o.max_write = parse_size(v);
-		else if (a == "--mem" && (v == "host" || v == "cuda"))
+		else if (a == "--write-iov") {
+			o.write_iov.clear();
+			for (auto &c : split(v, ','))
+				o.write_iov.push_back(std::strtoull(c.c_str(), nullptr, 0));
+		}
+		else if (a == "--notify") {
+			o.notify.clear();
+			for (auto &m : split(v, ',')) {
+				if (m == "auto")
+					o.notify.push_back(Config::Notify::Auto);
+				else if (m == "immediate" || m == "imm")
+					o.notify.push_back(Config::Notify::Immediate);
+				else if (m == "message" || m == "msg")
+					o.notify.push_back(Config::Notify::Message);
+				else
+					return usage();
+			}
+		} else if (a == "--mem" && (v == "host" || v == "cuda"))
 			o.cuda = v == "cuda";
 		else if (a == "--devices") {
 			auto d = split(v, ',');

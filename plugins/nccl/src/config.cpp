@@ -76,6 +76,13 @@ bool Config::load(std::string &why)
 	if (!number("HMEMREG_NCCL_MAX_WRITE", 0, 1ULL << 40, x, why, true))
 		return false;
 	max_write = x;
+	if (const char *v = env("HMEMREG_NCCL_NOTIFY")) {
+		notify = v;
+		if (notify != "auto" && notify != "immediate" && notify != "message") {
+			why = std::string("HMEMREG_NCCL_NOTIFY='") + v + "' is not auto, immediate or message";
+			return false;
+		}
+	}
 	return true;
 }
 
@@ -85,7 +92,7 @@ std::string Config::describe() const
 	o << "provider=" << (provider.empty() ? "auto" : provider) << " node=" << (node.empty() ? "default" : node)
 	  << " domain=" << (domain.empty() ? "any" : domain) << " rails=" << rails
 	  << " progress_threads=" << progress_threads << " speed=" << speed_mbps << "Mbps"
-	  << " max_requests=" << max_requests;
+	  << " max_requests=" << max_requests << " notify=" << notify;
 	return o.str();
 }
 

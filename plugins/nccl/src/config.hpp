@@ -22,6 +22,10 @@ struct Config {
 	double latency_us = 0;          // LATENCY_US: reported latency
 	size_t max_requests = 256;      // MAX_REQUESTS: outstanding requests per comm before isend/irecv say "later"
 	size_t max_write = 0;           // MAX_WRITE: split writes above this (0 = the engine's default; k/m/g suffixes)
+	// NOTIFY: how a receive learns its data landed: "auto" (default: counted
+	// writes with immediate data where the provider has it), "immediate", or
+	// "message" (a Done message after delivery-complete writes).
+	std::string notify = "auto";
 
 	// Defaults overridden by the environment. False (with `why`) on an
 	// unparsable value.

@@ -74,6 +74,9 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	ec.recv_buffers = 256;
 	ec.send_buffers = 256;
 	ec.max_write = cfg.max_write;
+	ec.notify = cfg.notify == "immediate" ? engine::Config::Notify::Immediate
+		    : cfg.notify == "message" ? engine::Config::Notify::Message
+					      : engine::Config::Notify::Auto;
 	engine_ = std::make_unique<engine::Engine>(ec);
 	regs_ = std::make_unique<Registrations>(*engine_);
 	const auto &caps = engine_->caps();

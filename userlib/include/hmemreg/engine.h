@@ -8,9 +8,13 @@
  *   region   local memory registered on every rail; its descriptor is a blob
  *            the application ships to peers (address, length, keys)
  *   write    chunks (local region+offset+len -> remote offset in a descriptor);
- *            one RDMA WRITE per chunk, striped over rails; completes once for
- *            the caller (callback and/or xfer handle) and once for the target
- *            (notify callback with the writer's tag)
+ *            one RDMA WRITE per chunk (small chunks may share one), striped
+ *            over rails; completes once for the caller (callback and/or xfer
+ *            handle: the source buffers may be reused) and once for the
+ *            target (notify callback with the writer's tag: the data is in
+ *            place). Only the target's notify says the data landed: where the
+ *            provider has remote CQ data, the caller's completion can come
+ *            first (see Config::notify in engine.hpp).
  *   send     a control message; the target's message callback gets it
  *
  * Every function returns 0 or a negative HMEMREG_E* code; on failure,

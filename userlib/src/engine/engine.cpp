@@ -79,6 +79,7 @@ uint8_t *RegionImpl::io_addr() const
 
 Engine::Impl::Impl(const Config &c) : cfg(c), id(random_id())
 {
+	next_imm_seq = static_cast<uint32_t>(random_id() >> 16);
 	if (cfg.rails == 0)
 		throw Error(HMEMREG_EINVAL, "engine: rails must be at least 1");
 	if (cfg.recv_buffers == 0 || cfg.send_buffers == 0 || cfg.post_batch == 0 || cfg.max_transfers == 0)
@@ -166,6 +167,19 @@ void Engine::Impl::open_rails()
 	// silently, and writes lost with a broken connection would be followed
 	// by a notice delivered on the new one.
 	caps.delivery_complete = true;
+	// Immediate notification needs the key's 8 bytes of remote CQ data;
+	// message-mode writes (and staged pieces) keep delivery-complete.
+	const bool cq_data_ok = caps.cq_data_size >= wire::kImmDataSize;
+	if (cfg.notify == Config::Notify::Immediate && !cq_data_ok)
+		throw Error(HMEMREG_ENOTSUP, "engine: immediate notification needs " +
+						     std::to_string(wire::kImmDataSize) + " B of remote CQ data, provider " +
+						     prov + " has " + std::to_string(caps.cq_data_size) +
+						     " (use Notify::Message or Auto)");
+	caps.notify_immediate = cq_data_ok && cfg.notify != Config::Notify::Message;
+	if (cfg.notify == Config::Notify::Auto && !cq_data_ok)
+		caps.notes.push_back("targets notified by a Done message after delivery-complete writes (remote CQ "
+				     "data " + std::to_string(caps.cq_data_size) + " B < " +
+				     std::to_string(wire::kImmDataSize) + ")");
 
 	size_t tx_size = first->tx_attr->size ? first->tx_attr->size : 1024;
 	size_t depth = cfg.queue_depth ? cfg.queue_depth : tx_size;
@@ -192,6 +206,9 @@ void Engine::Impl::open_rails()
 		caps.notes.push_back("writes split at " + std::to_string(def_write >> 10) + " KiB (" + prov +
 				     " streams each write on one connection)");
 	caps.queue_depth = depth;
+	// Chunks per write: what both the local and the remote iov limits allow.
+	size_t iov_limit = std::max<size_t>(1, std::min(first->tx_attr->iov_limit, first->tx_attr->rma_iov_limit));
+	caps.write_iov = cfg.write_iov ? std::min(cfg.write_iov, iov_limit) : iov_limit;
 	if (cfg.max_message + sizeof(wire::MsgHeader) > max_msg)
 		throw Error(HMEMREG_EINVAL, "engine: max_message exceeds the provider's max_msg_size");
 
@@ -200,7 +217,7 @@ void Engine::Impl::open_rails()
 	RailOptions ro{depth, static_cast<int64_t>(peer_depth * cfg.rails),
 		       cfg.max_message, recvs,
 		       cfg.send_buffers, cfg.post_batch,
-		       caps.delivery_complete, id,
+		       caps.delivery_complete, cfg.post_more, id,
 		       &doom_epoch};
 	for (unsigned r = 0; r < cfg.rails; r++) {
 		const fi_info *info = distinct[r % distinct.size()];
@@ -306,8 +323,100 @@ void Engine::Impl::watchdog()
 	}
 }
 
+// Writes carrying remote CQ data landed (one key per write).
+void Engine::Impl::on_immediate(std::span<const uint64_t> keys)
+{
+	std::vector<Notification> ready;
+	const int64_t now = PeerState::now_ns();
+	{
+		std::lock_guard l(arrivals_mu);
+		for (uint64_t k : keys) {
+			Arrival &a = arrivals[k];
+			a.seen++;
+			a.touched = now;
+			if (a.announced && a.seen == a.expected) {
+				ready.push_back(a.note);
+				arrivals.erase(k);
+			}
+		}
+	}
+	if (ready.empty())
+		return;
+	imm_notices += ready.size();
+	std::function<void(const Notification &)> fn;
+	{
+		std::lock_guard l(handlers_mu);
+		fn = on_notify;
+	}
+	if (fn)
+		for (const auto &n : ready)
+			fn(n);
+}
+
+// The Announce of an immediate-notify write: how many writes carry its key.
+void Engine::Impl::on_announce(const Events::Msg &m)
+{
+	wire::Announce an;
+	if (m.data.size() != sizeof(an)) {
+		imm_abandoned++;
+		return;
+	}
+	std::memcpy(&an, m.data.data(), sizeof(an));
+	if (!wire::imm_key_from(an.key, m.hdr.sender) || an.writes == 0) {
+		imm_abandoned++; // not this sender's key: never count it
+		return;
+	}
+	Notification note{peer_of(m.hdr.sender), m.hdr.sender, m.hdr.tag, m.hdr.bytes, m.hdr.chunks};
+	bool ready = false;
+	{
+		std::lock_guard l(arrivals_mu);
+		Arrival &a = arrivals[an.key];
+		if (a.announced || a.seen > an.writes) {
+			// A second Announce for a live key, or more writes than announced
+			// (a stale key): the count cannot be trusted, drop it.
+			arrivals.erase(an.key);
+			imm_abandoned++;
+			return;
+		}
+		a.announced = true;
+		a.expected = an.writes;
+		a.note = note;
+		a.touched = PeerState::now_ns();
+		if (a.seen == a.expected) {
+			arrivals.erase(an.key);
+			ready = true;
+		}
+	}
+	if (!ready)
+		return;
+	imm_notices++;
+	std::function<void(const Notification &)> fn;
+	{
+		std::lock_guard l(handlers_mu);
+		fn = on_notify;
+	}
+	if (fn)
+		fn(note);
+}
+
+// Partial arrivals idle for peer_timeout (60 s without one): their writer
+// died or gave up (a write lost with a broken connection never arrives).
+// Dropped, never notified; also keeps a stale count from meeting a reused key.
+void Engine::Impl::expire_arrivals()
+{
+	int64_t now = PeerState::now_ns();
+	int64_t last = last_expiry.load(std::memory_order_relaxed);
+	if (now - last < 50'000'000 || !last_expiry.compare_exchange_strong(last, now))
+		return;
+	const int64_t limit = static_cast<int64_t>(cfg.peer_timeout_ms ? cfg.peer_timeout_ms : 60'000) * 1'000'000;
+	std::lock_guard l(arrivals_mu);
+	imm_abandoned += std::erase_if(arrivals, [&](const auto &kv) { return now - kv.second.touched > limit; });
+}
+
 void Engine::Impl::dispatch(Events &ev)
 {
+	if (!ev.imm.empty())
+		on_immediate(ev.imm);
 	for (auto &m : ev.messages) {
 		PeerId from = peer_of(m.hdr.sender);
 		std::function<void(const Message &)> msg_fn;
@@ -331,6 +440,9 @@ void Engine::Impl::dispatch(Events &ev)
 			break;
 		case wire::MsgType::StagedDone:
 			on_staged_done(m, from);
+			break;
+		case wire::MsgType::Announce:
+			on_announce(m);
 			break;
 		case wire::MsgType::Hello:
 			break;
@@ -356,6 +468,7 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 		retire_peers();
 	if (cfg.peer_timeout_ms)
 		watchdog();
+	expire_arrivals();
 	return n;
 }
 
@@ -640,38 +753,87 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 	auto x = TransferImpl::make_write(p, tag, chunks.size(), std::move(done));
 	x->notify = !internal;
 
-	// One write per chunk (split above max_write), round-robin over rails.
-	size_t nsegs = 0;
+	// Pieces: each chunk, split above max_write, round-robin over rails.
+	const size_t mw = im->caps.max_write;
+	size_t npieces = 0;
 	for (const Chunk &c : chunks)
-		nsegs += c.len / im->caps.max_write + (c.len % im->caps.max_write != 0);
-	if (nsegs > UINT32_MAX)
+		npieces += c.len / mw + (c.len % mw != 0);
+	if (npieces >= UINT32_MAX)
 		throw Error(HMEMREG_EINVAL, "write: too many chunks");
-	x->segs.resize(nsegs);
-	x->rail_segs.resize(nrails);
-	x->cursor.assign(nrails, 0);
+	struct Piece {
+		iovec iov;
+		void *desc;
+		fi_rma_iov rma;
+	};
+	std::vector<std::vector<Piece>> by_rail(nrails);
 	unsigned rail = im->next_rail.fetch_add(1) % nrails;
-	size_t s = 0;
 	for (const Chunk &c : chunks) {
 		auto *r = static_cast<const RegionImpl *>(c.local);
 		// Hold a reference to every distinct region for the transfer's lifetime.
 		if (std::none_of(x->regions.begin(), x->regions.end(), [&](const RegionRef &h) { return h.get() == r; }))
 			x->regions.push_back(std::const_pointer_cast<RegionImpl>(r->shared_from_this()));
-		for (size_t off = 0; off < c.len; off += x->segs[s].len, s++) {
-			Segment &g = x->segs[s];
-			g.xfer = x.get();
-			g.local = r->io_addr() + c.local_offset + off;
-			g.len = std::min(im->caps.max_write, c.len - off);
-			g.desc = r->reg->desc(rail);
+		for (size_t off = 0; off < c.len;) {
+			const size_t len = std::min(mw, c.len - off);
 			const auto &pr = d.rails[rail % peer_rails]; // the peer rail local rail `rail` talks to
-			g.raddr = pr.base + c.remote_offset + off;
-			g.key = pr.key;
-			x->rail_segs[rail].push_back(static_cast<uint32_t>(s));
-			x->total += g.len;
+			by_rail[rail].push_back({{r->io_addr() + c.local_offset + off, len},
+						 r->reg->desc(rail),
+						 {pr.base + c.remote_offset + off, len, pr.key}});
+			x->total += len;
+			off += len;
 			rail = (rail + 1) % nrails;
 		}
 	}
+	// One write per group of up to write_iov consecutive pieces of a rail
+	// (at most max_write bytes together): fewer operations for small chunks.
+	x->iovs.reserve(npieces);
+	x->descs.reserve(npieces);
+	x->rmas.reserve(npieces);
+	x->rail_segs.resize(nrails);
+	x->cursor.assign(nrails, 0);
+	for (unsigned r = 0; r < nrails; r++) {
+		const auto &ps = by_rail[r];
+		for (size_t i = 0; i < ps.size();) {
+			Segment g;
+			g.xfer = x.get();
+			g.first = static_cast<uint32_t>(x->iovs.size());
+			size_t bytes = 0;
+			do {
+				x->iovs.push_back(ps[i].iov);
+				x->descs.push_back(ps[i].desc);
+				x->rmas.push_back(ps[i].rma);
+				bytes += ps[i].iov.iov_len;
+				g.count++;
+				i++;
+			} while (i < ps.size() && g.count < im->caps.write_iov && bytes + ps[i].iov.iov_len <= mw);
+			x->rail_segs[r].push_back(static_cast<uint32_t>(x->segs.size()));
+			x->segs.push_back(g);
+		}
+	}
+	const size_t nsegs = x->segs.size();
 	x->unresolved = static_cast<uint32_t>(nsegs);
+	unsigned announce_rail = nrails;
+	if (!internal && im->caps.notify_immediate) {
+		// The Announce goes out first, beside the writes; it and every write
+		// carry the key.
+		x->immediate = true;
+		x->imm_key = wire::imm_key(id, next_imm_seq.fetch_add(1, std::memory_order_relaxed));
+		wire::MsgHeader h = wire::header(wire::MsgType::Announce, id);
+		h.tag = tag;
+		h.bytes = x->total;
+		h.chunks = x->chunks;
+		wire::Announce an{x->imm_key, static_cast<uint32_t>(nsegs), 0};
+		h.length = sizeof(an);
+		x->message.resize(sizeof(h) + sizeof(an));
+		std::memcpy(x->message.data(), &h, sizeof(h));
+		std::memcpy(x->message.data() + sizeof(h), &an, sizeof(an));
+		x->unresolved++;
+		announce_rail = x->segs.empty() ? 0 : static_cast<unsigned>(
+			std::find_if(x->rail_segs.begin(), x->rail_segs.end(), [](const auto &v) { return !v.empty(); }) -
+			x->rail_segs.begin());
+	}
 	im->admit(x, internal);
+	if (announce_rail < nrails)
+		im->rails[announce_rail]->enqueue_send(x);
 	for (unsigned r = 0; r < nrails; r++)
 		if (!x->rail_segs[r].empty())
 			im->rails[r]->enqueue_writes(x);
@@ -734,6 +896,12 @@ PathStats Engine::path_stats() const
 {
 	PathStats s = impl_->staging ? staging_stats(*impl_->staging) : PathStats{};
 	s.direct_writes = impl_->direct_writes.load(std::memory_order_relaxed);
+	s.immediate_notices = impl_->imm_notices.load(std::memory_order_relaxed);
+	s.immediate_abandoned = impl_->imm_abandoned.load(std::memory_order_relaxed);
+	{
+		std::lock_guard l(impl_->arrivals_mu);
+		s.immediate_pending = impl_->arrivals.size();
+	}
 	return s;
 }
 
@@ -754,9 +922,11 @@ std::string Capabilities::describe() const
 	o << "\n  FI_RMA " << (rma ? "yes" : "NO") << ", FI_HMEM " << (hmem ? "yes" : "no") << ", FI_MR_DMABUF "
 	  << (dmabuf ? "yes" : "no (libfabric < 1.20)") << ", remote CQ data "
 	  << (remote_cq_data ? std::to_string(cq_data_size) + " B" : std::string("no"))
-	  << ", delivery-complete writes " << (delivery_complete ? "yes" : "no");
-	o << "\n  queue depth " << queue_depth << "/rail (" << peer_queue_depth << " per peer), max write " << max_write << " B, inject " << inject_size
-	  << " B";
+	  << ", target notified by "
+	  << (notify_immediate ? "counting writes with immediate data (transmit-complete writes)"
+			       : "a Done message after delivery-complete writes");
+	o << "\n  queue depth " << queue_depth << "/rail (" << peer_queue_depth << " per peer), max write " << max_write
+	  << " B, up to " << write_iov << " chunk(s) per write, inject " << inject_size << " B";
 	o << "\n  progress: " << progress;
 	o << "\n  device memory: " << device_memory;
 	for (const auto &n : notes)

@@ -10,13 +10,24 @@
 //    turns it into a blob (address, length, one key per rail) that the
 //    application ships to peers however it likes.
 //  - write() moves a scatter list of chunks (local region + offset + len ->
-//    remote descriptor + offset): one RDMA WRITE per chunk (split only above the
-//    provider's max message size), chunks striped round-robin over rails. The
+//    remote descriptor + offset): one RDMA WRITE per chunk (split above
+//    max_write; small chunks of one rail share a write, up to write_iov of
+//    them), chunks striped round-robin over rails. The
 //    caller gets one completion per transfer (callback and/or Transfer handle);
-//    the target gets one Notification carrying the caller's tag, sent as a
-//    control message once every write of the transfer completed locally with
-//    delivery-complete semantics (so the data is in place; write order is never
-//    relied on, completions are counted).
+//    the target gets one Notification carrying the caller's tag once every
+//    byte is in place. Two ways to tell the target (Config::notify):
+//     - immediate (providers with 8 B of remote CQ data: tcp;ofi_rxm, shm):
+//       every write carries a key naming the transfer as remote CQ data, and a
+//       small Announce message (tag, key, number of writes) goes out with the
+//       writes, not after them. The target counts the key's writes and
+//       notifies once it has the Announce and exactly that many. Writes are
+//       transmit-complete: the writer's completion means its buffers may be
+//       reused (and the provider took every write), not that the target has
+//       the data; only the target's notification says that.
+//     - message (any provider): writes are delivery-complete, and once all
+//       completed the writer sends a Done message; the writer's completion
+//       then also means the target was told.
+//    Write order is never relied on: completions are counted.
 //  - send() posts a small control message; peers receive it through
 //    on_message() from pre-posted, recycled receive buffers.
 //  - Each rail has an application-level queue: what the provider refuses with
@@ -94,6 +105,13 @@ struct Config {
 	// Split writes larger than this (0 = 512 KiB for tcp, else the provider's
 	// max_msg_size).
 	size_t max_write = 0;
+	// Small chunks going to the same rail share one RDMA write (a local and a
+	// remote iov each) up to this many, and max_write bytes together. 0: the
+	// provider's limit (min of iov_limit and rma_iov_limit; tcp and shm: 4);
+	// 1: one write per chunk.
+	size_t write_iov = 0;
+	// Post writes of a batch with FI_MORE (all but the last one).
+	bool post_more = false;
 	// Active transfers (writes and sends) before write()/send() say EAGAIN.
 	size_t max_transfers = 4096;
 	// Posts per rail per progress turn.
@@ -106,6 +124,11 @@ struct Config {
 	// declared dead: its transfers fail (HMEMREG_EFABRIC) and new ones are
 	// refused until it is removed and added again. 0: never.
 	unsigned peer_timeout_ms = 10000;
+	// How the target learns a write is complete (see Model above). Auto:
+	// immediate where the provider has 8 B of remote CQ data, else message.
+	// Immediate on a provider without it fails creation (HMEMREG_ENOTSUP).
+	enum class Notify { Auto, Immediate, Message };
+	Notify notify = Notify::Auto;
 	// Fail creation unless the provider offers these.
 	bool require_hmem = false;
 	bool require_remote_cq_data = false;
@@ -127,9 +150,11 @@ struct Capabilities {
 	bool remote_cq_data = false;     // cq_data_size > 0
 	size_t cq_data_size = 0;
 	bool delivery_complete = false;  // writes complete once data is at the target
+	bool notify_immediate = false;   // targets learn completion from remote CQ data
 	size_t queue_depth = 0;          // in-flight ops per rail actually used
 	size_t peer_queue_depth = 0;     // of which one peer may use
 	size_t max_write = 0;
+	size_t write_iov = 1;            // chunks per RDMA write at most
 	size_t inject_size = 0;
 	std::string progress;            // who drives progress, and thread pinning
 	std::string device_memory;       // how CUDA memory is moved (direct, staged, or why not)
@@ -211,6 +236,11 @@ struct PathStats {
 	uint64_t staged_landings = 0;      // staged writes delivered to device memory here
 	uint64_t staged_errors = 0;        // notices naming an unknown region or a bad range, failed
 	                                   // copies, arrivals abandoned by their writer
+	// Immediate notification, target side.
+	uint64_t immediate_notices = 0;    // transfers notified from counted writes
+	uint64_t immediate_abandoned = 0;  // partial arrivals dropped after peer_timeout_ms (60 s if 0), or
+	                                   // inconsistent (more writes than announced, foreign key)
+	uint64_t immediate_pending = 0;    // transfers partly arrived now (writes or Announce missing)
 };
 
 class Engine {

@@ -73,6 +73,24 @@ struct Engine::Impl {
 	std::atomic<unsigned> next_rail{0};
 	std::atomic<uint64_t> direct_writes{0};
 
+	// Immediate notification, writer side: the next key's sequence.
+	std::atomic<uint32_t> next_imm_seq{0};
+	// Target side: writes counted per key until the Announce's count is met.
+	struct Arrival {
+		uint32_t seen = 0;
+		uint32_t expected = 0;
+		bool announced = false;
+		Notification note{};
+		int64_t touched = 0; // steady_clock ns of the last event
+	};
+	std::mutex arrivals_mu;
+	std::unordered_map<uint64_t, Arrival> arrivals;
+	std::atomic<uint64_t> imm_notices{0}, imm_abandoned{0};
+	void on_immediate(std::span<const uint64_t> keys);
+	void on_announce(const Events::Msg &m);
+	void expire_arrivals();
+	std::atomic<int64_t> last_expiry{0};
+
 	std::unique_ptr<Staging> staging; // device memory without FI_HMEM
 	std::atomic<bool> closing{false};
 	std::unique_ptr<ProgressThreads> threads; // stopped first on destruction

@@ -31,7 +31,8 @@ Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const To
 	dom_->fabric = fabric::open_fabric(info_.get());
 	dom_->domain = fabric::open_domain(dom_->fabric, info_.get());
 	dom_->cache = std::make_unique<RailCache>(domain(), info_->fabric_attr->prov_name);
-	size_t cq_size = opt_.queue_depth + opt_.recv_buffers + opt_.send_buffers;
+	// Room for our own ops plus peers' writes landing with remote CQ data.
+	size_t cq_size = 2 * opt_.queue_depth + opt_.recv_buffers + opt_.send_buffers;
 	cq_ = fabric::CompletionQueue(domain(), cq_size);
 	av_ = fabric::AddressVector(domain(), 64);
 
@@ -104,8 +105,13 @@ void Rail::poll(Events &ev)
 			ev.handled++;
 			continue;
 		}
-		for (ssize_t i = 0; i < n; i++)
+		for (ssize_t i = 0; i < n; i++) {
+			if ((e[i].flags & FI_REMOTE_CQ_DATA) && (e[i].flags & (FI_RMA | FI_REMOTE_WRITE))) {
+				ev.imm.push_back(e[i].data); // a peer's write landed here
+				continue;
+			}
 			handle(static_cast<OpContext *>(e[i].op_context), 0, {}, e[i].len, ev);
+		}
 		ev.handled += static_cast<size_t>(n);
 		stats_.completions += static_cast<uint64_t>(n);
 		if (static_cast<size_t>(n) < kCqReadBatch)
@@ -139,7 +145,7 @@ void Rail::handle(OpContext *op, int err, const std::string &text, size_t len, E
 			x->fail(fabric::to_hmemreg_code(-err),
 				"control message to " + peer_text(x) + " on rail " + std::to_string(index_) +
 					" failed: " + text);
-		ev.finished.push_back(x->self);
+		send_over(x->self, ev);
 		break;
 	}
 	case OpContext::Kind::Recv: {
@@ -169,7 +175,8 @@ void Rail::resolve(TransferImpl *x, size_t n, Events &ev)
 {
 	if (x->unresolved.fetch_sub(static_cast<uint32_t>(n)) != n)
 		return;
-	if (x->failed.load(std::memory_order_acquire) || !x->notify) {
+	if (x->failed.load(std::memory_order_acquire) || !x->notify || x->immediate) {
+		// Immediate: the Announce was one of the n; the target counts writes.
 		ev.finished.push_back(x->self);
 		return;
 	}
@@ -181,6 +188,14 @@ void Rail::resolve(TransferImpl *x, size_t n, Events &ev)
 	x->message.resize(sizeof(h));
 	std::memcpy(x->message.data(), &h, sizeof(h));
 	queue_.push_back({x->self, false});
+}
+
+void Rail::send_over(const std::shared_ptr<TransferImpl> &x, Events &ev)
+{
+	if (x->kind == TransferImpl::Kind::Write && x->immediate)
+		resolve(x.get(), 1, ev); // the Announce, counted with the writes
+	else
+		ev.finished.push_back(x);
 }
 
 void Rail::post(Events &ev)
@@ -240,7 +255,10 @@ bool Rail::post_writes(Item &it, size_t &budget, Events &ev)
 	TransferImpl *x = it.xfer.get();
 	const auto &list = x->rail_segs[index_];
 	size_t &cur = x->cursor[index_];
-	const uint64_t flags = FI_COMPLETION | (opt_.delivery_complete ? FI_DELIVERY_COMPLETE : 0);
+	// Immediate: transmit-complete writes carrying the transfer's key (the
+	// target counts them); else delivery-complete, a Done message follows.
+	const uint64_t flags = FI_COMPLETION | (x->immediate ? FI_REMOTE_CQ_DATA
+					       : opt_.delivery_complete ? FI_DELIVERY_COMPLETE : 0);
 	fi_addr_t dest = x->peer->addr[index_];
 	while (cur < list.size()) {
 		if (x->peer->removed.load(std::memory_order_acquire))
@@ -256,17 +274,20 @@ bool Rail::post_writes(Item &it, size_t &budget, Events &ev)
 		if (budget == 0 || inflight_ >= opt_.queue_depth || x->peer->inflight.load() >= opt_.peer_cap)
 			return false;
 		Segment &s = x->segs[list[cur]];
-		iovec iov{s.local, s.len};
-		fi_rma_iov rma{s.raddr, s.len, s.key};
+		// FI_MORE when the next write of this batch is posted right after
+		// this one (the provider may then batch them); never on the last.
+		const bool more = opt_.post_more && cur + 1 < list.size() && budget > 1 &&
+				  inflight_ + 1 < opt_.queue_depth && x->peer->inflight.load() + 1 < opt_.peer_cap;
 		fi_msg_rma msg{};
-		msg.msg_iov = &iov;
-		msg.desc = &s.desc;
-		msg.iov_count = 1;
+		msg.msg_iov = &x->iovs[s.first];
+		msg.desc = &x->descs[s.first];
+		msg.iov_count = s.count;
 		msg.addr = dest;
-		msg.rma_iov = &rma;
-		msg.rma_iov_count = 1;
+		msg.rma_iov = &x->rmas[s.first];
+		msg.rma_iov_count = s.count;
 		msg.context = &s.ctx;
-		ssize_t rc = fi_writemsg(ep_.get(), &msg, flags);
+		msg.data = x->imm_key;
+		ssize_t rc = fi_writemsg(ep_.get(), &msg, flags | (more ? FI_MORE : 0));
 		if (rc == -FI_EAGAIN) {
 			stats_.eagain++;
 			x->peer->refused.store(true, std::memory_order_relaxed);
@@ -297,7 +318,12 @@ bool Rail::post_send(Item &it, Events &ev)
 			x->fail(HMEMREG_EFABRIC, x->peer->dead_reason);
 		else
 			x->fail(HMEMREG_ENOENT, peer_text(x) + " was removed before the message was sent");
-		ev.finished.push_back(it.xfer);
+		send_over(it.xfer, ev);
+		return true;
+	}
+	const bool announce = x->kind == TransferImpl::Kind::Write && x->immediate;
+	if (announce && x->failed.load(std::memory_order_acquire)) {
+		send_over(it.xfer, ev); // a write failed already: announce nothing
 		return true;
 	}
 	if (free_send_.empty() || x->peer->inflight.load() >= opt_.peer_cap)
@@ -306,7 +332,8 @@ bool Rail::post_send(Item &it, Events &ev)
 	std::memcpy(s->buf, x->message.data(), x->message.size());
 	// Delivery-complete: the caller's completion means the target has the
 	// message and, ordered before it or delivery-complete themselves, the
-	// transfer's writes.
+	// transfer's writes. An Announce needs no more than transmit-complete:
+	// the target waits for the writes themselves.
 	iovec iov{s->buf, x->message.size()};
 	void *desc = ctrl_mr_.desc();
 	fi_msg msg{};
@@ -315,7 +342,7 @@ bool Rail::post_send(Item &it, Events &ev)
 	msg.iov_count = 1;
 	msg.addr = x->peer->addr[index_];
 	msg.context = &s->ctx;
-	ssize_t rc = fi_sendmsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+	ssize_t rc = fi_sendmsg(ep_.get(), &msg, FI_COMPLETION | (announce ? 0 : FI_DELIVERY_COMPLETE));
 	if (rc == -FI_EAGAIN) {
 		stats_.eagain++;
 		x->peer->refused.store(true, std::memory_order_relaxed);
@@ -325,7 +352,7 @@ bool Rail::post_send(Item &it, Events &ev)
 	if (rc < 0) {
 		x->fail(fabric::to_hmemreg_code(static_cast<int>(rc)),
 			"fi_send to " + peer_text(x) + ": " + fi_strerror(static_cast<int>(-rc)));
-		ev.finished.push_back(it.xfer);
+		send_over(it.xfer, ev);
 		return true;
 	}
 	free_send_.pop_back();

@@ -44,8 +44,9 @@ struct Events {
 	};
 	std::vector<std::shared_ptr<TransferImpl>> finished;
 	std::vector<Msg> messages;
+	std::vector<uint64_t> imm; // remote CQ data of writes that landed here
 	size_t handled = 0;
-	bool empty() const { return finished.empty() && messages.empty(); }
+	bool empty() const { return finished.empty() && messages.empty() && imm.empty(); }
 };
 
 struct RailOptions {
@@ -56,6 +57,7 @@ struct RailOptions {
 	size_t send_buffers;
 	size_t post_batch;
 	bool delivery_complete;
+	bool post_more; // FI_MORE on all but the last write of a batch
 	uint64_t engine_id;
 	// Bumped by the engine when a peer is removed or declared dead: the next
 	// turn drains that peer's queued items even if the queue depth is used up.
@@ -108,6 +110,7 @@ private:
 	bool post_send(Item &it, Events &ev);
 	int post_recv(RecvSlot &slot);
 	void resolve(TransferImpl *x, size_t n, Events &ev);
+	void send_over(const std::shared_ptr<TransferImpl> &x, Events &ev); // its control message is done
 
 	unsigned index_;
 	RailOptions opt_;

@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <sys/uio.h>
+
 #include <rdma/fabric.h>
+#include <rdma/fi_rma.h>
 
 #include "engine/engine.hpp"
 
@@ -26,15 +29,13 @@ struct OpContext {
 
 struct TransferImpl;
 
-// One RDMA WRITE.
+// One RDMA WRITE of `count` pieces (a local iovec and a remote rma_iov each)
+// starting at `first` in the transfer's iovs/descs/rmas.
 struct Segment : OpContext {
 	Segment() : OpContext(Kind::Write) {}
 	TransferImpl *xfer = nullptr;
-	void *local = nullptr;
-	size_t len = 0;
-	void *desc = nullptr;
-	uint64_t raddr = 0;
-	uint64_t key = 0;
+	uint32_t first = 0;
+	uint32_t count = 0;
 };
 
 struct PeerState {
@@ -68,6 +69,11 @@ struct TransferImpl final : Transfer {
 	std::shared_ptr<PeerState> peer;
 	std::vector<RegionRef> regions;         // keeps local registrations alive
 	std::vector<Segment> segs;
+	// Pieces (a chunk, or a part of one above max_write), grouped by rail and
+	// segment: a segment's pieces are contiguous here.
+	std::vector<iovec> iovs;
+	std::vector<void *> descs;
+	std::vector<fi_rma_iov> rmas;
 	std::vector<std::vector<uint32_t>> rail_segs; // segment indices per rail
 	std::vector<size_t> cursor;             // next of rail_segs[r] to post (rail lock)
 	std::atomic<uint32_t> unresolved{0};    // segments not yet completed/failed/skipped
@@ -78,6 +84,11 @@ struct TransferImpl final : Transfer {
 	// Tell the target when every write is in place (false: an internal piece
 	// of a staged write, whose owner tells the target itself).
 	bool notify = true;
+	// Immediate notification: every write carries imm_key as remote CQ data
+	// and is transmit-complete; `message` is the Announce, one more op to
+	// resolve (see engine.hpp).
+	bool immediate = false;
+	uint64_t imm_key = 0;
 	bool via_staging = false;
 	uint32_t chunks = 0;
 	TransferCallback callback;

@@ -33,8 +33,10 @@ struct RegionDescriptor {
 
 // Landed: pieces of a staged write are in the target's mirror (payload: a
 // LandedHeader and ranges). StagedDone: a staged write is complete once the
-// given number of Landed notices arrived (payload: StagedDone).
-enum class MsgType : uint16_t { User = 1, Done = 2, Hello = 3, Landed = 4, StagedDone = 5 };
+// given number of Landed notices arrived (payload: StagedDone). Announce: a
+// write whose RDMA writes carry remote CQ data (payload: Announce); sent
+// alongside the writes, not after them.
+enum class MsgType : uint16_t { User = 1, Done = 2, Hello = 3, Landed = 4, StagedDone = 5, Announce = 6 };
 
 // Header in front of every control message.
 struct MsgHeader {
@@ -73,6 +75,30 @@ struct LandedRange {
 struct StagedDone {
 	uint64_t seq;
 	uint32_t notices;   // Landed messages the writer sent for it
+	uint32_t pad;
+};
+
+// Immediate-notify writes: every RDMA write of a transfer carries this
+// 64-bit key as remote CQ data, and the Announce names the key and how many
+// writes carry it. The target notifies once it has the Announce and exactly
+// that many writes. The key is the sender engine id's low 32 bits (checked
+// against the Announce's sender) and a 32-bit per-engine sequence that starts
+// at a random value (two engines whose ids share the low bits would also need
+// sequences within a window of each other to collide).
+constexpr unsigned kImmSeqBits = 32;
+constexpr uint64_t kImmStampMask = (uint64_t(1) << (64 - kImmSeqBits)) - 1;
+constexpr size_t kImmDataSize = 8; // cq_data_size needed
+inline uint64_t imm_key(uint64_t engine_id, uint32_t seq)
+{
+	return ((engine_id & kImmStampMask) << kImmSeqBits) | seq;
+}
+inline bool imm_key_from(uint64_t key, uint64_t engine_id)
+{
+	return (key >> kImmSeqBits) == (engine_id & kImmStampMask);
+}
+struct Announce {
+	uint64_t key;
+	uint32_t writes;    // RDMA writes carrying the key
 	uint32_t pad;
 };
 
