@@ -10,7 +10,10 @@
 
 namespace hmemreg::engine::wire {
 
-constexpr uint16_t kVersion = 2;
+// Blobs and messages of another version are refused: 3 added Announce and
+// writes that carry remote CQ data, which an engine of version 2 would
+// neither count nor expect.
+constexpr uint16_t kVersion = 3;
 
 struct PeerAddress {
 	uint64_t engine_id = 0;
