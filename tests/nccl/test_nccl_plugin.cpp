@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // libnccl-net-hmemreg.so driven through its tables as NCCL drives it, with
 // two ranks (processes) over tcp;ofi_rxm on loopback.
+#include <cstdarg>
 #include <vector>
 
 #include "plugin_pair.hpp"
@@ -58,6 +59,44 @@ Test(nccl_plugin, bad_configuration_fails_init)
 	setenv("HMEMREG_NCCL_MAX_WRITE", "256q", 1);
 	CHECK_RC(p.init(), ncclInvalidUsage);
 	unsetenv("HMEMREG_NCCL_MAX_WRITE");
+}
+
+// What init says it configured (the "using ...; <settings>" INFO line).
+std::string g_init_log;
+void capture_log(ncclDebugLogLevel, unsigned long, const char *, int, const char *fmt, ...)
+{
+	char b[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	std::vsnprintf(b, sizeof(b), fmt, ap);
+	va_end(ap);
+	g_init_log += b;
+	g_init_log += '\n';
+}
+
+std::string init_settings(Plugin &p)
+{
+	g_init_log.clear();
+	ncclNetCommConfig_t cfg{-1};
+	void *ctx = nullptr;
+	OK(p.v11->init(&ctx, 0x2345, &cfg, capture_log, nullptr));
+	OK(p.v11->finalize(ctx));
+	return g_init_log;
+}
+
+// tcp: 4 rails (one TCP stream each), a progress thread per rail, unless set.
+Test(nccl_plugin, rail_and_thread_defaults)
+{
+	Plugin p;
+	unsetenv("HMEMREG_NCCL_RAILS");
+	unsetenv("HMEMREG_NCCL_PROGRESS_THREADS");
+	CHECK(init_settings(p).find("rails=4 progress_threads=4") != std::string::npos);
+	setenv("HMEMREG_NCCL_RAILS", "2", 1);
+	CHECK(init_settings(p).find("rails=2 progress_threads=2") != std::string::npos);
+	setenv("HMEMREG_NCCL_PROGRESS_THREADS", "0", 1);
+	CHECK(init_settings(p).find("rails=2 progress_threads=0") != std::string::npos);
+	unsetenv("HMEMREG_NCCL_RAILS");
+	unsetenv("HMEMREG_NCCL_PROGRESS_THREADS");
 }
 
 // One transfer per size, 0 B .. 64 MiB, receive buffers larger than the

@@ -76,6 +76,10 @@ bool Config::load(std::string &why)
 	if (!number("HMEMREG_NCCL_MAX_WRITE", 0, 1ULL << 40, x, why, true))
 		return false;
 	max_write = x;
+	if (rails == 0)
+		rails = provider.find("tcp") != std::string::npos ? 4 : 1;
+	if (progress_threads == kPerRail)
+		progress_threads = rails;
 	if (const char *v = env("HMEMREG_NCCL_NOTIFY")) {
 		notify = v;
 		if (notify != "auto" && notify != "immediate" && notify != "message") {

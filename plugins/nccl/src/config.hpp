@@ -12,12 +12,17 @@ struct Config {
 	std::string provider = "";      // PROVIDER: libfabric provider ("tcp;ofi_rxm", "verbs;ofi_rxm"); "" = engine's choice
 	std::string node = "";          // NODE: address/host to open endpoints on ("" = provider default)
 	std::string domain = "";        // DOMAIN: NIC / domain name filter
-	unsigned rails = 1;             // RAILS: rails (NICs) striped per transfer
-	// PROGRESS_THREADS: engine progress threads. 1 (default): the network
-	// moves on its own, as NCCL assumes (a connect or a close reaches the
-	// peer even if nothing of ours is tested for a while). 0: only NCCL's
-	// calls (test/isend/irecv/accept/connect/close) drive progress.
-	unsigned progress_threads = 1;
+	// RAILS: rails (NICs) striped per transfer. 0 (default) = 4 when the
+	// provider names tcp (a tcp rail is one TCP stream, and NCCL's own
+	// socket transport runs several sockets and threads), else 1.
+	unsigned rails = 0;
+	// PROGRESS_THREADS: engine progress threads (default: one per rail).
+	// With threads the network moves on its own, as NCCL assumes (a connect
+	// or a close reaches the peer even if nothing of ours is tested for a
+	// while). 0: only NCCL's calls (test/isend/irecv/accept/connect/close)
+	// drive progress.
+	static constexpr unsigned kPerRail = ~0u;
+	unsigned progress_threads = kPerRail;
 	int speed_mbps = 100000;        // SPEED_MBPS: reported port speed
 	double latency_us = 0;          // LATENCY_US: reported latency
 	size_t max_requests = 256;      // MAX_REQUESTS: outstanding requests per comm before isend/irecv say "later"
