@@ -1,9 +1,33 @@
 // SPDX-License-Identifier: MIT
 #include "fabric/ep.hpp"
 
+#include <cstring>
+#include <random>
+#include <string>
+#include <unistd.h>
+
 #include "fabric/error.hpp"
 
 namespace hmemreg::fabric {
+
+namespace {
+
+// shm names an endpoint's region after the pid ("<pid>:<domain>:<ep>" in
+// /dev/shm), and a process killed before closing leaves its region behind:
+// a later process that gets the same pid then fails fi_enable with EBUSY.
+// A random name cannot meet a stale one. Best effort: on failure the
+// provider keeps its own name.
+void name_shm_endpoint(fid_ep *ep, const fi_info *info)
+{
+	if (!info->fabric_attr || !info->fabric_attr->prov_name || std::strcmp(info->fabric_attr->prov_name, "shm") != 0)
+		return;
+	std::random_device rd;
+	uint64_t r = (static_cast<uint64_t>(rd()) << 32) | rd();
+	std::string name = "hmemreg_" + std::to_string(::getpid()) + "_" + std::to_string(r);
+	(void)fi_setname(&ep->fid, name.data(), name.size() + 1);
+}
+
+} // namespace
 
 Endpoint::Endpoint(fid_domain *domain, fi_info *info, CompletionQueue &cq, AddressVector &av)
 {
@@ -12,6 +36,7 @@ Endpoint::Endpoint(fid_domain *domain, fi_info *info, CompletionQueue &cq, Addre
 	ep_ = Fid<fid_ep>(ep);
 	check(fi_ep_bind(ep, &cq.get()->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
 	check(fi_ep_bind(ep, &av.get()->fid, 0), "fi_ep_bind(av)");
+	name_shm_endpoint(ep, info);
 	check(fi_enable(ep), "fi_enable");
 }
 
