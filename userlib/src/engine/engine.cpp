@@ -323,6 +323,22 @@ void Engine::Impl::watchdog()
 	}
 }
 
+// Hands notifications to the application's handler (copied under the lock,
+// called outside it: a handler may call back into the engine).
+void Engine::Impl::notify_app(std::span<const Notification> notes)
+{
+	if (notes.empty())
+		return;
+	std::function<void(const Notification &)> fn;
+	{
+		std::lock_guard l(handlers_mu);
+		fn = on_notify;
+	}
+	if (fn)
+		for (const auto &n : notes)
+			fn(n);
+}
+
 // Writes carrying remote CQ data landed (one key per write).
 void Engine::Impl::on_immediate(std::span<const uint64_t> keys)
 {
@@ -340,17 +356,8 @@ void Engine::Impl::on_immediate(std::span<const uint64_t> keys)
 			}
 		}
 	}
-	if (ready.empty())
-		return;
 	imm_notices += ready.size();
-	std::function<void(const Notification &)> fn;
-	{
-		std::lock_guard l(handlers_mu);
-		fn = on_notify;
-	}
-	if (fn)
-		for (const auto &n : ready)
-			fn(n);
+	notify_app(ready);
 }
 
 // The Announce of an immediate-notify write: how many writes carry its key.
@@ -390,13 +397,7 @@ void Engine::Impl::on_announce(const Events::Msg &m)
 	if (!ready)
 		return;
 	imm_notices++;
-	std::function<void(const Notification &)> fn;
-	{
-		std::lock_guard l(handlers_mu);
-		fn = on_notify;
-	}
-	if (fn)
-		fn(note);
+	notify_app({&note, 1});
 }
 
 // Partial arrivals idle for peer_timeout (60 s without one): their writer
@@ -418,28 +419,27 @@ void Engine::Impl::dispatch(Events &ev)
 	if (!ev.imm.empty())
 		on_immediate(ev.imm);
 	for (auto &m : ev.messages) {
-		PeerId from = peer_of(m.hdr.sender);
-		std::function<void(const Message &)> msg_fn;
-		std::function<void(const Notification &)> notify_fn;
-		{
-			std::lock_guard l(handlers_mu);
-			msg_fn = on_message;
-			notify_fn = on_notify;
-		}
 		switch (static_cast<wire::MsgType>(m.hdr.type)) {
-		case wire::MsgType::User:
-			if (msg_fn)
-				msg_fn(Message{from, m.hdr.sender, m.data});
+		case wire::MsgType::User: {
+			std::function<void(const Message &)> fn;
+			{
+				std::lock_guard l(handlers_mu);
+				fn = on_message;
+			}
+			if (fn)
+				fn(Message{peer_of(m.hdr.sender), m.hdr.sender, m.data});
 			break;
-		case wire::MsgType::Done:
-			if (notify_fn)
-				notify_fn(Notification{from, m.hdr.sender, m.hdr.tag, m.hdr.bytes, m.hdr.chunks});
+		}
+		case wire::MsgType::Done: {
+			Notification n{peer_of(m.hdr.sender), m.hdr.sender, m.hdr.tag, m.hdr.bytes, m.hdr.chunks};
+			notify_app({&n, 1});
 			break;
+		}
 		case wire::MsgType::Landed:
 			on_landed(m);
 			break;
 		case wire::MsgType::StagedDone:
-			on_staged_done(m, from);
+			on_staged_done(m, peer_of(m.hdr.sender));
 			break;
 		case wire::MsgType::Announce:
 			on_announce(m);

@@ -86,6 +86,7 @@ struct Engine::Impl {
 	std::mutex arrivals_mu;
 	std::unordered_map<uint64_t, Arrival> arrivals;
 	std::atomic<uint64_t> imm_notices{0}, imm_abandoned{0};
+	void notify_app(std::span<const Notification> notes);
 	void on_immediate(std::span<const uint64_t> keys);
 	void on_announce(const Events::Msg &m);
 	void expire_arrivals();

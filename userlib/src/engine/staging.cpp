@@ -369,16 +369,7 @@ size_t Impl::poll_staging()
 	}
 	for (auto &[w, idx] : skipped)
 		step(*this, w);
-	if (!arrived.empty()) {
-		std::function<void(const Notification &)> fn;
-		{
-			std::lock_guard l(handlers_mu);
-			fn = on_notify;
-		}
-		for (auto &n : arrived)
-			if (fn)
-				fn(n);
-	}
+	notify_app(arrived);
 	return ready.size() + skipped.size() + arrived.size();
 }
 
