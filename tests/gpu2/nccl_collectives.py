@@ -26,7 +26,10 @@ def main():
     bad = 0
     while size <= max_bytes:
         elems = size // 4
-        iters = 20 if size <= (1 << 20) else (8 if size <= (64 << 20) else 3)
+        # nccl-tests' defaults are 5 warm-up and 20 timed iterations; more
+        # at small sizes, where one op takes well under a millisecond and
+        # 20 of them are too short a sample to repeat within 10%.
+        iters = 100 if size <= (1 << 20) else (20 if size <= (64 << 20) else 5)
         for coll in ("all_reduce", "all_gather", "broadcast"):
             if coll == "all_gather":
                 part = elems // n
@@ -51,7 +54,8 @@ def main():
                     dist.broadcast(t, 0)
                 check = lambda: bool((t == 7.0).all())
                 factor = 1.0
-            op()  # warm-up (and connection setup)
+            for _ in range(5):  # warm-up (and connection setup)
+                op()
             torch.cuda.synchronize()
             ok = check()
             dist.barrier()

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 // hmemreg_bench xfer: bandwidth of engine writes between two engines in one
-// process (each with its own progress thread), next to a reference measured
-// in the same run: iperf3 over loopback for tcp, memcpy for shm, perftest's
-// ib_write_bw on the same device for verbs (e.g. Soft-RoCE in the VM).
+// process (each with one progress thread per rail unless --threads says
+// otherwise), next to a reference measured in the same run: iperf3 over
+// loopback for tcp, memcpy for shm (with R rails: R iperf3 streams, R memcpy
+// threads, so a rail is compared with one stream or one copying core),
+// perftest's ib_write_bw on the same device for verbs (e.g. Soft-RoCE in
+// the VM).
 //
 // With --mem cuda, source and target are CUDA device memory (--devices S,D;
 // default 0,0), moved the way the engine chooses (staged through pinned host
@@ -57,6 +60,7 @@ struct Options {
 	bool cuda = false;
 	int src_dev = 0, dst_dev = 0;
 	size_t max_write = 0; // 0: the engine's default
+	unsigned threads = 0; // progress threads per engine; 0: one per rail
 	std::vector<size_t> write_iov{0}; // chunks per write; 0: the engine's default
 	bool more = false;
 	// Target notification modes, each its own engine pair, run interleaved.
@@ -128,8 +132,9 @@ std::string capture(const std::string &cmd)
 	return out;
 }
 
-// iperf3 over loopback, one stream, 1 MiB writes, 1 s: Gbps (0 when unavailable).
-double iperf3_gbps(std::string &what)
+// iperf3 over loopback, `streams` parallel streams (one per rail: a tcp
+// rail is one connection), 1 MiB writes, 1 s: Gbps (0 when unavailable).
+double iperf3_gbps(std::string &what, unsigned streams)
 {
 	const int port = 5201 + static_cast<int>(getpid() % 2000);
 	std::fflush(stdout);
@@ -145,12 +150,14 @@ double iperf3_gbps(std::string &what)
 	std::string out;
 	for (int attempt = 0; attempt < 20 && out.find("receiver") == std::string::npos; attempt++) {
 		std::this_thread::sleep_for(std::chrono::milliseconds(100));
-		out = capture("iperf3 -c 127.0.0.1 -p " + std::to_string(port) + " -t 1 -l 1M -f g 2>/dev/null");
+		out = capture("iperf3 -c 127.0.0.1 -p " + std::to_string(port) + " -t 1 -l 1M -P " + std::to_string(streams) +
+			      " -f g 2>/dev/null");
 	}
 	kill(srv, SIGTERM); // never wait on a server that got no client
 	int st;
 	waitpid(srv, &st, 0);
-	// Last "receiver" line: "[  5]   0.00-3.00  sec  ... GBytes  NN.N Gbits/sec  receiver"
+	// Last "receiver" line (the [SUM] one with several streams):
+	// "[  5]   0.00-1.00  sec  ... GBytes  NN.N Gbits/sec  receiver"
 	double g = 0;
 	for (const auto &line : split(out, '\n')) {
 		if (line.find("receiver") == std::string::npos)
@@ -204,20 +211,39 @@ double ib_write_bw_gbps(const std::string &device, size_t size)
 	return 0;
 }
 
-// Single-threaded memcpy between two buffers of `size` bytes (what shm's
-// single copy is bounded by).
-double memcpy_gbps(size_t size, double seconds)
+// memcpy between two buffers of `size` bytes (what shm's single copy is
+// bounded by), by `threads` threads (one per rail) each copying its share
+// back and forth, started together: Gbps of all of them.
+double memcpy_gbps(size_t size, double seconds, unsigned threads)
 {
 	std::vector<uint8_t> a(size, 1), b(size, 2);
-	size_t iters = 0;
+	std::vector<size_t> iters(threads, 0);
+	std::vector<std::thread> th;
+	std::atomic<bool> go{false};
+	const size_t share = size / threads;
 	auto t0 = Clock::now();
-	double el = 0;
-	do {
-		for (int k = 0; k < 8; k++, iters++)
-			std::memcpy(iters & 1 ? a.data() : b.data(), iters & 1 ? b.data() : a.data(), size);
-		el = std::chrono::duration<double>(Clock::now() - t0).count();
-	} while (el < seconds);
-	return static_cast<double>(iters) * size * 8 / el / 1e9;
+	for (unsigned t = 0; t < threads; t++)
+		th.emplace_back([&, t] {
+			const size_t off = share * t, n = t + 1 == threads ? size - off : share;
+			while (!go.load())
+				;
+			auto start = Clock::now();
+			size_t i = 0;
+			do {
+				for (int k = 0; k < 8; k++, i++)
+					std::memcpy((i & 1 ? a.data() : b.data()) + off, (i & 1 ? b.data() : a.data()) + off, n);
+			} while (std::chrono::duration<double>(Clock::now() - start).count() < seconds);
+			iters[t] = i * n;
+		});
+	t0 = Clock::now();
+	go = true;
+	for (auto &x : th)
+		x.join();
+	double el = std::chrono::duration<double>(Clock::now() - t0).count();
+	size_t bytes = 0;
+	for (size_t x : iters)
+		bytes += x;
+	return static_cast<double>(bytes) * 8 / el / 1e9;
 }
 
 struct Result {
@@ -463,6 +489,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 	};
 	for (unsigned rails : o.rails) {
 		cfg.rails = rails;
+		cfg.progress_threads = o.threads ? o.threads : rails;
 		size_t maxbuf = o.max_size;
 		Buffers buf(o, maxbuf);
 		// --mem cuda: host buffers too, for the same transfer between host memory.
@@ -493,7 +520,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 					    o.cuda ? (" (devices " + std::to_string(o.src_dev) + " -> " +
 						      std::to_string(o.dst_dev) + ")").c_str() : "",
 					    rails, o.window, notify_name(mode),
-					    ref_what == "iperf3-lo" ? "iperf3 over loopback, 1 stream, 1 MiB writes, 1 s, per row"
+					    ref_what == "iperf3-lo" ? "iperf3 over loopback, one stream per rail, 1 MiB writes, 1 s, per row"
 					    : o.cuda ? "the slower of cuMemcpy D2H/H2D from pinned memory, per row"
 						     : ref_what.c_str(),
 					    S.a->caps().describe().c_str());
@@ -529,13 +556,13 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 						}
 					}
 					if (per_size_memcpy)
-						ref = std::max(k ? ref : 0.0, memcpy_gbps(size, o.seconds / 2));
+						ref = std::max(k ? ref : 0.0, memcpy_gbps(size, o.seconds / 2, rails));
 					if (ref_what == "ib_write_bw")
 						ref = std::max(k ? ref : 0.0,
 							       ib_write_bw_gbps(setups[0]->a->caps().rail_domains[0], size));
 					if (per_size_iperf) {
 						std::string w;
-						ref = std::max(k ? ref : 0.0, iperf3_gbps(w));
+						ref = std::max(k ? ref : 0.0, iperf3_gbps(w, rails));
 					}
 					if (o.cuda) {
 						CopyLimits c = copy_limits(o, buf, size, o.seconds / 2);
@@ -582,7 +609,9 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 					row.add("usec/xfer", r[m].seconds * 1e6 / r[m].iters, 2);
 					row.add("Mxfers/sec", r[m].iters / r[m].seconds / 1e6, 4);
 					row.add("gbps", gbps, 2);
-					row.add("ref", ref_what);
+					row.add("ref", rails > 1 && (per_size_iperf || per_size_memcpy)
+								? ref_what + " x" + std::to_string(rails)
+								: ref_what);
 					row.add("ref_gbps", ref, 2);
 					row.add("pct_ref", ref > 0 ? 100.0 * gbps / ref : 0.0, 1);
 					if (o.cuda) {
@@ -609,7 +638,8 @@ int usage()
 		     "usage: hmemreg_bench xfer [--json] [--provider P[,P]] [--node ADDR] [--min SIZE] [--max SIZE]\n"
 		     "                          [--chunks N[,N]] [--rails R[,R]] [--window W] [--seconds S] [--repeat N] [--verify]\n"
 		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE] [--write-iov N[,N]] [--more]\n"
-		     "                          [--notify auto|immediate|message[,...]]\n"
+		     "                          [--notify auto|immediate|message[,...]] [--threads N]\n"
+		     "  --threads: progress threads per engine (default: one per rail);\n"
 		     "  --notify, --write-iov: several values run interleaved (one engine pair each), one row each;\n"
 		     "  sizes go up by 4x from --min (4k) to --max (64m; up to 1g); providers default tcp;ofi_rxm,shm;\n"
 		     "  each row is the best of --repeat runs of --seconds, the reference measured alongside\n");
@@ -651,6 +681,8 @@ int xfer_main(int argc, char **argv)
 			o.seconds = std::atof(v.c_str());
 		else if (a == "--max-write")
 			o.max_write = parse_size(v);
+		else if (a == "--threads")
+			o.threads = static_cast<unsigned>(std::max(1, std::atoi(v.c_str())));
 		else if (a == "--write-iov") {
 			o.write_iov.clear();
 			for (auto &c : split(v, ','))
