@@ -41,8 +41,6 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 			continue;
 		}
 		if (++idle < idle_spin_) {
-			// Give the core away between empty turns: where threads outnumber
-			// cores, the peer's progress (or a copy) is what we are waiting for.
 			// Give the core away now and then: where threads outnumber cores,
 			// the peer's progress (or a copy) may be what we wait for. Not on
 			// every empty turn: the target of RMA writes sees no completions
