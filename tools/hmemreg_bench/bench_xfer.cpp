@@ -2,7 +2,7 @@
 // hmemreg_bench xfer: bandwidth of engine writes between two engines in one
 // process (each with one progress thread per rail unless --threads says
 // otherwise), next to a reference measured in the same run: iperf3 over
-// loopback for tcp, memcpy for shm (with R rails: R iperf3 streams, R memcpy
+// loopback for tcp, memcpy for shm (with R rails: R iperf3 pairs, R memcpy
 // threads, so a rail is compared with one stream or one copying core),
 // perftest's ib_write_bw on the same device for verbs (e.g. Soft-RoCE in
 // the VM).
@@ -132,32 +132,10 @@ std::string capture(const std::string &cmd)
 	return out;
 }
 
-// iperf3 over loopback, `streams` parallel streams (one per rail: a tcp
-// rail is one connection), 1 MiB writes, 1 s: Gbps (0 when unavailable).
-double iperf3_gbps(std::string &what, unsigned streams)
+// Receiver Gbps from an iperf3 client's report (its last "receiver" line:
+// "[  5]   0.00-1.00  sec  ... GBytes  NN.N Gbits/sec  receiver").
+double iperf3_receiver_gbps(const std::string &out)
 {
-	const int port = 5201 + static_cast<int>(getpid() % 2000);
-	std::fflush(stdout);
-	pid_t srv = fork();
-	if (srv == 0) {
-		std::string p = std::to_string(port);
-		if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
-			_exit(127);
-		execlp("iperf3", "iperf3", "-s", "-1", "-p", p.c_str(), "-B", "127.0.0.1", (char *)nullptr);
-		_exit(127);
-	}
-	// The server may take a while to listen on a busy machine: retry the client.
-	std::string out;
-	for (int attempt = 0; attempt < 20 && out.find("receiver") == std::string::npos; attempt++) {
-		std::this_thread::sleep_for(std::chrono::milliseconds(100));
-		out = capture("iperf3 -c 127.0.0.1 -p " + std::to_string(port) + " -t 1 -l 1M -P " + std::to_string(streams) +
-			      " -f g 2>/dev/null");
-	}
-	kill(srv, SIGTERM); // never wait on a server that got no client
-	int st;
-	waitpid(srv, &st, 0);
-	// Last "receiver" line (the [SUM] one with several streams):
-	// "[  5]   0.00-1.00  sec  ... GBytes  NN.N Gbits/sec  receiver"
 	double g = 0;
 	for (const auto &line : split(out, '\n')) {
 		if (line.find("receiver") == std::string::npos)
@@ -168,8 +146,58 @@ double iperf3_gbps(std::string &what, unsigned streams)
 		size_t b = line.rfind(' ', at - 2);
 		g = std::atof(line.substr(b + 1, at - b - 1).c_str());
 	}
-	what = "iperf3-lo";
 	return g;
+}
+
+// iperf3 over loopback, 1 MiB writes, 1 s: Gbps summed over `streams`
+// server/client pairs running at once (one per rail: a tcp rail is one
+// connection with its own progress thread, and iperf3 before 3.16 runs all
+// of -P's streams on one thread), 0 when unavailable.
+double iperf3_gbps(std::string &what, unsigned streams)
+{
+	const int port0 = 5201 + static_cast<int>(getpid() % 2000) * 8;
+	std::fflush(stdout);
+	std::vector<pid_t> servers;
+	for (unsigned i = 0; i < streams; i++) {
+		pid_t srv = fork();
+		if (srv == 0) {
+			std::string p = std::to_string(port0 + static_cast<int>(i));
+			if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
+				_exit(127);
+			execlp("iperf3", "iperf3", "-s", "-1", "-p", p.c_str(), "-B", "127.0.0.1", (char *)nullptr);
+			_exit(127);
+		}
+		if (srv > 0)
+			servers.push_back(srv);
+	}
+	std::vector<double> g(servers.size(), 0);
+	std::vector<std::thread> clients;
+	for (size_t i = 0; i < servers.size(); i++)
+		clients.emplace_back([&, i] {
+			// The server may take a while to listen on a busy machine: retry.
+			std::string out;
+			for (int attempt = 0; attempt < 20 && out.find("receiver") == std::string::npos; attempt++) {
+				std::this_thread::sleep_for(std::chrono::milliseconds(100));
+				out = capture("iperf3 -c 127.0.0.1 -p " + std::to_string(port0 + static_cast<int>(i)) +
+					      " -t 1 -l 1M -f g 2>/dev/null");
+			}
+			g[i] = iperf3_receiver_gbps(out);
+		});
+	for (auto &c : clients)
+		c.join();
+	for (pid_t srv : servers) {
+		kill(srv, SIGTERM); // never wait on a server that got no client
+		int st;
+		waitpid(srv, &st, 0);
+	}
+	what = "iperf3-lo";
+	double sum = 0;
+	for (double x : g) {
+		if (x <= 0)
+			return 0; // one pair failed: no reference rather than a low one
+		sum += x;
+	}
+	return sum;
 }
 
 // perftest's ib_write_bw on the rail's device (server and client on this
@@ -520,7 +548,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 					    o.cuda ? (" (devices " + std::to_string(o.src_dev) + " -> " +
 						      std::to_string(o.dst_dev) + ")").c_str() : "",
 					    rails, o.window, notify_name(mode),
-					    ref_what == "iperf3-lo" ? "iperf3 over loopback, one stream per rail, 1 MiB writes, 1 s, per row"
+					    ref_what == "iperf3-lo" ? "iperf3 over loopback, one client/server pair per rail at once, 1 MiB writes, 1 s, per row"
 					    : o.cuda ? "the slower of cuMemcpy D2H/H2D from pinned memory, per row"
 						     : ref_what.c_str(),
 					    S.a->caps().describe().c_str());
