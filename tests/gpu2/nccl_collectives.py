@@ -21,7 +21,7 @@ def main():
     dev = torch.device("cuda", rank)
     label = os.environ.get("HMEMREG_RUN_LABEL", "run")
     max_bytes = int(os.environ.get("HMEMREG_MAX_BYTES", str(1 << 30)))
-    size = 1 << 10
+    size = int(os.environ.get("HMEMREG_MIN_BYTES", str(1 << 10)))
     rows = []
     bad = 0
     while size <= max_bytes:

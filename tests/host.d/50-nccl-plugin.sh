@@ -12,6 +12,6 @@ export HMEMREG_NCCL_PROVIDER="tcp;ofi_rxm" HMEMREG_NCCL_NODE=127.0.0.1
 echo "---- test_nccl_plugin (engine progress thread)"
 "$bin" --jobs 2
 echo "---- test_nccl_plugin (progress driven by the calls)"
-HMEMREG_NCCL_PROGRESS_THREADS=0 "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*)'
+HMEMREG_NCCL_PROGRESS_THREADS=0 "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*|sends_before*)'
 echo "---- test_nccl_plugin (receives notified by Done messages instead of immediate data)"
-HMEMREG_NCCL_NOTIFY=message "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*)'
+HMEMREG_NCCL_NOTIFY=message "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*|sends_before*)'

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // libnccl-net-hmemreg.so driven through its tables as NCCL drives it, with
 // two ranks (processes) over tcp;ofi_rxm on loopback.
+#include <algorithm>
 #include <cstdarg>
 #include <vector>
 
@@ -338,9 +339,11 @@ Test(nccl_plugin, bad_input_is_an_error, .timeout = 60)
 }
 
 // A send larger than the posted receive (or with another tag) fails on
-// both sides with ncclInvalidUsage; the connection carries on.
+// both sides with ncclInvalidUsage; the connection carries on. Eager sends
+// (next test) are off here: without the receive's Cts the sender cannot check.
 Test(nccl_plugin, send_larger_than_receive_fails_both_sides, .timeout = 60)
 {
+	setenv("HMEMREG_NCCL_EAGER_MAX", "0", 1);
 	run_pair(
 		[&](Chan &c) {
 			Plugin p;
@@ -383,6 +386,93 @@ Test(nccl_plugin, send_larger_than_receive_fails_both_sides, .timeout = 60)
 			CHECK_RC(send_rc(4096, 9), ncclInvalidUsage);
 			CHECK_RC(send_rc(4096, 10), ncclInvalidUsage);
 			OK(send_rc(4096, 9));
+			c.wait();
+			OK(p.closeSend()(sc));
+			OK(p.deregMr()(sc, mh));
+			c.signal();
+		});
+}
+
+// Sends whose receive is not posted yet go into the receiver's eager slots
+// (16 by default) instead of waiting for its Cts; once the slots are taken
+// a send waits. Each receive then completes at once with the right bytes.
+// An eager send larger than its receive fails that receive.
+static constexpr int kSlots = 16;         // the plugin's default EAGER_SLOTS
+static constexpr size_t kMax = 512 << 10; // and EAGER_MAX
+
+Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
+{
+	auto size_of = [](int i) { return std::min<size_t>(kMax, (size_t(1) << (i + 4)) + i); };
+	run_pair(
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *rc = accept_conn(p, c);
+			Buf buf(kMax * (kSlots + 1));
+			void *mh = nullptr;
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			c.wait(); // the sender has 16 sends posted and one refused
+			std::vector<void *> reqs;
+			for (int i = 0; i <= kSlots; i++)
+				reqs.push_back(post_recv(p, rc, buf.data() + i * kMax, kMax, i, mh));
+			for (int i = 0; i <= kSlots; i++) {
+				int got = -1;
+				OK(wait(p, reqs[i], &got));
+				CHECK(got == static_cast<int>(size_of(i)));
+				CHECK(verify(buf.data() + i * kMax, size_of(i), 500 + i));
+			}
+			uint64_t eager = p.counters().eager_receives;
+			CHECK(eager == kSlots || eager == kSlots + 1);
+			c.signal();
+			// 8 KiB sent to a 4 KiB receive: if it went eager only this side
+			// can tell; either way the receive fails.
+			CHECK_RC(wait(p, post_recv(p, rc, buf.data(), 4096, 0, mh)), ncclInvalidUsage);
+			int got = -1;
+			OK(wait(p, post_recv(p, rc, buf.data(), kMax, 0, mh), &got));
+			CHECK(got == 1000 && verify(buf.data(), 1000, 7));
+			OK(p.closeRecv()(rc));
+			OK(p.deregMr()(rc, mh));
+			c.signal();
+			c.wait();
+		},
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *sc = connect_conn(p, c);
+			Buf buf(kMax * (kSlots + 1));
+			void *mh = nullptr;
+			OK(p.regMr()(sc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			for (int i = 0; i <= kSlots; i++)
+				fill(buf.data() + i * kMax, size_of(i), 500 + i);
+			std::vector<void *> reqs;
+			for (int i = 0; i < kSlots; i++) // no receive is posted: eager or nothing
+				reqs.push_back(post_send(p, sc, buf.data() + i * kMax, size_of(i), i, mh));
+			auto until = Clock::now() + 300ms;
+			while (Clock::now() < until) { // every slot is taken: the 17th waits
+				void *req = nullptr;
+				OK(p.isend()(sc, buf.data() + kSlots * kMax, size_of(kSlots), kSlots, mh, nullptr, &req));
+				CHECK(req == nullptr);
+			}
+			c.signal();
+			// (Without progress threads the receiver reads the data only now.)
+			for (void *r : reqs)
+				OK(wait(p, r));
+			OK(wait(p, post_send(p, sc, buf.data() + kSlots * kMax, size_of(kSlots), kSlots, mh)));
+			c.wait();
+			auto over = [&] { // its receive is 4 KiB
+				auto deadline = Clock::now() + 20s;
+				for (;;) {
+					void *req = nullptr;
+					ncclResult_t r = p.isend()(sc, buf.data(), 8192, 0, mh, nullptr, &req);
+					if (r != ncclSuccess || req)
+						return req ? wait(p, req) : r;
+					CHECK(Clock::now() < deadline);
+				}
+			};
+			ncclResult_t r = over();
+			CHECK(r == ncclSuccess || r == ncclInvalidUsage); // eager, or refused with the Cts
+			fill(buf.data(), 1000, 7);
+			OK(wait(p, post_send(p, sc, buf.data(), 1000, 0, mh)));
 			c.wait();
 			OK(p.closeSend()(sc));
 			OK(p.deregMr()(sc, mh));

@@ -76,6 +76,14 @@ bool Config::load(std::string &why)
 	if (!number("HMEMREG_NCCL_MAX_WRITE", 0, 1ULL << 40, x, why, true))
 		return false;
 	max_write = x;
+	x = eager_max;
+	if (!number("HMEMREG_NCCL_EAGER_MAX", 0, 64ULL << 20, x, why, true))
+		return false;
+	eager_max = x;
+	x = eager_slots;
+	if (!number("HMEMREG_NCCL_EAGER_SLOTS", 1, 1024, x, why))
+		return false;
+	eager_slots = x;
 	if (rails == 0)
 		rails = provider.find("tcp") != std::string::npos ? 4 : 1;
 	if (progress_threads == kPerRail)
@@ -96,7 +104,8 @@ std::string Config::describe() const
 	o << "provider=" << (provider.empty() ? "auto" : provider) << " node=" << (node.empty() ? "default" : node)
 	  << " domain=" << (domain.empty() ? "any" : domain) << " rails=" << rails
 	  << " progress_threads=" << progress_threads << " speed=" << speed_mbps << "Mbps"
-	  << " max_requests=" << max_requests << " notify=" << notify;
+	  << " max_requests=" << max_requests << " notify=" << notify << " eager=" << eager_slots << "x"
+	  << (eager_max >> 10) << "KiB";
 	return o.str();
 }
 

@@ -27,6 +27,13 @@ struct Config {
 	double latency_us = 0;          // LATENCY_US: reported latency
 	size_t max_requests = 256;      // MAX_REQUESTS: outstanding requests per comm before isend/irecv say "later"
 	size_t max_write = 0;           // MAX_WRITE: split writes above this (0 = the engine's default; k/m/g suffixes)
+	// EAGER_MAX, EAGER_SLOTS: each recv comm registers EAGER_SLOTS buffers of
+	// EAGER_MAX bytes; a send of at most EAGER_MAX whose receive is not
+	// advertised yet goes into one and is copied out at the receiver, instead
+	// of waiting a round trip (NCCL's step is 512 KiB at most by default).
+	// EAGER_MAX=0: off.
+	size_t eager_max = 512u << 10;
+	size_t eager_slots = 16;
 	// NOTIFY: how a receive learns its data landed: "auto" (default: counted
 	// writes with immediate data where the provider has it), "immediate", or
 	// "message" (a Done message after delivery-complete writes).

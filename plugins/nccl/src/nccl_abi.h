@@ -176,6 +176,7 @@ struct hmemreg_nccl_counters {
 	uint64_t requests_live;
 	uint64_t bytes_sent;
 	uint64_t bytes_received;
+	uint64_t eager_receives;   /* receives whose data came through an eager slot */
 };
 int hmemreg_nccl_stats(struct hmemreg_nccl_counters *out);
 

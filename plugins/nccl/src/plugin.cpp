@@ -105,6 +105,7 @@ Plugin::~Plugin()
 	// through our callbacks, which need the state below).
 	regs_.reset();
 	engine_.reset();
+	retired_eager_.clear(); // nothing can land in them now
 }
 
 void Plugin::progress_now()
@@ -252,6 +253,7 @@ ncclResult_t Plugin::accept(void *listen_comm, void **recv_comm)
 				try {
 					PeerId peer = peer_for_locked(pc.engine_id, pc.address);
 					auto c = std::make_unique<RecvComm>(next_comm_id_++, peer, pc.engine_id, pc.send_id);
+					offer_eager_locked(*c);
 					recvs_[c->id] = c.get();
 					*recv_comm = c.get();
 					comms_[c.get()] = std::move(c);
@@ -259,8 +261,11 @@ ncclResult_t Plugin::accept(void *listen_comm, void **recv_comm)
 					NWARN("accept: %s", e.what());
 					return result_of(e);
 				}
-				return ncclSuccess;
 			}
+		}
+		if (*recv_comm) {
+			progress_now(); // the eager slots' offer goes out now
+			return ncclSuccess;
 		}
 		if (attempt == 0)
 			idle();
@@ -337,6 +342,51 @@ ncclResult_t Plugin::dereg_mr(void *comm, void *mhandle)
 	return ncclSuccess;
 }
 
+namespace {
+
+// Sequence numbers wrap: a is before b.
+bool seq_before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
+
+} // namespace
+
+// Give the new recv comm eager slots and tell its sender. Without them (off,
+// or no memory) sends just wait for each Cts.
+void Plugin::offer_eager_locked(RecvComm &c)
+{
+	if (!cfg_.eager_max || !cfg_.eager_slots)
+		return;
+	EagerSlots &e = c.eager;
+	try {
+		e.slot_size = cfg_.eager_max;
+		e.mem.reset(new uint8_t[e.slot_size * cfg_.eager_slots]);
+		e.region = engine_->register_region(e.mem.get(), e.slot_size * cfg_.eager_slots);
+		proto::EagerRing m;
+		m.send_id = c.remote_id;
+		m.recv_id = c.id;
+		m.slots = static_cast<uint32_t>(cfg_.eager_slots);
+		m.slot_size = e.slot_size;
+		m.descriptor = engine_->descriptor(*e.region);
+		send_control_locked(c.peer, proto::encode(m));
+		e.slots = m.slots;
+	} catch (const std::exception &x) {
+		NWARN("recv comm %u: no eager slots (%s): sends will wait for each receive", c.id, x.what());
+		e = EagerSlots{};
+	}
+}
+
+// Receive seq of c is complete: its eager slot may be reused once every
+// receive before it is complete too.
+void Plugin::mark_done_locked(RecvComm &c, uint32_t seq)
+{
+	if (seq != c.done_upto) {
+		c.done_ahead.insert(seq);
+		return;
+	}
+	c.done_upto++;
+	while (c.done_ahead.erase(c.done_upto))
+		c.done_upto++;
+}
+
 ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request,
 			       bool &missing_cts)
 {
@@ -369,13 +419,19 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	if (c->outstanding >= cfg_.max_requests)
 		return ncclSuccess; // *request stays NULL: NCCL retries
 	auto ct = c->cts.find(c->next_seq);
-	if (ct == c->cts.end()) {
+	const uint32_t seq = c->next_seq;
+	// No Cts yet (the receiver is behind): into an eager slot if one is
+	// free, as NCCL's socket transport lets the kernel buffer it.
+	const bool eager = ct == c->cts.end() && size && size <= c->eager.slot_size && c->eager.slots &&
+			   seq_before(seq, c->eager.done_upto + c->eager.slots);
+	if (ct == c->cts.end() && !eager) {
 		missing_cts = true;
+		if (c->waiting_since == std::chrono::steady_clock::time_point{})
+			c->waiting_since = std::chrono::steady_clock::now();
 		return ncclSuccess;
 	}
-	const proto::Cts cts = ct->second;
-	const uint32_t seq = c->next_seq;
-	if (cts.tag != tag || size > cts.size) {
+	const proto::Cts cts = eager ? proto::Cts{} : ct->second;
+	if (!eager && (cts.tag != tag || size > cts.size)) {
 		// The matching receive cannot take this send: fail both ends of it.
 		c->cts.erase(ct);
 		c->next_seq++;
@@ -434,9 +490,15 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			ch.local = mh->region.get();
 			ch.local_offset = reinterpret_cast<uintptr_t>(data) - reinterpret_cast<uintptr_t>(mh->region->addr());
 			ch.len = size;
-			ch.remote_offset = cts.offset;
-			rq->transfer = engine_->write(c->peer, std::span(&ch, 1), cts.descriptor,
-						      proto::notify_tag(cts.recv_id, seq), done);
+			if (eager) {
+				ch.remote_offset = static_cast<size_t>(seq % c->eager.slots) * c->eager.slot_size;
+				rq->transfer = engine_->write(c->peer, std::span(&ch, 1), c->eager.descriptor,
+							      proto::kEagerTag | proto::notify_tag(c->remote_id, seq), done);
+			} else {
+				ch.remote_offset = cts.offset;
+				rq->transfer = engine_->write(c->peer, std::span(&ch, 1), cts.descriptor,
+							      proto::notify_tag(cts.recv_id, seq), done);
+			}
 		}
 	} catch (const Error &e) {
 		if (e.code() == HMEMREG_EAGAIN)
@@ -444,9 +506,19 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		NWARN("isend #%u (%zu bytes): %s", seq, size, e.what());
 		return result_of(e);
 	}
-	c->cts.erase(c->next_seq);
+	if (!eager)
+		c->cts.erase(c->next_seq);
 	c->next_seq++;
 	c->outstanding++;
+	c->sends++;
+	c->eager_sends += eager;
+	if (c->waiting_since != std::chrono::steady_clock::time_point{}) {
+		c->waited++;
+		c->wait_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+								    std::chrono::steady_clock::now() - c->waiting_since)
+								    .count());
+		c->waiting_since = {};
+	}
 	*request = rq.get();
 	requests_[rq.get()] = std::move(rq);
 	return ncclSuccess;
@@ -526,6 +598,21 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	rq->comm_id = c->id;
 	rq->seq = m.seq;
 	rq->size = size;
+	rq->data = static_cast<uint8_t *>(size ? data[0] : nullptr);
+	if (auto early = c->eager_early.find(m.seq); early != c->eager_early.end()) {
+		// Its data came first, into an eager slot: no Cts, done now.
+		const size_t bytes = early->second;
+		c->eager_early.erase(early);
+		land_eager_locked(*c, *rq, bytes);
+		mark_done_locked(*c, m.seq);
+		eager_receives_++;
+		c->next_seq++;
+		c->outstanding++;
+		*request = rq.get();
+		requests_[rq.get()] = std::move(rq);
+		return ncclSuccess;
+	}
+	m.done_upto = c->done_upto;
 	try {
 		rq->transfer = engine_->send(c->peer, proto::encode(m));
 	} catch (const Error &e) {
@@ -606,6 +693,11 @@ ncclResult_t Plugin::close_send(void *send_comm)
 			NWARN("closeSend: %p is not a send comm of this plugin", send_comm);
 			return ncclInternalError;
 		}
+		NINFO(NCCL_NET,
+		      "send comm %u: %llu sends, %llu into eager slots, %llu waited for the receiver's buffer (%.1f us each on average)",
+		      c->id, static_cast<unsigned long long>(c->sends), static_cast<unsigned long long>(c->eager_sends),
+		      static_cast<unsigned long long>(c->waited),
+		      c->waited ? static_cast<double>(c->wait_ns) / 1e3 / static_cast<double>(c->waited) : 0.0);
 		if (!c->peer_closed && c->remote_id) {
 			try {
 				send_control_locked(c->peer, proto::encode(proto::Close{c->remote_id, 1}));
@@ -640,6 +732,10 @@ ncclResult_t Plugin::close_recv(void *recv_comm)
 			}
 		}
 		std::erase_if(requests_, [&](const auto &kv) { return !kv.second->send && kv.second->comm_id == c->id; });
+		// Its sender may still have eager writes on the way: the slots'
+		// memory stays until the engine is gone (the registration goes now).
+		if (c->eager.mem)
+			retired_eager_.push_back(std::move(c->eager.mem));
 		recvs_.erase(c->id);
 		auto it = comms_.find(recv_comm);
 		owned = std::move(it->second);
@@ -700,19 +796,61 @@ void Plugin::complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, 
 		r.error = err;
 	}
 	c->pending.erase(p);
+	mark_done_locked(*c, seq);
+}
+
+// Copy `bytes` of eager data for r out of its slot and settle r.
+void Plugin::land_eager_locked(RecvComm &c, Request &r, size_t bytes)
+{
+	if (bytes > r.size) {
+		// The sender could not check (it had no Cts): only this side fails.
+		r.state = Request::State::Failed;
+		r.error = ncclInvalidUsage;
+		r.why = "send #" + std::to_string(r.seq) + " of " + std::to_string(bytes) +
+			" bytes (eager) exceeds the posted receive of " + std::to_string(r.size) + " bytes";
+		return;
+	}
+	std::memcpy(r.data, c.eager.slot(r.seq), bytes);
+	r.state = Request::State::Done;
+	r.bytes = bytes;
+	bytes_received_ += bytes;
 }
 
 void Plugin::on_notify(const engine::Notification &n)
 {
 	std::lock_guard l(mu_);
-	const uint32_t recv_id = static_cast<uint32_t>(n.tag >> 32);
+	const uint32_t recv_id = static_cast<uint32_t>((n.tag & ~proto::kEagerTag) >> 32);
+	const uint32_t seq = static_cast<uint32_t>(n.tag);
 	auto it = recvs_.find(recv_id);
 	if (it != recvs_.end() && it->second->peer_engine != n.sender) {
 		NWARN("notification for comm %u from engine %llx, not its peer: dropped", recv_id,
 		      static_cast<unsigned long long>(n.sender));
 		return;
 	}
-	complete_recv_locked(recv_id, static_cast<uint32_t>(n.tag), n.bytes, ncclSuccess, {});
+	if (!(n.tag & proto::kEagerTag)) {
+		complete_recv_locked(recv_id, seq, n.bytes, ncclSuccess, {});
+		return;
+	}
+	if (it == recvs_.end()) {
+		NINFO(NCCL_NET, "eager data for receive #%u on closed comm %u dropped", seq, recv_id);
+		return;
+	}
+	RecvComm &c = *it->second;
+	if (!c.eager.slots || n.bytes > c.eager.slot_size || !seq_before(seq, c.done_upto + c.eager.slots)) {
+		NWARN("eager data for receive #%u on comm %u does not fit a free slot (%zu bytes): dropped", seq, c.id,
+		      n.bytes);
+		return;
+	}
+	auto p = c.pending.find(seq);
+	if (p == c.pending.end()) {
+		c.eager_early[seq] = n.bytes; // its irecv comes later
+		return;
+	}
+	auto r = p->second;
+	c.pending.erase(p);
+	land_eager_locked(c, *r, n.bytes);
+	mark_done_locked(c, seq);
+	eager_receives_++;
 }
 
 void Plugin::on_message(const engine::Message &msg)
@@ -747,8 +885,25 @@ void Plugin::on_message(const engine::Message &msg)
 		}
 		SendComm *c = it->second;
 		c->remote_id = m->cts.recv_id;
+		if (seq_before(c->eager.done_upto, m->cts.done_upto))
+			c->eager.done_upto = m->cts.done_upto;
+		if (seq_before(m->cts.seq, c->next_seq))
+			return; // that send went into an eager slot before this came
 		if (!c->cts.emplace(m->cts.seq, std::move(m->cts)).second)
 			NWARN("duplicate buffer advertisement on send comm %u dropped", c->id);
+		return;
+	}
+	case proto::Type::EagerRing: {
+		auto it = sends_.find(m->eager.send_id);
+		if (it == sends_.end() || it->second->peer_engine != msg.sender) {
+			NINFO(NCCL_NET, "eager slots for closed send comm %u dropped", m->eager.send_id);
+			return;
+		}
+		SendComm *c = it->second;
+		c->remote_id = m->eager.recv_id;
+		c->eager.slots = m->eager.slots;
+		c->eager.slot_size = m->eager.slot_size;
+		c->eager.descriptor = std::move(m->eager.descriptor);
 		return;
 	}
 	case proto::Type::Empty: {
@@ -801,6 +956,7 @@ void Plugin::stats(struct hmemreg_nccl_counters &out)
 	out.requests_live = requests_.size();
 	out.bytes_sent = bytes_sent_;
 	out.bytes_received = bytes_received_;
+	out.eager_receives = eager_receives_;
 }
 
 size_t Plugin::live_comms()

@@ -10,12 +10,15 @@
 // makes progress, because engine callbacks take it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "config.hpp"
 #include "engine/engine.hpp"
@@ -56,6 +59,26 @@ struct SendComm final : Comm {
 	std::unordered_map<uint32_t, proto::Cts> cts;    // advertised, not yet sent into
 	size_t outstanding = 0;
 	bool peer_closed = false;
+	// The receiver's eager slots (protocol.hpp), once its EagerRing came.
+	struct {
+		uint32_t slots = 0; // 0: not known (yet), no eager sends
+		uint64_t slot_size = 0;
+		std::vector<uint8_t> descriptor;
+		uint32_t done_upto = 0; // latest Cts's: slots of seqs before it are free
+	} eager;
+	// Sends whose data was ready before the receiver's Cts came, and how
+	// long they waited for it in all (said at close: NCCL_DEBUG=INFO NET).
+	uint64_t sends = 0, eager_sends = 0, waited = 0, wait_ns = 0;
+	std::chrono::steady_clock::time_point waiting_since{};
+};
+
+// A recv comm's eager slots: one registered buffer, slot i at i * slot_size.
+struct EagerSlots {
+	std::unique_ptr<uint8_t[]> mem;
+	engine::RegionRef region;
+	uint32_t slots = 0;
+	size_t slot_size = 0;
+	uint8_t *slot(uint32_t seq) const { return mem.get() + static_cast<size_t>(seq % slots) * slot_size; }
 };
 
 struct RecvComm final : Comm {
@@ -70,6 +93,11 @@ struct RecvComm final : Comm {
 	std::unordered_map<uint32_t, std::shared_ptr<Request>> pending;
 	size_t outstanding = 0;
 	bool peer_closed = false;
+	EagerSlots eager;                                 // slots == 0: eager off
+	std::unordered_map<uint32_t, size_t> eager_early; // seq -> bytes landed before its irecv
+	// Receives complete before done_upto; those completed out of order after it.
+	uint32_t done_upto = 0;
+	std::unordered_set<uint32_t> done_ahead;
 };
 
 struct Request {
@@ -78,6 +106,7 @@ struct Request {
 	uint32_t comm_id = 0;
 	uint32_t seq = 0;
 	size_t size = 0;     // send size, or posted capacity
+	uint8_t *data = nullptr; // receive buffer (host memory: eager data is copied there)
 	State state = State::Pending;
 	size_t bytes = 0;    // what test() reports
 	ncclResult_t error = ncclSuccess;
@@ -129,6 +158,9 @@ private:
 	void on_message(const engine::Message &m);
 	void on_notify(const engine::Notification &n);
 	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
+	void offer_eager_locked(RecvComm &c);
+	void mark_done_locked(RecvComm &c, uint32_t seq);
+	void land_eager_locked(RecvComm &c, Request &r, size_t bytes);
 	void send_control_locked(engine::PeerId peer, const std::vector<uint8_t> &msg);
 	ncclResult_t post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			       void **request);
@@ -146,7 +178,9 @@ private:
 	std::unordered_map<void *, std::shared_ptr<Request>> requests_;
 	std::unordered_map<void *, std::unique_ptr<MemHandle>> mhandles_;
 	std::unordered_map<uint64_t, engine::PeerId> peers_;
-	uint64_t bytes_sent_ = 0, bytes_received_ = 0;
+	uint64_t bytes_sent_ = 0, bytes_received_ = 0, eager_receives_ = 0;
+	// Eager slots of closed recv comms (8 MiB each by default), freed with the engine.
+	std::vector<std::unique_ptr<uint8_t[]>> retired_eager_;
 
 	// Last members: destroyed first, so no engine callback outlives the
 	// state above.

@@ -7,7 +7,7 @@ namespace hmemreg::nccl::proto {
 namespace {
 
 constexpr uint32_t kMagic = 0x4c43434e; // "NCCL"
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2; // 2: EagerRing, Cts.done_upto
 constexpr uint32_t kHandleMagic = 0x48524e48; // "HNRH"
 
 class Writer {
@@ -79,6 +79,18 @@ std::vector<uint8_t> encode(const Cts &m)
 		.put(m.tag)
 		.put(m.size)
 		.put(m.offset)
+		.put(m.done_upto)
+		.bytes(m.descriptor)
+		.take();
+}
+
+std::vector<uint8_t> encode(const EagerRing &m)
+{
+	return Writer(Type::EagerRing)
+		.put(m.send_id)
+		.put(m.recv_id)
+		.put(m.slots)
+		.put(m.slot_size)
 		.bytes(m.descriptor)
 		.take();
 }
@@ -109,7 +121,11 @@ std::optional<Message> decode(std::span<const uint8_t> bytes)
 		break;
 	case Type::Cts:
 		ok = r.get(m.cts.send_id) && r.get(m.cts.recv_id) && r.get(m.cts.seq) && r.get(m.cts.tag) &&
-		     r.get(m.cts.size) && r.get(m.cts.offset) && r.bytes(m.cts.descriptor);
+		     r.get(m.cts.size) && r.get(m.cts.offset) && r.get(m.cts.done_upto) && r.bytes(m.cts.descriptor);
+		break;
+	case Type::EagerRing:
+		ok = r.get(m.eager.send_id) && r.get(m.eager.recv_id) && r.get(m.eager.slots) &&
+		     r.get(m.eager.slot_size) && r.bytes(m.eager.descriptor) && m.eager.slots > 0 && m.eager.slot_size > 0;
 		break;
 	case Type::Empty:
 		ok = r.get(m.empty.recv_id) && r.get(m.empty.seq);

@@ -6,8 +6,14 @@
 //
 //   sender                         receiver
 //   connect: Connect ------------> listen comm queues it; accept() makes a recv comm
-//            <------------------- Cts (one per irecv: seq, tag, size, region descriptor)
+//            <------------------- EagerRing (the recv comm's bounce slots, once)
+//            <------------------- Cts (one per irecv: seq, tag, size, region descriptor,
+//                                 and done_upto: receives before it are complete)
 //   isend(seq): write + notify --> notification completes irecv(seq) with its size
+//   isend(seq) before its Cts came (data ready, receiver late): eager write
+//            into slot seq % slots -> copied into irecv(seq)'s buffer when both
+//            are there. A slot is reused only once done_upto passed its last
+//            seq; a Cts that comes for a seq already sent eagerly is dropped.
 //   isend of 0 bytes: Empty -----> completes irecv(seq) with 0 bytes
 //   isend too large: Fail -------> fails irecv(seq)
 //   close: Close <---------------> the other side fails what it still waits for
@@ -21,7 +27,7 @@
 
 namespace hmemreg::nccl::proto {
 
-enum class Type : uint16_t { Connect = 1, Cts = 2, Empty = 3, Fail = 4, Close = 5 };
+enum class Type : uint16_t { Connect = 1, Cts = 2, Empty = 3, Fail = 4, Close = 5, EagerRing = 6 };
 
 struct Connect {
 	uint64_t listen_id = 0;
@@ -36,6 +42,16 @@ struct Cts {
 	int32_t tag = 0;
 	uint64_t size = 0;   // capacity of the posted buffer
 	uint64_t offset = 0; // of the buffer inside the described region
+	uint32_t done_upto = 0; // every receive before this seq is complete (eager slots free)
+	std::vector<uint8_t> descriptor;
+};
+
+// The receiver's eager slots: `slots` buffers of slot_size bytes, one region.
+struct EagerRing {
+	uint32_t send_id = 0;
+	uint32_t recv_id = 0;
+	uint32_t slots = 0;
+	uint64_t slot_size = 0;
 	std::vector<uint8_t> descriptor;
 };
 
@@ -63,6 +79,7 @@ struct Message {
 	Empty empty;
 	Fail fail;
 	Close close;
+	EagerRing eager;
 };
 
 std::vector<uint8_t> encode(const Connect &m);
@@ -70,6 +87,7 @@ std::vector<uint8_t> encode(const Cts &m);
 std::vector<uint8_t> encode(const Empty &m);
 std::vector<uint8_t> encode(const Fail &m);
 std::vector<uint8_t> encode(const Close &m);
+std::vector<uint8_t> encode(const EagerRing &m);
 // Nothing on a malformed, foreign or other-version message.
 std::optional<Message> decode(std::span<const uint8_t> bytes);
 
@@ -83,5 +101,7 @@ bool encode_handle(const Handle &h, void *out, size_t cap);
 std::optional<Handle> decode_handle(const void *in, size_t cap);
 
 constexpr uint64_t notify_tag(uint32_t recv_id, uint32_t seq) { return (uint64_t(recv_id) << 32) | seq; }
+// Notifications of eager writes (into slot seq % slots) carry this bit.
+constexpr uint64_t kEagerTag = 1ULL << 63;
 
 } // namespace hmemreg::nccl::proto
