@@ -398,10 +398,11 @@ Test(nccl_plugin, send_larger_than_receive_fails_both_sides, .timeout = 60)
 // a send waits. Each receive then completes at once with the right bytes.
 // An eager send larger than its receive fails that receive.
 static constexpr int kSlots = 16;         // the plugin's default EAGER_SLOTS
-static constexpr size_t kMax = 512 << 10; // and EAGER_MAX
+static constexpr size_t kMax = 512 << 10; // EAGER_MAX (off by default)
 
 Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
 {
+	setenv("HMEMREG_NCCL_EAGER_MAX", "512k", 1);
 	auto size_of = [](int i) { return std::min<size_t>(kMax, (size_t(1) << (i + 4)) + i); };
 	run_pair(
 		[&](Chan &c) {
