@@ -385,6 +385,16 @@ void Plugin::mark_done_locked(RecvComm &c, uint32_t seq)
 	c.done_upto++;
 	while (c.done_ahead.erase(c.done_upto))
 		c.done_upto++;
+	// Receives served from eager slots send no Cts: tell the sender its
+	// slots are free again before it runs out of them.
+	if (c.eager.slots && c.done_upto - c.credit_sent >= (c.eager.slots + 1) / 2 && !c.peer_closed) {
+		try {
+			send_control_locked(c.peer, proto::encode(proto::Credit{c.remote_id, c.done_upto}));
+			c.credit_sent = c.done_upto;
+		} catch (const Error &) {
+			// engine full: the next Cts carries it
+		}
+	}
 }
 
 ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request,
@@ -511,6 +521,7 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	c->next_seq++;
 	c->outstanding++;
 	c->sends++;
+	c->bytes += size;
 	c->eager_sends += eager;
 	if (c->waiting_since != std::chrono::steady_clock::time_point{}) {
 		c->waited++;
@@ -555,7 +566,7 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	if (!request)
 		return ncclInvalidArgument;
 	*request = nullptr;
-	std::lock_guard l(mu_);
+	std::unique_lock l(mu_);
 	auto *c = find_locked<RecvComm>(recv_comm, Comm::Kind::Recv);
 	if (!c) {
 		NWARN("irecv: %p is not a recv comm of this plugin", recv_comm);
@@ -600,19 +611,20 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	rq->size = size;
 	rq->data = static_cast<uint8_t *>(size ? data[0] : nullptr);
 	if (auto early = c->eager_early.find(m.seq); early != c->eager_early.end()) {
-		// Its data came first, into an eager slot: no Cts, done now.
+		// Its data came first, into an eager slot: no Cts, done after the copy.
 		const size_t bytes = early->second;
 		c->eager_early.erase(early);
-		land_eager_locked(*c, *rq, bytes);
-		mark_done_locked(*c, m.seq);
-		eager_receives_++;
 		c->next_seq++;
 		c->outstanding++;
 		*request = rq.get();
-		requests_[rq.get()] = std::move(rq);
+		requests_[rq.get()] = rq;
+		const uint8_t *slot = c->eager.slot(m.seq);
+		l.unlock();
+		land_eager(rq, slot, bytes);
 		return ncclSuccess;
 	}
 	m.done_upto = c->done_upto;
+	c->credit_sent = c->done_upto;
 	try {
 		rq->transfer = engine_->send(c->peer, proto::encode(m));
 	} catch (const Error &e) {
@@ -694,8 +706,11 @@ ncclResult_t Plugin::close_send(void *send_comm)
 			return ncclInternalError;
 		}
 		NINFO(NCCL_NET,
-		      "send comm %u: %llu sends, %llu into eager slots, %llu waited for the receiver's buffer (%.1f us each on average)",
-		      c->id, static_cast<unsigned long long>(c->sends), static_cast<unsigned long long>(c->eager_sends),
+		      "send comm %u: %llu sends (%.0f KiB on average), %llu into eager slots, %llu waited for the receiver's "
+		      "buffer (%.1f us each on average)",
+		      c->id, static_cast<unsigned long long>(c->sends),
+		      c->sends ? static_cast<double>(c->bytes) / 1024.0 / static_cast<double>(c->sends) : 0.0,
+		      static_cast<unsigned long long>(c->eager_sends),
 		      static_cast<unsigned long long>(c->waited),
 		      c->waited ? static_cast<double>(c->wait_ns) / 1e3 / static_cast<double>(c->waited) : 0.0);
 		if (!c->peer_closed && c->remote_id) {
@@ -799,26 +814,34 @@ void Plugin::complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, 
 	mark_done_locked(*c, seq);
 }
 
-// Copy `bytes` of eager data for r out of its slot and settle r.
-void Plugin::land_eager_locked(RecvComm &c, Request &r, size_t bytes)
+// Copy `bytes` of eager data for r out of its slot (without the lock: up to
+// 512 KiB; the slot is not reused before r is marked done, and a closed
+// comm's slots stay allocated), then settle r.
+void Plugin::land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes)
 {
-	if (bytes > r.size) {
+	const bool fits = bytes <= r->size;
+	if (fits)
+		std::memcpy(r->data, slot, bytes);
+	std::lock_guard l(mu_);
+	if (fits) {
+		r->state = Request::State::Done;
+		r->bytes = bytes;
+		bytes_received_ += bytes;
+	} else {
 		// The sender could not check (it had no Cts): only this side fails.
-		r.state = Request::State::Failed;
-		r.error = ncclInvalidUsage;
-		r.why = "send #" + std::to_string(r.seq) + " of " + std::to_string(bytes) +
-			" bytes (eager) exceeds the posted receive of " + std::to_string(r.size) + " bytes";
-		return;
+		r->state = Request::State::Failed;
+		r->error = ncclInvalidUsage;
+		r->why = "send #" + std::to_string(r->seq) + " of " + std::to_string(bytes) +
+			 " bytes (eager) exceeds the posted receive of " + std::to_string(r->size) + " bytes";
 	}
-	std::memcpy(r.data, c.eager.slot(r.seq), bytes);
-	r.state = Request::State::Done;
-	r.bytes = bytes;
-	bytes_received_ += bytes;
+	eager_receives_++;
+	if (auto it = recvs_.find(r->comm_id); it != recvs_.end())
+		mark_done_locked(*it->second, r->seq);
 }
 
 void Plugin::on_notify(const engine::Notification &n)
 {
-	std::lock_guard l(mu_);
+	std::unique_lock l(mu_);
 	const uint32_t recv_id = static_cast<uint32_t>((n.tag & ~proto::kEagerTag) >> 32);
 	const uint32_t seq = static_cast<uint32_t>(n.tag);
 	auto it = recvs_.find(recv_id);
@@ -848,9 +871,9 @@ void Plugin::on_notify(const engine::Notification &n)
 	}
 	auto r = p->second;
 	c.pending.erase(p);
-	land_eager_locked(c, *r, n.bytes);
-	mark_done_locked(c, seq);
-	eager_receives_++;
+	const uint8_t *slot = c.eager.slot(seq);
+	l.unlock();
+	land_eager(r, slot, n.bytes);
 }
 
 void Plugin::on_message(const engine::Message &msg)
@@ -904,6 +927,13 @@ void Plugin::on_message(const engine::Message &msg)
 		c->eager.slots = m->eager.slots;
 		c->eager.slot_size = m->eager.slot_size;
 		c->eager.descriptor = std::move(m->eager.descriptor);
+		return;
+	}
+	case proto::Type::Credit: {
+		auto it = sends_.find(m->credit.send_id);
+		if (it != sends_.end() && it->second->peer_engine == msg.sender &&
+		    seq_before(it->second->eager.done_upto, m->credit.done_upto))
+			it->second->eager.done_upto = m->credit.done_upto;
 		return;
 	}
 	case proto::Type::Empty: {

@@ -68,7 +68,7 @@ struct SendComm final : Comm {
 	} eager;
 	// Sends whose data was ready before the receiver's Cts came, and how
 	// long they waited for it in all (said at close: NCCL_DEBUG=INFO NET).
-	uint64_t sends = 0, eager_sends = 0, waited = 0, wait_ns = 0;
+	uint64_t sends = 0, bytes = 0, eager_sends = 0, waited = 0, wait_ns = 0;
 	std::chrono::steady_clock::time_point waiting_since{};
 };
 
@@ -98,6 +98,7 @@ struct RecvComm final : Comm {
 	// Receives complete before done_upto; those completed out of order after it.
 	uint32_t done_upto = 0;
 	std::unordered_set<uint32_t> done_ahead;
+	uint32_t credit_sent = 0; // done_upto as the sender last heard it (Cts or Credit)
 };
 
 struct Request {
@@ -160,7 +161,7 @@ private:
 	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
 	void offer_eager_locked(RecvComm &c);
 	void mark_done_locked(RecvComm &c, uint32_t seq);
-	void land_eager_locked(RecvComm &c, Request &r, size_t bytes);
+	void land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes);
 	void send_control_locked(engine::PeerId peer, const std::vector<uint8_t> &msg);
 	ncclResult_t post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			       void **request);

@@ -7,7 +7,7 @@ namespace hmemreg::nccl::proto {
 namespace {
 
 constexpr uint32_t kMagic = 0x4c43434e; // "NCCL"
-constexpr uint16_t kVersion = 2; // 2: EagerRing, Cts.done_upto
+constexpr uint16_t kVersion = 2; // 2: EagerRing, Credit, Cts.done_upto
 constexpr uint32_t kHandleMagic = 0x48524e48; // "HNRH"
 
 class Writer {
@@ -84,6 +84,8 @@ std::vector<uint8_t> encode(const Cts &m)
 		.take();
 }
 
+std::vector<uint8_t> encode(const Credit &m) { return Writer(Type::Credit).put(m.send_id).put(m.done_upto).take(); }
+
 std::vector<uint8_t> encode(const EagerRing &m)
 {
 	return Writer(Type::EagerRing)
@@ -122,6 +124,9 @@ std::optional<Message> decode(std::span<const uint8_t> bytes)
 	case Type::Cts:
 		ok = r.get(m.cts.send_id) && r.get(m.cts.recv_id) && r.get(m.cts.seq) && r.get(m.cts.tag) &&
 		     r.get(m.cts.size) && r.get(m.cts.offset) && r.get(m.cts.done_upto) && r.bytes(m.cts.descriptor);
+		break;
+	case Type::Credit:
+		ok = r.get(m.credit.send_id) && r.get(m.credit.done_upto);
 		break;
 	case Type::EagerRing:
 		ok = r.get(m.eager.send_id) && r.get(m.eager.recv_id) && r.get(m.eager.slots) &&

@@ -6,14 +6,15 @@
 //
 //   sender                         receiver
 //   connect: Connect ------------> listen comm queues it; accept() makes a recv comm
-//            <------------------- EagerRing (the recv comm's bounce slots, once)
+//            <------------------- EagerRing (the recv comm's bounce slots, once, if on)
 //            <------------------- Cts (one per irecv: seq, tag, size, region descriptor,
 //                                 and done_upto: receives before it are complete)
 //   isend(seq): write + notify --> notification completes irecv(seq) with its size
 //   isend(seq) before its Cts came (data ready, receiver late): eager write
 //            into slot seq % slots -> copied into irecv(seq)'s buffer when both
 //            are there. A slot is reused only once done_upto passed its last
-//            seq; a Cts that comes for a seq already sent eagerly is dropped.
+//            seq (Cts, or a Credit when eager receives sent no Cts); a Cts
+//            that comes for a seq already sent eagerly is dropped.
 //   isend of 0 bytes: Empty -----> completes irecv(seq) with 0 bytes
 //   isend too large: Fail -------> fails irecv(seq)
 //   close: Close <---------------> the other side fails what it still waits for
@@ -27,7 +28,7 @@
 
 namespace hmemreg::nccl::proto {
 
-enum class Type : uint16_t { Connect = 1, Cts = 2, Empty = 3, Fail = 4, Close = 5, EagerRing = 6 };
+enum class Type : uint16_t { Connect = 1, Cts = 2, Empty = 3, Fail = 4, Close = 5, EagerRing = 6, Credit = 7 };
 
 struct Connect {
 	uint64_t listen_id = 0;
@@ -44,6 +45,13 @@ struct Cts {
 	uint64_t offset = 0; // of the buffer inside the described region
 	uint32_t done_upto = 0; // every receive before this seq is complete (eager slots free)
 	std::vector<uint8_t> descriptor;
+};
+
+// Receives before done_upto are complete: their eager slots are free (sent
+// when eager receives, which send no Cts, freed half the slots).
+struct Credit {
+	uint32_t send_id = 0;
+	uint32_t done_upto = 0;
 };
 
 // The receiver's eager slots: `slots` buffers of slot_size bytes, one region.
@@ -80,6 +88,7 @@ struct Message {
 	Fail fail;
 	Close close;
 	EagerRing eager;
+	Credit credit;
 };
 
 std::vector<uint8_t> encode(const Connect &m);
@@ -88,6 +97,7 @@ std::vector<uint8_t> encode(const Empty &m);
 std::vector<uint8_t> encode(const Fail &m);
 std::vector<uint8_t> encode(const Close &m);
 std::vector<uint8_t> encode(const EagerRing &m);
+std::vector<uint8_t> encode(const Credit &m);
 // Nothing on a malformed, foreign or other-version message.
 std::optional<Message> decode(std::span<const uint8_t> bytes);
 
