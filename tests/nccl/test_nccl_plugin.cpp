@@ -398,7 +398,7 @@ Test(nccl_plugin, send_larger_than_receive_fails_both_sides, .timeout = 60)
 // a send waits. Each receive then completes at once with the right bytes.
 // An eager send larger than its receive fails that receive.
 static constexpr int kSlots = 16;         // the plugin's default EAGER_SLOTS
-static constexpr size_t kMax = 512 << 10; // EAGER_MAX (off by default)
+static constexpr size_t kMax = 512 << 10; // and EAGER_MAX
 
 Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
 {

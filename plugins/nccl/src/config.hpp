@@ -30,11 +30,10 @@ struct Config {
 	// EAGER_MAX, EAGER_SLOTS: each recv comm registers EAGER_SLOTS buffers of
 	// EAGER_MAX bytes; a send of at most EAGER_MAX whose receive is not
 	// advertised yet goes into one and is copied out at the receiver, instead
-	// of waiting a round trip (NCCL's step is 512 KiB at most by default).
-	// Off by default (0): on the two-H200 machine 512k made broadcast at
-	// 256 KiB-1 MiB 1.1-1.7x faster but collectives at 4 MiB 10-35% slower
-	// (the receiver's copy); 1 MiB was within noise.
-	size_t eager_max = 0;
+	// of waiting a round trip (NCCL's step is 512 KiB at most by default;
+	// a third of the sends at 1 MiB waited 130-560 us for it on the two-H200
+	// machine). EAGER_MAX=0: off.
+	size_t eager_max = 512u << 10;
 	size_t eager_slots = 16;
 	// NOTIFY: how a receive learns its data landed: "auto" (default: counted
 	// writes with immediate data where the provider has it), "immediate", or
