@@ -14,7 +14,9 @@
 //            into slot seq % slots -> copied into irecv(seq)'s buffer when both
 //            are there. A slot is reused only once done_upto passed its last
 //            seq (Cts, or a Credit when eager receives sent no Cts); a Cts
-//            that comes for a seq already sent eagerly is dropped.
+//            that comes for a seq already sent eagerly is dropped. Eager sends
+//            match receives by sequence only: the tag is checked on the Cts
+//            path, and a size mismatch fails only the receive.
 //   isend of 0 bytes: Empty -----> completes irecv(seq) with 0 bytes
 //   isend too large: Fail -------> fails irecv(seq)
 //   close: Close <---------------> the other side fails what it still waits for
