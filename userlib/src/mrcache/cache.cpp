@@ -85,6 +85,8 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 	cfg_.name[sizeof(cfg_.name) - 1] = 0;
 	stats_ = StatsSlot::acquire(cfg_.publish_stats != 0, cfg_.name[0] ? cfg_.name : "cache");
 	id_ = stats_->raw()->id;
+	header_word_ = ChunkHeader{kEntryMagic, id_}.word();
+	hit_counters_ = stats_->raw()->hits;
 	pool_.set_owner(id_);
 	auto *s = stats_->raw();
 	stats_->set_label(s->monitor, sizeof(s->monitor), monitor_->name());
@@ -803,6 +805,7 @@ void Cache::after_fork_child()
 	// slot in the still-shared mapping.
 	(void)stats_.release();
 	stats_ = StatsSlot::acquire(false, cfg_.name);
+	hit_counters_ = stats_->raw()->hits;
 	lock_.unlock();
 }
 

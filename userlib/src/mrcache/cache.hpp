@@ -230,6 +230,8 @@ private:
 	std::atomic<uint64_t> next_serial_{1};
 	pid_t pid_;
 	uint32_t id_ = 0; // unique per process (ChunkHeader::owner)
+	uint64_t header_word_ = 0; // ChunkHeader{kEntryMagic, id_}.word()
+	uint64_t *hit_counters_ = nullptr; // stats_->raw()->hits (try_hit: one load less)
 };
 
 // ---- hit path, inline (the C API's get and put compile into one call each)
@@ -244,14 +246,20 @@ HMEMREG_HIT_PATH bool Cache::memo_hit(Iface iface, uint64_t device, uintptr_t s,
 				      const ThreadState &ts, uint64_t &st)
 {
 	MemoView v;
-	if (!Memo::find(memo_.set_for(iface, device, s), iface, device, s, e, v))
+	if (!memo_.lookup(iface, device, s, e, v))
 		return false;
 	Entry *c = v.entry;
 	// A slot left by an entry that is gone (evictions leave many) costs a
-	// load, no write.
-	if ((c->state().load(std::memory_order_relaxed) & (kOrphan | kLifeMask)) != v.life)
-		return false;
-	c->add_count(ts, 1);
+	// load, no write. The same load says whether this thread's shard bit
+	// is set already (add_count).
+	const uint64_t bit = Entry::own_bit(ts);
+	uint64_t st0 = c->state().load(std::memory_order_relaxed);
+	if ((st0 & (kOrphan | kLifeMask | bit)) != (v.life | bit)) [[unlikely]] {
+		if ((st0 & (kOrphan | kLifeMask)) != v.life)
+			return false;
+		c->state().fetch_or(bit, std::memory_order_seq_cst);
+	}
+	c->bump_count(ts, 1);
 	st = c->state_after_count();
 	if ((st & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {
 		c->add_count(ts, -1);
@@ -283,7 +291,7 @@ HMEMREG_HIT_PATH bool Cache::try_hit(Iface iface, uint64_t device, uintptr_t s, 
 	// (Out of line with scalars: out stays in registers in the caller.)
 	if ((st & (kHasGen | kValidate)) && !hit_checked(out.entry, out.shard)) [[unlikely]]
 		return false;
-	stats_->hit(ts.shard, ts.owned);
+	StatsSlot::hit(hit_counters_, ts.shard, ts.owned);
 	return true;
 }
 
@@ -301,10 +309,10 @@ HMEMREG_HIT_PATH int Cache::get(const Request &req, Lease &out)
 // a plain store (light) and one state load. Anything else: put_slow().
 HMEMREG_HIT_PATH int Cache::put(Entry *e, unsigned shard)
 {
-	if (!e || e->header().magic != kEntryMagic || e->header().owner != id_)
+	if (!e || e->header().word() != header_word_)
 		return -HMEMREG_EINVAL;
 	const ThreadState &ts = thread_state();
-	Cell &c = e->cell(ts.shard);
+	Cell &c = e->own_cell(ts);
 	int32_t v = c.count.load(std::memory_order_relaxed);
 	if (!ts.light || shard != ts.shard || v <= 0 || forked_.load(std::memory_order_relaxed)) [[unlikely]]
 		return put_slow(e, shard);

@@ -72,19 +72,19 @@ public:
 
 	__attribute__((always_inline)) Set set_for(Iface iface, uint64_t device, uintptr_t s)
 	{
-		// Page number and key through a 64-bit finalizer (multiplicative
-		// hashing alone clusters strided addresses, which is how buffers
-		// are laid out).
-		uint64_t h = (s >> 12) ^ (static_cast<uint64_t>(iface) << 56) ^ (device << 48);
-		h ^= h >> 33;
-		h *= 0xff51afd7ed558ccdULL;
-		h ^= h >> 33;
-		h *= 0xc4ceb9fe1a85ec53ULL;
-		h ^= h >> 33;
-		size_t a = static_cast<size_t>(h >> shift_);
-		size_t b = static_cast<size_t>((h * 0x9e3779b97f4a7c15ULL) >> shift_);
-		b ^= a == b; // two distinct slots
-		return Set{{&slots_[a], &slots_[b]}};
+		uint64_t k = key(iface, device, s);
+		size_t a = first(k);
+		return Set{{&slots_[a], &slots_[second(k, a)]}};
+	}
+	// find(set_for(...)) that hashes for the second way only when the
+	// first does not answer (the hit path's usual case needs one hash).
+	__attribute__((always_inline)) bool lookup(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, MemoView &out)
+	{
+		uint64_t k = key(iface, device, s);
+		size_t a = first(k);
+		if (probe(slots_[a], iface, device, s, e, out)) [[likely]]
+			return true;
+		return probe(slots_[second(k, a)], iface, device, s, e, out);
 	}
 
 	// A slot of set naming an entry of (iface, device) covering [s, e).
@@ -123,6 +123,31 @@ public:
 	static void fill(const Set &set, const Entry &c);
 
 private:
+	static uint64_t key(Iface iface, uint64_t device, uintptr_t s)
+	{
+		return (s >> 12) ^ (static_cast<uint64_t>(iface) << 56) ^ (device << 48);
+	}
+	// The first way: Fibonacci hashing of the page number. Pages at a
+	// constant stride (buffers carved from one allocation, pools) land on
+	// distinct slots for every stride up to 16 MiB or so, and random pages
+	// spread as with any hash; a few huge power-of-two strides (1 GiB,
+	// 4 GiB) cluster. The second way: a 64-bit finalizer, independent of
+	// the first, which takes those. Fills prefer the first way, so hits
+	// mostly need one line and one predictable branch. (Simulated, 16k
+	// entries in 128Ki slots: 64 KiB stride, no page needs the second way;
+	// random pages, 6% do and 0.6% find both ways taken, as with the
+	// finalizer for both.)
+	size_t first(uint64_t k) const { return static_cast<size_t>((k * 0x9e3779b97f4a7c15ULL) >> shift_); }
+	size_t second(uint64_t k, size_t a) const
+	{
+		k ^= k >> 33;
+		k *= 0xff51afd7ed558ccdULL;
+		k ^= k >> 33;
+		k *= 0xc4ceb9fe1a85ec53ULL;
+		k ^= k >> 33;
+		size_t b = static_cast<size_t>(k >> shift_);
+		return b ^ (a == b); // two distinct slots
+	}
 	HugeArray<Slot> slots_;
 	unsigned shift_ = 57;
 };
