@@ -165,15 +165,38 @@ extern "C" int hmemreg_mr_get(struct hmemreg_cache *cache, const void *addr, siz
 	return get(cache, Args{addr, len, Iface::host, 0, nullptr}, out);
 }
 
-extern "C" int hmemreg_mr_put(struct hmemreg_cache *cache, struct hmemreg_mr *mr)
+namespace {
+
+// hmemreg_mr_put's steps after the fast one, out of line (tail calls).
+__attribute__((noinline)) int put_slow(hmemreg_cache *cache, hmemreg_mr *mr)
 {
-	if (!cache || !mr || !mr->handle_)
-		return -HMEMREG_EINVAL;
 	auto h = reinterpret_cast<uintptr_t>(mr->handle_);
 	int rc = cache->core->put(reinterpret_cast<Entry *>(h & ~uintptr_t{63}), static_cast<unsigned>(h & 63));
 	if (rc == 0)
 		mr->handle_ = nullptr;
 	return rc;
+}
+__attribute__((noinline)) int put_orphan(hmemreg_cache *cache, Entry *e)
+{
+	cache->core->release_orphan(e);
+	return 0;
+}
+
+} // namespace
+
+extern "C" int hmemreg_mr_put(struct hmemreg_cache *cache, struct hmemreg_mr *mr)
+{
+	if (!cache || !mr || !mr->handle_)
+		return -HMEMREG_EINVAL;
+	auto h = reinterpret_cast<uintptr_t>(mr->handle_);
+	auto *e = reinterpret_cast<Entry *>(h & ~uintptr_t{63});
+	Cache::PutStep step = cache->core->try_put(e, static_cast<unsigned>(h & 63));
+	if (step == Cache::kPutSlow) [[unlikely]]
+		return put_slow(cache, mr);
+	mr->handle_ = nullptr;
+	if (step == Cache::kPutOrphan) [[unlikely]]
+		return put_orphan(cache, e);
+	return 0;
 }
 
 extern "C" int hmemreg_cache_invalidate(struct hmemreg_cache *cache, uint32_t iface, const void *addr, size_t len)

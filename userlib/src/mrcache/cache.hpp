@@ -109,6 +109,11 @@ public:
 	// takes the count back where it was added (one line, not a search).
 	int put(Entry *e);
 	int put(Entry *e, unsigned shard);
+	// put()'s fast step, for the C API (see try_put below).
+	enum PutStep { kPutDone, kPutSlow, kPutOrphan };
+	PutStep try_put(Entry *e, unsigned shard);
+	// After kPutOrphan: the last reference may be gone; release if so.
+	void release_orphan(Entry *e);
 
 	// The two halves of get() (for the C API, which keeps the hit's Lease
 	// in registers). try_hit: the lock-free hit, inline; true with out
@@ -182,7 +187,6 @@ private:
 	Entry *lru_pick_locked();
 	void lru_remove_locked(Entry *e);
 	void lru_append_locked(Entry *e, uint64_t stamp);
-	void release_orphan(Entry *e);
 	void reap();
 	void release_nodes(Index &nodes);
 	void sync_monitor();
@@ -284,7 +288,9 @@ HMEMREG_HIT_PATH bool Cache::try_hit(Iface iface, uint64_t device, uintptr_t s, 
 	if (forked_.load(std::memory_order_relaxed) | dead_pending_.load(std::memory_order_relaxed) |
 	    pending_->load(std::memory_order_acquire)) [[unlikely]]
 		return false;
-	const ThreadState &ts = thread_state();
+	const ThreadState &ts = tl_state;
+	if (!ts.ready) [[unlikely]]
+		return false; // get_slow() claims it
 	uint64_t st;
 	if (!memo_hit(iface, device, s, e, out, ts, st)) [[unlikely]]
 		return false;
@@ -306,16 +312,20 @@ HMEMREG_HIT_PATH int Cache::get(const Request &req, Lease &out)
 }
 
 // The put of a reference this thread got (shard), on its own counter:
-// a plain store (light) and one state load. Anything else: put_slow().
-HMEMREG_HIT_PATH int Cache::put(Entry *e, unsigned shard)
+// a plain store (light) and one state load. kPutSlow: nothing done, put()
+// must decide; kPutOrphan: done, and the entry has left the cache (the
+// caller runs release_orphan()). Callers make the slow steps tail calls,
+// so the fast one needs no saved registers.
+HMEMREG_HIT_PATH Cache::PutStep Cache::try_put(Entry *e, unsigned shard)
 {
 	if (!e || e->header().word() != header_word_)
-		return -HMEMREG_EINVAL;
-	const ThreadState &ts = thread_state();
+		return kPutSlow;
+	// tl_state unclaimed reads !light: put_slow() claims it.
+	const ThreadState &ts = tl_state;
 	Cell &c = e->own_cell(ts);
 	int32_t v = c.count.load(std::memory_order_relaxed);
 	if (!ts.light || shard != ts.shard || v <= 0 || forked_.load(std::memory_order_relaxed)) [[unlikely]]
-		return put_slow(e, shard);
+		return kPutSlow;
 	// Counted on our own cell (v > 0): its shard bit is set already.
 	c.count.store(v - 1, std::memory_order_release); // see Entry::add_count
 	std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -324,8 +334,22 @@ HMEMREG_HIT_PATH int Cache::put(Entry *e, unsigned shard)
 	if (c.last.load(std::memory_order_relaxed) != now)
 		c.last.store(now, std::memory_order_relaxed);
 	if (e->state_after_count() & kOrphan) [[unlikely]]
+		return kPutOrphan;
+	return kPutDone;
+}
+
+HMEMREG_HIT_PATH int Cache::put(Entry *e, unsigned shard)
+{
+	switch (try_put(e, shard)) {
+	case kPutDone:
+		return 0;
+	case kPutOrphan:
 		release_orphan(e);
-	return 0;
+		return 0;
+	case kPutSlow:
+		break;
+	}
+	return put_slow(e, shard);
 }
 
 } // namespace hmemreg::mr
