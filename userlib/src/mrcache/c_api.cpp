@@ -130,6 +130,31 @@ __attribute__((noinline)) int get_slow(hmemreg_cache *cache, Args a, hmemreg_mr 
 	return 0;
 }
 
+// The hit path's output (Cache::memo_hit): the slot's copies go straight
+// to the caller's struct (a miss or an error overwrites them), handle_
+// only once the hit is certain (get() below).
+struct MrOut {
+	hmemreg_mr *m;
+	Entry *entry = nullptr;
+	unsigned shard = 0;
+	template <typename View>
+	void view(const View &v)
+	{
+		m->mr = static_cast<fid_mr *>(v.handle);
+		m->desc = v.desc;
+		m->key = v.key;
+		m->start = v.range.start;
+		m->end = v.range.end;
+	}
+	void held(Entry *e, unsigned s)
+	{
+		entry = e;
+		shard = s;
+	}
+	Entry *held_entry() const { return entry; }
+	unsigned held_shard() const { return shard; }
+};
+
 // Both get entry points: the lock-free hit inline (Cache::try_hit), else
 // get_slow().
 __attribute__((always_inline)) inline int get(hmemreg_cache *cache, Args a, hmemreg_mr *out)
@@ -137,10 +162,12 @@ __attribute__((always_inline)) inline int get(hmemreg_cache *cache, Args a, hmem
 	uintptr_t s = reinterpret_cast<uintptr_t>(a.addr);
 	if (!a.addr || !a.len || s + a.len < s)
 		return -HMEMREG_EINVAL;
-	Lease l;
-	if (!(a.req && (a.req->flags & HMEMREG_MR_NO_CACHE)) && cache->core->try_hit(a.iface, a.device, s, s + a.len, l))
+	MrOut o{out};
+	if (!(a.req && (a.req->flags & HMEMREG_MR_NO_CACHE)) && cache->core->try_hit(a.iface, a.device, s, s + a.len, o))
 		[[likely]] {
-		fill(out, l);
+		out->handle_ = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(o.entry) | o.shard);
+		out->flags = HMEMREG_MR_CACHED;
+		out->reserved = 0;
 		return 0;
 	}
 	return get_slow(cache, a, out);

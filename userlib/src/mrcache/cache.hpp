@@ -119,7 +119,8 @@ public:
 	// in registers). try_hit: the lock-free hit, inline; true with out
 	// filled and a reference counted, false with nothing counted. get_slow:
 	// everything else (request validated; probes the memo again).
-	bool try_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Lease &out);
+	template <typename Out>
+	bool try_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Out &out);
 	int get_slow(const Request &req, Lease &out);
 
 	// Drop entries of iface overlapping [start, end) (all devices).
@@ -167,7 +168,8 @@ private:
 
 	Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m);
 
-	bool memo_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts,
+	template <typename Out>
+	bool memo_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Out &out, const ThreadState &ts,
 		      uint64_t &st);
 	bool hit_checked(Entry *c, unsigned shard);
 	bool entry_ok(Entry *c);
@@ -246,12 +248,18 @@ private:
 // A hit on the memo: count a reference, then check the entry is still
 // cached in the same life (the handshake in entry.hpp); if not, give it
 // back. st: the state seen (its flags say which checks the hit needs).
-HMEMREG_HIT_PATH bool Cache::memo_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Lease &out,
+// Out: a Lease, or the C API's output (c_api.cpp). view() takes the
+// slot's copies at once (the caller's output, not registers, holds them
+// while the entry is checked: on a miss, the slow path writes them again);
+// held() completes a hit.
+template <typename Out>
+HMEMREG_HIT_PATH bool Cache::memo_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Out &out,
 				      const ThreadState &ts, uint64_t &st)
 {
 	MemoView v;
 	if (!memo_.lookup(iface, device, s, e, v))
 		return false;
+	out.view(v);
 	Entry *c = v.entry;
 	// A slot left by an entry that is gone (evictions leave many) costs a
 	// load, no write. The same load says whether this thread's shard bit
@@ -273,17 +281,12 @@ HMEMREG_HIT_PATH bool Cache::memo_hit(Iface iface, uint64_t device, uintptr_t s,
 			release_orphan(c);
 		return false;
 	}
-	out.entry = c;
-	out.shard = ts.shard;
-	out.range = v.range;
-	out.handle = v.handle;
-	out.desc = v.desc;
-	out.key = v.key;
-	out.cached = true;
+	out.held(c, ts.shard);
 	return true;
 }
 
-HMEMREG_HIT_PATH bool Cache::try_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Lease &out)
+template <typename Out>
+HMEMREG_HIT_PATH bool Cache::try_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Out &out)
 {
 	if (forked_.load(std::memory_order_relaxed) | dead_pending_.load(std::memory_order_relaxed) |
 	    pending_->load(std::memory_order_acquire)) [[unlikely]]
@@ -295,7 +298,7 @@ HMEMREG_HIT_PATH bool Cache::try_hit(Iface iface, uint64_t device, uintptr_t s, 
 	if (!memo_hit(iface, device, s, e, out, ts, st)) [[unlikely]]
 		return false;
 	// (Out of line with scalars: out stays in registers in the caller.)
-	if ((st & (kHasGen | kValidate)) && !hit_checked(out.entry, out.shard)) [[unlikely]]
+	if ((st & (kHasGen | kValidate)) && !hit_checked(out.held_entry(), out.held_shard())) [[unlikely]]
 		return false;
 	StatsSlot::hit(hit_counters_, ts.shard, ts.owned);
 	return true;
@@ -340,6 +343,8 @@ HMEMREG_HIT_PATH Cache::PutStep Cache::try_put(Entry *e, unsigned shard)
 
 HMEMREG_HIT_PATH int Cache::put(Entry *e, unsigned shard)
 {
+	if (!e || e->header().word() != header_word_) // (try_put leaves errors to us)
+		return -HMEMREG_EINVAL;
 	switch (try_put(e, shard)) {
 	case kPutDone:
 		return 0;

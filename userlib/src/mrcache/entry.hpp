@@ -277,6 +277,24 @@ struct Lease {
 	uint64_t key = 0;
 	bool cached = false;
 	unsigned shard = 0; // the counter the reference was added to: give it to put()
+
+	// As the hit path's output (Cache::memo_hit).
+	template <typename View>
+	void view(const View &v)
+	{
+		range = v.range;
+		handle = v.handle;
+		desc = v.desc;
+		key = v.key;
+	}
+	void held(Entry *e, unsigned s)
+	{
+		entry = e;
+		shard = s;
+		cached = true;
+	}
+	Entry *held_entry() const { return entry; }
+	unsigned held_shard() const { return shard; }
 };
 
 } // namespace hmemreg::mr
