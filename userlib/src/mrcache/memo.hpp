@@ -2,13 +2,13 @@
 // Memo: the cache's lock-free front, a 2-way skewed-associative table of
 // recent lookups hashed by the request's page: each page has two candidate
 // slots from two hashes, so two pages that share one rarely share the
-// other, and a fill takes whichever holds no live entry (2-way sets
-// thrashed when three hot pages met in one set: about 1% of hits at 16k
-// entries then searched the index, a tenth of the average hit's cost).
-// A slot is one cache line:
-// the covering entry, the life it had when memoised (entry.hpp), and
-// copies of its range and registration, so a hit reads this line, the
-// entry's first line and the thread's counter only. Slots are written
+// other, and a fill takes whichever holds no live entry, the first way if
+// it can (2-way sets thrashed when three hot pages met in one set: about
+// 1% of hits at 16k entries then searched the index, a tenth of the
+// average hit's cost). A slot is one cache line: the covering entry, the
+// life it had when memoised (entry.hpp), and copies of its range and
+// registration, so a hit reads this line, the entry's state word and the
+// thread's counter cell only. Slots are written
 // under a per-slot seqlock by slow lookups and misses (several may fill at
 // once; a slot busy with another writer is skipped: the memo is a hint).
 // Readers take no lock: a slot that is being written, or changed while
