@@ -161,6 +161,36 @@ Test(cache_memo, slot_being_written_is_a_miss)
 	cr_assert_eq(v.key, 43u);
 }
 
+// Memo::lookup (the hit path's probe) hashes for the second way only when
+// the first does not answer: both ways must still be found.
+Test(cache_memo, lookup_finds_either_way)
+{
+	Memo memo(64);
+	EntryPool pool;
+	EntryPtr pa = pool.make(7), pd = pool.make(8);
+	Entry &a = *pa, &d = *pd;
+	a.range = Range{0x10800, 0x12000};
+	a.reg.key = 1;
+	d.range = Range{0x10000, 0x11000};
+	d.reg.key = 2;
+	for (Entry *e : {&a, &d})
+		e->set_state(e->life());
+	Memo::Set set = memo.set_for(Iface::host, 0, 0x10000);
+	MemoView v;
+	cr_assert_not(memo.lookup(Iface::host, 0, 0x10000, 0x10010, v), "empty");
+	Memo::fill(set, a);
+	cr_assert_neq(set.way[0]->entry.load(), 0u, "a fill prefers the first way");
+	Memo::fill(set, d); // a is live: d takes the second way
+	cr_assert(memo.lookup(Iface::host, 0, 0x10900, 0x10910, v));
+	cr_assert_eq(v.entry, &a, "found in the first way");
+	cr_assert(memo.lookup(Iface::host, 0, 0x10000, 0x10010, v));
+	cr_assert_eq(v.entry, &d, "found in the second way");
+	cr_assert_eq(v.key, 2u);
+	cr_assert_eq(v.life, d.life());
+	cr_assert_not(memo.lookup(Iface::host, 0, 0x10000, 0x12010, v), "neither covers");
+	cr_assert_not(memo.lookup(Iface::host, 3, 0x10000, 0x10010, v), "other device");
+}
+
 Test(cache_memo, memo_hit_hands_out_the_entry_registration)
 {
 	Fixture f;

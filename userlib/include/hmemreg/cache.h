@@ -173,6 +173,7 @@ struct hmemreg_mr {
  * Errors: -HMEMREG_EINVAL (null cache/out/addr, len 0, addr + len
  * overflows), -HMEMREG_ENOMEM, -HMEMREG_EFABRIC (the provider refused; see
  * errno-style detail on stderr with FI_LOG_LEVEL), -HMEMREG_ENOTSUP.
+ * On error @out->handle_ is unchanged and its other fields are undefined.
  */
 int hmemreg_mr_get(struct hmemreg_cache *cache, const void *addr, size_t len, struct hmemreg_mr *out);
 

@@ -93,23 +93,34 @@ extern "C" int hmemreg_cache_destroy(struct hmemreg_cache *cache)
 	return 0;
 }
 
-extern "C" int hmemreg_mr_get_req(struct hmemreg_cache *cache, const struct hmemreg_mr_request *req,
-				  struct hmemreg_mr *out)
+namespace {
+
+// A request as the C API received it (validated but for addr and len).
+struct Args {
+	const void *addr;
+	size_t len;
+	Iface iface;
+	uint64_t device;
+	const hmemreg_mr_request *req; // the rest, or null: host memory, defaults
+};
+
+// What the hit path does not do: misses, checked hits, NO_CACHE, errors.
+// Out of line, and the only place a Request and a Lease live in memory.
+__attribute__((noinline)) int get_slow(hmemreg_cache *cache, Args a, hmemreg_mr *out)
 {
-	if (!cache || !req || !out || req->size < sizeof(hmemreg_mr_request) || req->iface >= HMEMREG_IFACE_MAX ||
-	    (req->flags & ~HMEMREG_MR_NO_CACHE))
-		return -HMEMREG_EINVAL;
 	Request r;
-	r.addr = req->addr;
-	r.len = req->len;
-	r.iface = static_cast<Iface>(req->iface);
-	r.device = r.iface == Iface::host ? 0 : req->device;
-	r.dmabuf_fd = req->dmabuf_fd;
-	r.dmabuf_offset = req->dmabuf_offset;
-	r.flags = req->flags;
+	r.addr = a.addr;
+	r.len = a.len;
+	r.iface = a.iface;
+	r.device = a.device;
+	if (a.req) {
+		r.dmabuf_fd = a.req->dmabuf_fd;
+		r.dmabuf_offset = a.req->dmabuf_offset;
+		r.flags = a.req->flags;
+	}
 	Lease l;
 	try {
-		int rc = cache->core->get(r, l);
+		int rc = cache->core->get_slow(r, l);
 		if (rc)
 			return rc;
 	} catch (const std::bad_alloc &) {
@@ -119,26 +130,100 @@ extern "C" int hmemreg_mr_get_req(struct hmemreg_cache *cache, const struct hmem
 	return 0;
 }
 
+// The hit path's output (Cache::memo_hit): the slot's copies go straight
+// to the caller's struct (a miss or an error overwrites them), handle_
+// only once the hit is certain (get() below).
+struct MrOut {
+	hmemreg_mr *m;
+	Entry *entry = nullptr;
+	unsigned shard = 0;
+	template <typename View>
+	void view(const View &v)
+	{
+		m->mr = static_cast<fid_mr *>(v.handle);
+		m->desc = v.desc;
+		m->key = v.key;
+		m->start = v.range.start;
+		m->end = v.range.end;
+	}
+	void held(Entry *e, unsigned s)
+	{
+		entry = e;
+		shard = s;
+	}
+	Entry *held_entry() const { return entry; }
+	unsigned held_shard() const { return shard; }
+};
+
+// Both get entry points: the lock-free hit inline (Cache::try_hit), else
+// get_slow().
+__attribute__((always_inline)) inline int get(hmemreg_cache *cache, Args a, hmemreg_mr *out)
+{
+	uintptr_t s = reinterpret_cast<uintptr_t>(a.addr);
+	if (!a.addr || !a.len || s + a.len < s)
+		return -HMEMREG_EINVAL;
+	MrOut o{out};
+	if (!(a.req && (a.req->flags & HMEMREG_MR_NO_CACHE)) && cache->core->try_hit(a.iface, a.device, s, s + a.len, o))
+		[[likely]] {
+		out->handle_ = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(o.entry) | o.shard);
+		out->flags = HMEMREG_MR_CACHED;
+		out->reserved = 0;
+		return 0;
+	}
+	return get_slow(cache, a, out);
+}
+
+} // namespace
+
+extern "C" int hmemreg_mr_get_req(struct hmemreg_cache *cache, const struct hmemreg_mr_request *req,
+				  struct hmemreg_mr *out)
+{
+	if (!cache || !req || !out || req->size < sizeof(hmemreg_mr_request) || req->iface >= HMEMREG_IFACE_MAX ||
+	    (req->flags & ~HMEMREG_MR_NO_CACHE))
+		return -HMEMREG_EINVAL;
+	auto iface = static_cast<Iface>(req->iface);
+	return get(cache, Args{req->addr, req->len, iface, iface == Iface::host ? 0 : req->device, req}, out);
+}
+
 extern "C" int hmemreg_mr_get(struct hmemreg_cache *cache, const void *addr, size_t len, struct hmemreg_mr *out)
 {
-	hmemreg_mr_request r{};
-	r.size = sizeof(r);
-	r.iface = HMEMREG_IFACE_HOST;
-	r.addr = addr;
-	r.len = len;
-	r.dmabuf_fd = -1;
-	return hmemreg_mr_get_req(cache, &r, out);
+	if (!cache || !out)
+		return -HMEMREG_EINVAL;
+	return get(cache, Args{addr, len, Iface::host, 0, nullptr}, out);
 }
+
+namespace {
+
+// hmemreg_mr_put's steps after the fast one, out of line (tail calls).
+__attribute__((noinline)) int put_slow(hmemreg_cache *cache, hmemreg_mr *mr)
+{
+	auto h = reinterpret_cast<uintptr_t>(mr->handle_);
+	int rc = cache->core->put(reinterpret_cast<Entry *>(h & ~uintptr_t{63}), static_cast<unsigned>(h & 63));
+	if (rc == 0)
+		mr->handle_ = nullptr;
+	return rc;
+}
+__attribute__((noinline)) int put_orphan(hmemreg_cache *cache, Entry *e)
+{
+	cache->core->release_orphan(e);
+	return 0;
+}
+
+} // namespace
 
 extern "C" int hmemreg_mr_put(struct hmemreg_cache *cache, struct hmemreg_mr *mr)
 {
 	if (!cache || !mr || !mr->handle_)
 		return -HMEMREG_EINVAL;
 	auto h = reinterpret_cast<uintptr_t>(mr->handle_);
-	int rc = cache->core->put(reinterpret_cast<Entry *>(h & ~uintptr_t{63}), static_cast<unsigned>(h & 63));
-	if (rc == 0)
-		mr->handle_ = nullptr;
-	return rc;
+	auto *e = reinterpret_cast<Entry *>(h & ~uintptr_t{63});
+	Cache::PutStep step = cache->core->try_put(e, static_cast<unsigned>(h & 63));
+	if (step == Cache::kPutSlow) [[unlikely]]
+		return put_slow(cache, mr);
+	mr->handle_ = nullptr;
+	if (step == Cache::kPutOrphan) [[unlikely]]
+		return put_orphan(cache, e);
+	return 0;
 }
 
 extern "C" int hmemreg_cache_invalidate(struct hmemreg_cache *cache, uint32_t iface, const void *addr, size_t len)

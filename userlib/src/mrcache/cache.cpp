@@ -85,6 +85,8 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 	cfg_.name[sizeof(cfg_.name) - 1] = 0;
 	stats_ = StatsSlot::acquire(cfg_.publish_stats != 0, cfg_.name[0] ? cfg_.name : "cache");
 	id_ = stats_->raw()->id;
+	header_word_ = ChunkHeader{kEntryMagic, id_}.word();
+	hit_counters_ = stats_->raw()->hits;
 	pool_.set_owner(id_);
 	auto *s = stats_->raw();
 	stats_->set_label(s->monitor, sizeof(s->monitor), monitor_->name());
@@ -182,15 +184,14 @@ void Cache::sync_monitor()
 		monitor_->sync(*this);
 }
 
-// A memo hit on an entry whose generation word or monitor must be checked.
-int Cache::get_checked(const Request &req, Lease &out)
+// A memo hit on an entry whose generation word or monitor must be checked:
+// true if it passes; else the reference is given back (false).
+bool Cache::hit_checked(Entry *c, unsigned shard)
 {
-	if (entry_ok(out.entry)) [[likely]] {
-		stats_->hit(thread_state().shard, thread_state().owned);
-		return 0;
-	}
-	drop_stale(out);
-	return get_slow(req, out);
+	if (entry_ok(c)) [[likely]]
+		return true;
+	drop_stale(c, shard);
+	return false;
 }
 
 bool Cache::entry_ok(Entry *c)
@@ -208,9 +209,8 @@ bool Cache::entry_ok(Entry *c)
 }
 
 // Its memory changed since it was registered: drop it (the caller retries).
-void Cache::drop_stale(const Lease &l)
+void Cache::drop_stale(Entry *c, unsigned shard)
 {
-	Entry *c = l.entry;
 	lock_.lock();
 	if (!(c->state().load() & kOrphan)) {
 		auto it = index_.find(Key{static_cast<uint32_t>(c->iface), c->device, c->range.start, c->serial});
@@ -219,7 +219,7 @@ void Cache::drop_stale(const Lease &l)
 	}
 	settle_locked();
 	lock_.unlock();
-	put(c, l.shard);
+	put(c, shard);
 	reap();
 }
 
@@ -236,13 +236,13 @@ int Cache::get_slow(const Request &req, Lease &out)
 	const ThreadState &ts = thread_state();
 	for (;;) {
 		uint64_t st;
-		if (!memo_hit(req, s, e, out, ts, st) && !lookup(req, s, e, out, ts))
+		if (!memo_hit(req.iface, req.device, s, e, out, ts, st) && !lookup(req, s, e, out, ts))
 			break;
 		if (entry_ok(out.entry)) [[likely]] {
 			stats_->hit(ts.shard, ts.owned);
 			return 0;
 		}
-		drop_stale(out);
+		drop_stale(out.entry, out.shard);
 	}
 	return miss(req, out);
 }
@@ -805,6 +805,7 @@ void Cache::after_fork_child()
 	// slot in the still-shared mapping.
 	(void)stats_.release();
 	stats_ = StatsSlot::acquire(false, cfg_.name);
+	hit_counters_ = stats_->raw()->hits;
 	lock_.unlock();
 }
 

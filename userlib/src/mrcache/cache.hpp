@@ -27,7 +27,9 @@
 // the calling thread's shard counter of the entry, then loads the entry's
 // state: still cached in the same life, or the increment is undone and the
 // get falls back (entry.hpp has the handshake with invalidation). Then one
-// load of its generation word (kmod). Neither get nor put writes a line
+// load of its generation word (kmod). The whole hit (try_hit) and put
+// (try_put) are forced inline into the C API's functions, with every
+// slow step out of line: a hit is about 140 instructions, a put 50. Neither get nor put writes a line
 // that another thread writes. Memo misses search the index under a read
 // lock that writes only the thread's own cache line, and refill the memo.
 // The LRU is ordered by the cache clock at release (puts store it when it
@@ -109,6 +111,19 @@ public:
 	// takes the count back where it was added (one line, not a search).
 	int put(Entry *e);
 	int put(Entry *e, unsigned shard);
+	// put()'s fast step, for the C API (see try_put below).
+	enum PutStep { kPutDone, kPutSlow, kPutOrphan };
+	PutStep try_put(Entry *e, unsigned shard);
+	// After kPutOrphan: the last reference may be gone; release if so.
+	void release_orphan(Entry *e);
+
+	// The two halves of get() (for the C API, which keeps the hit's Lease
+	// in registers). try_hit: the lock-free hit, inline; true with out
+	// filled and a reference counted, false with nothing counted. get_slow:
+	// everything else (request validated; probes the memo again).
+	template <typename Out>
+	bool try_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Out &out);
+	int get_slow(const Request &req, Lease &out);
 
 	// Drop entries of iface overlapping [start, end) (all devices).
 	// Returns how many left the index.
@@ -155,11 +170,12 @@ private:
 
 	Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m);
 
-	bool memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts, uint64_t &st);
-	int get_slow(const Request &req, Lease &out);
-	int get_checked(const Request &req, Lease &out);
+	template <typename Out>
+	bool memo_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Out &out, const ThreadState &ts,
+		      uint64_t &st);
+	bool hit_checked(Entry *c, unsigned shard);
 	bool entry_ok(Entry *c);
-	void drop_stale(const Lease &l);
+	void drop_stale(Entry *c, unsigned shard);
 	int put_slow(Entry *e, unsigned shard);
 	static bool uncount(Entry *e, unsigned hint, uint32_t now, const ThreadState &ts);
 	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts);
@@ -175,7 +191,6 @@ private:
 	Entry *lru_pick_locked();
 	void lru_remove_locked(Entry *e);
 	void lru_append_locked(Entry *e, uint64_t stamp);
-	void release_orphan(Entry *e);
 	void reap();
 	void release_nodes(Index &nodes);
 	void sync_monitor();
@@ -223,25 +238,42 @@ private:
 	std::atomic<uint64_t> next_serial_{1};
 	pid_t pid_;
 	uint32_t id_ = 0; // unique per process (ChunkHeader::owner)
+	uint64_t header_word_ = 0; // ChunkHeader{kEntryMagic, id_}.word()
+	uint64_t *hit_counters_ = nullptr; // stats_->raw()->hits (try_hit: one load less)
 };
 
 // ---- hit path, inline (the C API's get and put compile into one call each)
+// Forced: the C API functions are the only callers that matter, and a
+// call with its register saves and a Lease in memory was a fifth of a hit.
+#define HMEMREG_HIT_PATH inline __attribute__((always_inline))
 
 // A hit on the memo: count a reference, then check the entry is still
 // cached in the same life (the handshake in entry.hpp); if not, give it
 // back. st: the state seen (its flags say which checks the hit needs).
-inline bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts,
-			    uint64_t &st)
+// Out: a Lease, or the C API's output (c_api.cpp). view() takes the
+// slot's copies at once (the caller's output, not registers, holds them
+// while the entry is checked: on a miss, the slow path writes them again);
+// held() completes a hit.
+template <typename Out>
+HMEMREG_HIT_PATH bool Cache::memo_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Out &out,
+				      const ThreadState &ts, uint64_t &st)
 {
 	MemoView v;
-	if (!Memo::find(memo_.set_for(req.iface, req.device, s), req.iface, req.device, s, e, v))
+	if (!memo_.lookup(iface, device, s, e, v))
 		return false;
+	out.view(v);
 	Entry *c = v.entry;
 	// A slot left by an entry that is gone (evictions leave many) costs a
-	// load, no write.
-	if ((c->state().load(std::memory_order_relaxed) & (kOrphan | kLifeMask)) != v.life)
-		return false;
-	c->add_count(ts, 1);
+	// load, no write. The same load says whether this thread's shard bit
+	// is set already (add_count).
+	const uint64_t bit = Entry::own_bit(ts);
+	uint64_t st0 = c->state().load(std::memory_order_relaxed);
+	if ((st0 & (kOrphan | kLifeMask | bit)) != (v.life | bit)) [[unlikely]] {
+		if ((st0 & (kOrphan | kLifeMask)) != v.life)
+			return false;
+		c->state().fetch_or(bit, std::memory_order_seq_cst);
+	}
+	c->bump_count(ts, 1);
 	st = c->state_after_count();
 	if ((st & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {
 		c->add_count(ts, -1);
@@ -251,45 +283,54 @@ inline bool Cache::memo_hit(const Request &req, uintptr_t s, uintptr_t e, Lease 
 			release_orphan(c);
 		return false;
 	}
-	out.entry = c;
-	out.shard = ts.shard;
-	out.range = v.range;
-	out.handle = v.handle;
-	out.desc = v.desc;
-	out.key = v.key;
-	out.cached = true;
+	out.held(c, ts.shard);
 	return true;
 }
 
-inline int Cache::get(const Request &req, Lease &out)
+template <typename Out>
+HMEMREG_HIT_PATH bool Cache::try_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Out &out)
+{
+	if (forked_.load(std::memory_order_relaxed) | dead_pending_.load(std::memory_order_relaxed) |
+	    pending_->load(std::memory_order_acquire)) [[unlikely]]
+		return false;
+	const ThreadState &ts = tl_state;
+	if (!ts.ready) [[unlikely]]
+		return false; // get_slow() claims it
+	uint64_t st;
+	if (!memo_hit(iface, device, s, e, out, ts, st)) [[unlikely]]
+		return false;
+	// (Out of line with scalars: out stays in registers in the caller.)
+	if ((st & (kHasGen | kValidate)) && !hit_checked(out.held_entry(), out.held_shard())) [[unlikely]]
+		return false;
+	StatsSlot::hit(hit_counters_, ts.shard, ts.owned);
+	return true;
+}
+
+HMEMREG_HIT_PATH int Cache::get(const Request &req, Lease &out)
 {
 	uintptr_t s = reinterpret_cast<uintptr_t>(req.addr);
 	if (!req.addr || !req.len || s + req.len < s || static_cast<uint32_t>(req.iface) >= HMEMREG_IFACE_MAX)
 		return -HMEMREG_EINVAL;
-	if ((req.flags & HMEMREG_MR_NO_CACHE) | forked_.load(std::memory_order_relaxed) |
-	    dead_pending_.load(std::memory_order_relaxed) | pending_->load(std::memory_order_acquire)) [[unlikely]]
-		return get_slow(req, out);
-	const ThreadState &ts = thread_state();
-	uint64_t st;
-	if (!memo_hit(req, s, s + req.len, out, ts, st)) [[unlikely]]
-		return get_slow(req, out);
-	if (st & (kHasGen | kValidate))
-		return get_checked(req, out);
-	stats_->hit(ts.shard, ts.owned);
-	return 0;
+	if (!(req.flags & HMEMREG_MR_NO_CACHE) && try_hit(req.iface, req.device, s, s + req.len, out)) [[likely]]
+		return 0;
+	return get_slow(req, out);
 }
 
 // The put of a reference this thread got (shard), on its own counter:
-// a plain store (light) and one state load. Anything else: put_slow().
-inline int Cache::put(Entry *e, unsigned shard)
+// a plain store (light) and one state load. kPutSlow: nothing done, put()
+// must decide; kPutOrphan: done, and the entry has left the cache (the
+// caller runs release_orphan()). Callers make the slow steps tail calls,
+// so the fast one needs no saved registers.
+HMEMREG_HIT_PATH Cache::PutStep Cache::try_put(Entry *e, unsigned shard)
 {
-	if (!e || e->header().magic != kEntryMagic || e->header().owner != id_)
-		return -HMEMREG_EINVAL;
-	const ThreadState &ts = thread_state();
-	Cell &c = e->cell(ts.shard);
+	if (!e || e->header().word() != header_word_)
+		return kPutSlow;
+	// tl_state unclaimed reads !light: put_slow() claims it.
+	const ThreadState &ts = tl_state;
+	Cell &c = e->own_cell(ts);
 	int32_t v = c.count.load(std::memory_order_relaxed);
 	if (!ts.light || shard != ts.shard || v <= 0 || forked_.load(std::memory_order_relaxed)) [[unlikely]]
-		return put_slow(e, shard);
+		return kPutSlow;
 	// Counted on our own cell (v > 0): its shard bit is set already.
 	c.count.store(v - 1, std::memory_order_release); // see Entry::add_count
 	std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -298,8 +339,24 @@ inline int Cache::put(Entry *e, unsigned shard)
 	if (c.last.load(std::memory_order_relaxed) != now)
 		c.last.store(now, std::memory_order_relaxed);
 	if (e->state_after_count() & kOrphan) [[unlikely]]
+		return kPutOrphan;
+	return kPutDone;
+}
+
+HMEMREG_HIT_PATH int Cache::put(Entry *e, unsigned shard)
+{
+	if (!e || e->header().word() != header_word_) // (try_put leaves errors to us)
+		return -HMEMREG_EINVAL;
+	switch (try_put(e, shard)) {
+	case kPutDone:
+		return 0;
+	case kPutOrphan:
 		release_orphan(e);
-	return 0;
+		return 0;
+	case kPutSlow:
+		break;
+	}
+	return put_slow(e, shard);
 }
 
 } // namespace hmemreg::mr

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <sys/types.h>
 
 #include "mrcache/reader_lock.hpp"
@@ -89,7 +90,15 @@ struct Cell {
 struct ChunkHeader {
 	uint32_t magic = kEntryMagic;
 	uint32_t owner = 0;
+	// Both fields in one word (put compares them with one load).
+	uint64_t word() const
+	{
+		uint64_t w;
+		std::memcpy(&w, this, sizeof(w));
+		return w;
+	}
 };
+static_assert(sizeof(ChunkHeader) == 8);
 
 inline constexpr uint64_t life_bits(uint64_t serial)
 {
@@ -135,6 +144,16 @@ struct alignas(64) Entry {
 	{
 		return reinterpret_cast<Cell *>(chunk() + kCellsOffset)[(shard % kCountShards) * kEntriesPerChunk + index()];
 	}
+	// The same from ThreadState::cell_off (one add on the hit path).
+	static constexpr size_t cell_offset(unsigned shard)
+	{
+		return kCellsOffset + (shard % kCountShards) * kEntriesPerChunk * sizeof(Cell);
+	}
+	template <typename TS>
+	Cell &own_cell(const TS &ts) const
+	{
+		return *reinterpret_cast<Cell *>(chunk() + ts.cell_off + index() * sizeof(Cell));
+	}
 	const ChunkHeader &header() const { return *reinterpret_cast<const ChunkHeader *>(chunk() + kHeaderOffset); }
 	// Add d to the calling thread's counter (ts from thread_state()),
 	// its shard named in the state first. With ts.light the counter is
@@ -144,10 +163,26 @@ struct alignas(64) Entry {
 	template <typename TS>
 	void add_count(const TS &ts, int32_t d) const
 	{
-		uint64_t bit = 1ULL << (kShardShift + ts.shard);
+		uint64_t bit = shard_bit(ts);
 		if (!(state().load(std::memory_order_relaxed) & bit)) [[unlikely]]
 			state().fetch_or(bit, std::memory_order_seq_cst);
-		std::atomic<int32_t> &c = cell(ts.shard).count;
+		bump_count(ts, d);
+	}
+	template <typename TS>
+	static uint64_t shard_bit(const TS &ts)
+	{
+		return 1ULL << (kShardShift + ts.shard);
+	}
+	template <typename TS>
+	static uint64_t own_bit(const TS &ts)
+	{
+		return ts.shard_bit; // == shard_bit(ts), precomputed
+	}
+	// add_count() once the shard bit is known to be set.
+	template <typename TS>
+	void bump_count(const TS &ts, int32_t d) const
+	{
+		std::atomic<int32_t> &c = own_cell(ts).count;
 		if (ts.light) {
 			// Release: what this thread read of the entry before a put
 			// happens before the release of whoever sums this value
@@ -242,6 +277,24 @@ struct Lease {
 	uint64_t key = 0;
 	bool cached = false;
 	unsigned shard = 0; // the counter the reference was added to: give it to put()
+
+	// As the hit path's output (Cache::memo_hit).
+	template <typename View>
+	void view(const View &v)
+	{
+		range = v.range;
+		handle = v.handle;
+		desc = v.desc;
+		key = v.key;
+	}
+	void held(Entry *e, unsigned s)
+	{
+		entry = e;
+		shard = s;
+		cached = true;
+	}
+	Entry *held_entry() const { return entry; }
+	unsigned held_shard() const { return shard; }
 };
 
 } // namespace hmemreg::mr

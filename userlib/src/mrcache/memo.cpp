@@ -14,10 +14,10 @@ Memo::Memo(uint64_t max_entries)
 
 bool Memo::Slot::begin_write(uint32_t &q)
 {
-	uint32_t cur = seq.load(std::memory_order_relaxed);
-	if ((cur & 1) || !seq.compare_exchange_strong(cur, cur + 1, std::memory_order_acquire))
-		return false;
-	q = cur;
+	uint64_t cur = word.load(std::memory_order_relaxed);
+	if ((cur & 1) || !word.compare_exchange_strong(cur, cur + 1, std::memory_order_acquire))
+		return false; // (seq is even: +1 never carries into the life)
+	q = static_cast<uint32_t>(cur);
 	return true;
 }
 
@@ -32,7 +32,7 @@ bool names_live_entry(const Memo::Slot &s)
 	auto *e = reinterpret_cast<const Entry *>(tagged & ~uintptr_t{63});
 	if (!e)
 		return false;
-	uint64_t life = static_cast<uint64_t>(s.life.load(std::memory_order_relaxed)) << kLifeShift;
+	uint64_t life = s.life();
 	return (e->state().load(std::memory_order_relaxed) & (kOrphan | kLifeMask)) == life;
 }
 
@@ -41,12 +41,12 @@ bool names_live_entry(const Memo::Slot &s)
 void Memo::fill(const Set &set, const Entry &c)
 {
 	constexpr auto rel = std::memory_order_release;
-	const auto life = static_cast<uint32_t>((c.state().load(std::memory_order_relaxed) & kLifeMask) >> kLifeShift);
+	const uint64_t life = c.state().load(std::memory_order_relaxed) & kLifeMask;
 	const uintptr_t tagged = reinterpret_cast<uintptr_t>(&c) | static_cast<uint32_t>(c.iface);
 	Slot *w = nullptr;
 	for (Slot *s : set.way) {
-		if (s->entry.load(std::memory_order_relaxed) == tagged && s->life.load(std::memory_order_relaxed) == life &&
-		    !(s->seq.load(std::memory_order_relaxed) & 1))
+		if (s->entry.load(std::memory_order_relaxed) == tagged && s->life() == life &&
+		    !(s->word.load(std::memory_order_relaxed) & 1))
 			return; // already there
 		if (!w && !names_live_entry(*s))
 			w = s;
@@ -58,7 +58,6 @@ void Memo::fill(const Set &set, const Entry &c)
 	uint32_t q;
 	if (!w->begin_write(q))
 		return;
-	w->life.store(life, rel);
 	w->entry.store(tagged, rel);
 	w->device.store(c.device, rel);
 	w->start.store(c.range.start, rel);
@@ -66,7 +65,7 @@ void Memo::fill(const Set &set, const Entry &c)
 	w->handle.store(reinterpret_cast<uintptr_t>(c.reg.handle), rel);
 	w->desc.store(reinterpret_cast<uintptr_t>(c.reg.desc), rel);
 	w->key.store(c.reg.key, rel);
-	w->end_write(q);
+	w->end_write(q, life);
 }
 
 } // namespace hmemreg::mr

@@ -2,13 +2,13 @@
 // Memo: the cache's lock-free front, a 2-way skewed-associative table of
 // recent lookups hashed by the request's page: each page has two candidate
 // slots from two hashes, so two pages that share one rarely share the
-// other, and a fill takes whichever holds no live entry (2-way sets
-// thrashed when three hot pages met in one set: about 1% of hits at 16k
-// entries then searched the index, a tenth of the average hit's cost).
-// A slot is one cache line:
-// the covering entry, the life it had when memoised (entry.hpp), and
-// copies of its range and registration, so a hit reads this line, the
-// entry's first line and the thread's counter only. Slots are written
+// other, and a fill takes whichever holds no live entry, the first way if
+// it can (2-way sets thrashed when three hot pages met in one set: about
+// 1% of hits at 16k entries then searched the index, a tenth of the
+// average hit's cost). A slot is one cache line: the covering entry, the
+// life it had when memoised (entry.hpp), and copies of its range and
+// registration, so a hit reads this line, the entry's state word and the
+// thread's counter cell only. Slots are written
 // under a per-slot seqlock by slow lookups and misses (several may fill at
 // once; a slot busy with another writer is skipped: the memo is a hint).
 // Readers take no lock: a slot that is being written, or changed while
@@ -29,7 +29,7 @@ namespace hmemreg::mr {
 // What a slot held when read consistently.
 struct MemoView {
 	Entry *entry = nullptr;
-	uint64_t life = 0; // state & kLifeMask when memoised
+	uint64_t life = 0; // state & kLifeMask when memoised (kOrphan clear)
 	Range range;
 	void *handle = nullptr, *desc = nullptr;
 	uint64_t key = 0;
@@ -38,18 +38,25 @@ struct MemoView {
 class Memo {
 public:
 	struct alignas(64) Slot {
-		std::atomic<uint32_t> seq{0};    // odd while a writer holds the slot
-		std::atomic<uint32_t> life{0};   // (state & kLifeMask) >> kLifeShift
+		// Low half: seq, odd while a writer holds the slot. High half:
+		// the entry's life when memoised ((state & kLifeMask) >> 32),
+		// so one load reads both and the closing re-load checks both.
+		std::atomic<uint64_t> word{0};
 		std::atomic<uintptr_t> entry{0}; // Entry * | iface (entries are 64-byte aligned)
-		std::atomic<uint64_t> device{0};
 		std::atomic<uintptr_t> start{0}, end{0};
+		std::atomic<uint64_t> device{0};
 		std::atomic<uintptr_t> handle{0}, desc{0};
 		std::atomic<uint64_t> key{0};
 
 		// Writer side: false if another writer holds it; else q is the
-		// value to give end_write().
+		// value to give end_write(), which publishes life (state bits).
 		bool begin_write(uint32_t &q);
-		void end_write(uint32_t q) { seq.store(q + 2, std::memory_order_release); }
+		void end_write(uint32_t q, uint64_t life)
+		{
+			word.store((life & kLifeMask) | static_cast<uint32_t>(q + 2), std::memory_order_release);
+		}
+		void end_write(uint32_t q) { end_write(q, word.load(std::memory_order_relaxed) & ~uint64_t{0xffffffff}); }
+		uint64_t life() const { return word.load(std::memory_order_relaxed) & ~uint64_t{0xffffffff}; }
 	};
 	static_assert(sizeof(Slot) == 64);
 	// A page's two candidate slots.
@@ -63,48 +70,51 @@ public:
 	// only the lines in use are touched).
 	explicit Memo(uint64_t max_entries);
 
-	Set set_for(Iface iface, uint64_t device, uintptr_t s)
+	__attribute__((always_inline)) Set set_for(Iface iface, uint64_t device, uintptr_t s)
 	{
-		// Page number and key through a 64-bit finalizer (multiplicative
-		// hashing alone clusters strided addresses, which is how buffers
-		// are laid out).
-		uint64_t h = (s >> 12) ^ (static_cast<uint64_t>(iface) << 56) ^ (device << 48);
-		h ^= h >> 33;
-		h *= 0xff51afd7ed558ccdULL;
-		h ^= h >> 33;
-		h *= 0xc4ceb9fe1a85ec53ULL;
-		h ^= h >> 33;
-		size_t a = static_cast<size_t>(h >> shift_);
-		size_t b = static_cast<size_t>((h * 0x9e3779b97f4a7c15ULL) >> shift_);
-		b ^= a == b; // two distinct slots
-		return Set{{&slots_[a], &slots_[b]}};
+		uint64_t k = key(iface, device, s);
+		size_t a = first(k);
+		return Set{{&slots_[a], &slots_[second(k, a)]}};
+	}
+	// find(set_for(...)) that hashes for the second way only when the
+	// first does not answer (the hit path's usual case needs one hash).
+	__attribute__((always_inline)) bool lookup(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, MemoView &out)
+	{
+		uint64_t k = key(iface, device, s);
+		size_t a = first(k);
+		if (probe(slots_[a], iface, device, s, e, out)) [[likely]]
+			return true;
+		return probe(slots_[second(k, a)], iface, device, s, e, out);
 	}
 
 	// A slot of set naming an entry of (iface, device) covering [s, e).
-	// Every load is acquire, so the closing load of seq cannot move above
-	// the field loads: a seqlock without fences (which TSan understands).
-	static bool find(const Set &set, Iface iface, uint64_t device, uintptr_t s, uintptr_t e, MemoView &out)
+	// Every load is acquire, so the closing load of word cannot move above
+	// the field loads: a seqlock without fences (which TSan understands;
+	// plain loads on x86). The first way is tried first: fills prefer it,
+	// so in a sparse table that branch is predictable.
+	__attribute__((always_inline)) static bool find(const Set &set, Iface iface, uint64_t device, uintptr_t s, uintptr_t e, MemoView &out)
+	{
+		return probe(*set.way[0], iface, device, s, e, out) || probe(*set.way[1], iface, device, s, e, out);
+	}
+	__attribute__((always_inline)) static bool probe(const Slot &slot, Iface iface, uint64_t device, uintptr_t s, uintptr_t e,
+							 MemoView &out)
 	{
 		constexpr auto acq = std::memory_order_acquire;
-		for (Slot *sp : set.way) {
-			Slot &slot = *sp;
-			uint32_t q = slot.seq.load(acq);
-			uintptr_t tagged = slot.entry.load(acq);
-			uintptr_t st = slot.start.load(acq), en = slot.end.load(acq);
-			if ((q & 1) || (tagged & 63) != static_cast<uint32_t>(iface) || st > s || e > en)
-				continue;
-			uint64_t dev = slot.device.load(acq);
-			out.life = static_cast<uint64_t>(slot.life.load(acq)) << kLifeShift;
-			out.handle = reinterpret_cast<void *>(slot.handle.load(acq));
-			out.desc = reinterpret_cast<void *>(slot.desc.load(acq));
-			out.key = slot.key.load(acq);
-			if (slot.seq.load(acq) != q || dev != device || !(tagged & ~uintptr_t{63}))
-				continue;
-			out.entry = reinterpret_cast<Entry *>(tagged & ~uintptr_t{63});
-			out.range = Range{st, en};
-			return true;
-		}
-		return false;
+		uint64_t w = slot.word.load(acq);
+		uintptr_t tagged = slot.entry.load(acq);
+		uintptr_t st = slot.start.load(acq), en = slot.end.load(acq);
+		if ((w & 1) || (tagged & 63) != static_cast<uint32_t>(iface) || st > s || e > en)
+			return false;
+		uint64_t dev = slot.device.load(acq);
+		out.handle = reinterpret_cast<void *>(slot.handle.load(acq));
+		out.desc = reinterpret_cast<void *>(slot.desc.load(acq));
+		out.key = slot.key.load(acq);
+		if (slot.word.load(acq) != w || dev != device || !(tagged & ~uintptr_t{63}))
+			return false;
+		out.life = w & ~uint64_t{0xffffffff};
+		out.entry = reinterpret_cast<Entry *>(tagged & ~uintptr_t{63});
+		out.range = Range{st, en};
+		return true;
 	}
 
 	// Memoise c (caller holds a reference, so its fields are stable) in a
@@ -113,6 +123,31 @@ public:
 	static void fill(const Set &set, const Entry &c);
 
 private:
+	static uint64_t key(Iface iface, uint64_t device, uintptr_t s)
+	{
+		return (s >> 12) ^ (static_cast<uint64_t>(iface) << 56) ^ (device << 48);
+	}
+	// The first way: Fibonacci hashing of the page number. Pages at a
+	// constant stride (buffers carved from one allocation, pools) land on
+	// distinct slots for every stride up to 16 MiB or so, and random pages
+	// spread as with any hash; a few huge power-of-two strides (1 GiB,
+	// 4 GiB) cluster. The second way: a 64-bit finalizer, independent of
+	// the first, which takes those. Fills prefer the first way, so hits
+	// mostly need one line and one predictable branch. (Simulated, 16k
+	// entries in 128Ki slots: 64 KiB stride, no page needs the second way;
+	// random pages, 6% do and 0.6% find both ways taken, as with the
+	// finalizer for both.)
+	size_t first(uint64_t k) const { return static_cast<size_t>((k * 0x9e3779b97f4a7c15ULL) >> shift_); }
+	size_t second(uint64_t k, size_t a) const
+	{
+		k ^= k >> 33;
+		k *= 0xff51afd7ed558ccdULL;
+		k ^= k >> 33;
+		k *= 0xc4ceb9fe1a85ec53ULL;
+		k ^= k >> 33;
+		size_t b = static_cast<size_t>(k >> shift_);
+		return b ^ (a == b); // two distinct slots
+	}
 	HugeArray<Slot> slots_;
 	unsigned shift_ = 57;
 };

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include "mrcache/count_fence.hpp"
+#include "mrcache/entry.hpp"
 #include "mrcache/reader_lock.hpp"
 
 namespace hmemreg::mr {
@@ -52,7 +53,7 @@ struct ThreadSlot {
 		// Later cache calls of this thread (other TLS destructors) read
 		// under the mutex and count on the shared shard.
 		tl_state.slot = nullptr;
-		tl_state.shard = kSharedShard;
+		tl_state.set_shard(kSharedShard);
 		tl_state.owned = tl_state.light = 0;
 		if (slot)
 			slot->claimed.store(0, std::memory_order_release);
@@ -70,11 +71,18 @@ ThreadState &claim_thread_state()
 	bool asym = count_fence() == CountFence::membarrier;
 	static thread_local ThreadSlot ts;
 	tl_state.slot = ts.slot;
-	tl_state.shard = ts.shard;
+	tl_state.set_shard(ts.shard);
 	tl_state.owned = ts.shard != kSharedShard;
 	tl_state.light = tl_state.owned && asym;
 	tl_state.ready = 1;
 	return tl_state;
+}
+
+void ThreadState::set_shard(unsigned s)
+{
+	shard = s;
+	shard_bit = Entry::shard_bit(*this);
+	cell_off = static_cast<uint32_t>(Entry::cell_offset(s));
 }
 
 void ReaderLock::lock()

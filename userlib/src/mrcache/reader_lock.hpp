@@ -29,12 +29,15 @@ inline constexpr unsigned kSharedShard = 15;
 // initialised, initial-exec TLS: reading it is one load, no wrapper call.
 struct ThreadState {
 	ReaderSlot *slot;
-	uint32_t shard; // this thread's count (and hit statistics) shard
-	uint8_t owned;  // shard is this thread's alone (not kSharedShard)
-	uint8_t light;  // owned, and counts need no atomic RMW (count_fence.hpp)
-	uint8_t ready;  // 0 until claim_thread_state() ran
+	uint64_t shard_bit; // the shard's bit in an entry's state (entry.hpp)
+	uint32_t shard;     // this thread's count (and hit statistics) shard
+	uint32_t cell_off;  // where the shard's counter cells start in a pool chunk
+	uint8_t owned;      // shard is this thread's alone (not kSharedShard)
+	uint8_t light;      // owned, and counts need no atomic RMW (count_fence.hpp)
+	uint8_t ready;      // 0 until claim_thread_state() ran
+	void set_shard(unsigned s); // shard, shard_bit, cell_off (not owned, light)
 };
-inline thread_local ThreadState tl_state __attribute__((tls_model("initial-exec"))) = {nullptr, kSharedShard, 0, 0, 0};
+inline thread_local ThreadState tl_state __attribute__((tls_model("initial-exec"))) = {nullptr, 0, kSharedShard, 0, 0, 0, 0};
 // Claims a slot and a shard for this thread (first use; released at exit).
 ThreadState &claim_thread_state();
 inline ThreadState &thread_state()

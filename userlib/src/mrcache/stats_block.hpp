@@ -28,9 +28,10 @@ public:
 	}
 	static void set(uint64_t &field, uint64_t v) { std::atomic_ref<uint64_t>(field).store(v, std::memory_order_relaxed); }
 	// owned: the calling thread is the shard's only writer.
-	void hit(uint32_t shard, bool owned)
+	void hit(uint32_t shard, bool owned) { hit(s_->hits, shard, owned); }
+	static void hit(uint64_t *hits, uint32_t shard, bool owned)
 	{
-		std::atomic_ref<uint64_t> a(s_->hits[8 * (shard % HMEMREG_STATS_HIT_SHARDS)]);
+		std::atomic_ref<uint64_t> a(hits[8 * (shard % HMEMREG_STATS_HIT_SHARDS)]);
 		if (owned)
 			a.store(a.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 		else
