@@ -266,6 +266,19 @@ inline void *post_send(const Plugin &p, void *sc, void *data, size_t n, int tag,
 	return req;
 }
 
+// isend until the plugin accepts or refuses it, then wait: the send's result.
+inline ncclResult_t send_result(const Plugin &p, void *sc, void *data, size_t n, int tag, void *mh)
+{
+	auto deadline = Clock::now() + 20s;
+	for (;;) {
+		void *req = nullptr;
+		ncclResult_t r = p.isend()(sc, data, n, tag, mh, nullptr, &req);
+		if (r != ncclSuccess || req)
+			return req ? wait(p, req) : r;
+		CHECK(Clock::now() < deadline);
+	}
+}
+
 inline void *post_recv(const Plugin &p, void *rc, void *data, size_t n, int tag, void *mh)
 {
 	void *req = nullptr;

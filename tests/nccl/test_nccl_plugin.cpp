@@ -370,19 +370,7 @@ Test(nccl_plugin, send_larger_than_receive_fails_both_sides, .timeout = 60)
 			fill(buf.data(), 4096, 11);
 			void *mh = nullptr;
 			OK(p.regMr()(sc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
-			auto send_rc = [&](size_t n, int tag) {
-				auto deadline = Clock::now() + 20s;
-				for (;;) {
-					void *req = nullptr;
-					ncclResult_t r = p.isend()(sc, buf.data(), n, tag, mh, nullptr, &req);
-					if (r != ncclSuccess || req) {
-						if (req)
-							r = wait(p, req);
-						return r;
-					}
-					CHECK(Clock::now() < deadline);
-				}
-			};
+			auto send_rc = [&](size_t n, int tag) { return send_result(p, sc, buf.data(), n, tag, mh); };
 			CHECK_RC(send_rc(4096, 9), ncclInvalidUsage);
 			CHECK_RC(send_rc(4096, 10), ncclInvalidUsage);
 			OK(send_rc(4096, 9));
@@ -460,17 +448,7 @@ Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
 				OK(wait(p, r));
 			OK(wait(p, post_send(p, sc, buf.data() + kSlots * kMax, size_of(kSlots), kSlots, mh)));
 			c.wait();
-			auto over = [&] { // its receive is 4 KiB
-				auto deadline = Clock::now() + 20s;
-				for (;;) {
-					void *req = nullptr;
-					ncclResult_t r = p.isend()(sc, buf.data(), 8192, 0, mh, nullptr, &req);
-					if (r != ncclSuccess || req)
-						return req ? wait(p, req) : r;
-					CHECK(Clock::now() < deadline);
-				}
-			};
-			ncclResult_t r = over();
+			ncclResult_t r = send_result(p, sc, buf.data(), 8192, 0, mh); // its receive is 4 KiB
 			CHECK(r == ncclSuccess || r == ncclInvalidUsage); // eager, or refused with the Cts
 			fill(buf.data(), 1000, 7);
 			OK(wait(p, post_send(p, sc, buf.data(), 1000, 0, mh)));

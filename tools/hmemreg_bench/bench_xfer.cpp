@@ -245,11 +245,10 @@ double ib_write_bw_gbps(const std::string &device, size_t size)
 double memcpy_gbps(size_t size, double seconds, unsigned threads)
 {
 	std::vector<uint8_t> a(size, 1), b(size, 2);
-	std::vector<size_t> iters(threads, 0);
+	std::vector<size_t> copied(threads, 0);
 	std::vector<std::thread> th;
 	std::atomic<bool> go{false};
 	const size_t share = size / threads;
-	auto t0 = Clock::now();
 	for (unsigned t = 0; t < threads; t++)
 		th.emplace_back([&, t] {
 			const size_t off = share * t, n = t + 1 == threads ? size - off : share;
@@ -261,15 +260,15 @@ double memcpy_gbps(size_t size, double seconds, unsigned threads)
 				for (int k = 0; k < 8; k++, i++)
 					std::memcpy((i & 1 ? a.data() : b.data()) + off, (i & 1 ? b.data() : a.data()) + off, n);
 			} while (std::chrono::duration<double>(Clock::now() - start).count() < seconds);
-			iters[t] = i * n;
+			copied[t] = i * n;
 		});
-	t0 = Clock::now();
+	auto t0 = Clock::now();
 	go = true;
 	for (auto &x : th)
 		x.join();
 	double el = std::chrono::duration<double>(Clock::now() - t0).count();
 	size_t bytes = 0;
-	for (size_t x : iters)
+	for (size_t x : copied)
 		bytes += x;
 	return static_cast<double>(bytes) * 8 / el / 1e9;
 }

@@ -29,8 +29,8 @@
 // get falls back (entry.hpp has the handshake with invalidation). Then one
 // load of its generation word (kmod). The whole hit (try_hit) and put
 // (try_put) are forced inline into the C API's functions, with every
-// slow step out of line: a hit is about 140 instructions, a put 50. Neither get nor put writes a line
-// that another thread writes. Memo misses search the index under a read
+// slow step out of line: a hit is about 140 instructions, a put 50.
+// Neither get nor put writes a line that another thread writes. Memo misses search the index under a read
 // lock that writes only the thread's own cache line, and refill the memo.
 // The LRU is ordered by the cache clock at release (puts store it when it
 // moved; the evictor fixes positions lazily), so neither get nor put
