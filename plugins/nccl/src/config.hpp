@@ -31,7 +31,7 @@ struct Config {
 	// EAGER_MAX bytes; a send of at most EAGER_MAX whose receive is not
 	// advertised yet goes into one and is copied out at the receiver, instead
 	// of waiting a round trip (NCCL's step is 512 KiB at most by default;
-	// a third of the sends at 1 MiB waited 130-560 us for it on the two-H200
+	// at 1 MiB, 17-33% of the sends waited 170-320 us for it on the two-H200
 	// machine). EAGER_MAX=0: off.
 	size_t eager_max = 512u << 10;
 	size_t eager_slots = 16;
