@@ -459,6 +459,64 @@ Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
 		});
 }
 
+// Slots come back without any receive advertised ahead: each round of 16
+// sends is posted while the receiver posts nothing, so every round after
+// the first needs the credit its receives returned (a Credit message when
+// they were all served from slots and sent no Cts).
+Test(nccl_plugin, eager_slots_come_back_to_the_sender, .timeout = 60)
+{
+	setenv("HMEMREG_NCCL_EAGER_MAX", "512k", 1);
+	constexpr int kRounds = 3;
+	constexpr size_t kLen = 64 << 10;
+	run_pair(
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *rc = accept_conn(p, c);
+			Buf buf(kLen * kSlots);
+			void *mh = nullptr;
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			for (int round = 0; round < kRounds; round++) {
+				c.wait(); // the sender posted this round's sends
+				std::vector<void *> reqs;
+				for (int i = 0; i < kSlots; i++)
+					reqs.push_back(post_recv(p, rc, buf.data() + i * kLen, kLen, 0, mh));
+				for (int i = 0; i < kSlots; i++) {
+					int got = -1;
+					OK(wait(p, reqs[i], &got));
+					CHECK(got == static_cast<int>(kLen) && verify(buf.data() + i * kLen, kLen, round * 100 + i));
+				}
+				c.signal();
+			}
+			CHECK(p.counters().eager_receives >= kSlots);
+			OK(p.closeRecv()(rc));
+			OK(p.deregMr()(rc, mh));
+			c.wait();
+		},
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *sc = connect_conn(p, c);
+			Buf buf(kLen * kSlots);
+			void *mh = nullptr;
+			OK(p.regMr()(sc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			for (int round = 0; round < kRounds; round++) {
+				std::vector<void *> reqs;
+				for (int i = 0; i < kSlots; i++) {
+					fill(buf.data() + i * kLen, kLen, round * 100 + i);
+					reqs.push_back(post_send(p, sc, buf.data() + i * kLen, kLen, 0, mh));
+				}
+				c.signal();
+				for (void *r : reqs)
+					OK(wait(p, r));
+				c.wait(); // received: the buffers may be refilled
+			}
+			OK(p.closeSend()(sc));
+			OK(p.deregMr()(sc, mh));
+			c.signal();
+		});
+}
+
 // Closing comms with requests in flight: no crash, no leftover requests,
 // the peer learns it (its next isend fails with ncclRemoteError), and new
 // connections work.

@@ -386,8 +386,10 @@ void Plugin::mark_done_locked(RecvComm &c, uint32_t seq)
 	while (c.done_ahead.erase(c.done_upto))
 		c.done_upto++;
 	// Receives served from eager slots send no Cts: tell the sender its
-	// slots are free again before it runs out of them.
-	if (c.eager.slots && c.done_upto - c.credit_sent >= (c.eager.slots + 1) / 2 && !c.peer_closed) {
+	// slots are free again, every half ring and whenever no receive is
+	// posted (no Cts will come to carry it).
+	if (c.eager.slots && !c.peer_closed && c.done_upto != c.credit_sent &&
+	    (c.done_upto - c.credit_sent >= (c.eager.slots + 1) / 2 || c.pending.empty())) {
 		try {
 			send_control_locked(c.peer, proto::encode(proto::Credit{c.remote_id, c.done_upto}));
 			c.credit_sent = c.done_upto;

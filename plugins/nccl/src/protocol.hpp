@@ -50,7 +50,8 @@ struct Cts {
 };
 
 // Receives before done_upto are complete: their eager slots are free (sent
-// when eager receives, which send no Cts, freed half the slots).
+// when receives served from slots, which send no Cts, freed half the ring,
+// or when no receive is posted).
 struct Credit {
 	uint32_t send_id = 0;
 	uint32_t done_upto = 0;
