@@ -9,6 +9,8 @@ set -e
 bin="$HMEMREG_BUILD/tests/nccl/test_nccl_plugin"
 [ -x "$bin" ] || { echo "missing $bin (run make)"; exit 1; }
 export HMEMREG_NCCL_PROVIDER="tcp;ofi_rxm" HMEMREG_NCCL_NODE=127.0.0.1
+echo "---- test_nccl_protocol (control messages)"
+"$HMEMREG_BUILD/tests/nccl/test_nccl_protocol"
 echo "---- test_nccl_plugin (engine progress thread)"
 "$bin" --jobs 2
 # (eager_slots_come_back needs the receiver to make progress while it

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+// The plugin's control messages (plugins/nccl/src/protocol.cpp): every type
+// survives encode/decode, and what is malformed, truncated, of another
+// version or makes no sense decodes to nothing rather than to a message.
+#include <criterion/criterion.h>
+
+#include "protocol.hpp"
+
+using namespace hmemreg::nccl::proto;
+
+Test(nccl_protocol, cts_carries_its_credit)
+{
+	Cts c;
+	c.send_id = 3;
+	c.recv_id = 4;
+	c.seq = 0xfffffffe; // sequence numbers wrap
+	c.tag = -7;
+	c.size = 512 << 10;
+	c.offset = 4096;
+	c.done_upto = 0xfffffff0;
+	c.descriptor = {1, 2, 3};
+	auto m = decode(encode(c));
+	cr_assert(m && m->type == Type::Cts);
+	cr_assert_eq(m->cts.seq, c.seq);
+	cr_assert_eq(m->cts.tag, c.tag);
+	cr_assert_eq(m->cts.size, c.size);
+	cr_assert_eq(m->cts.offset, c.offset);
+	cr_assert_eq(m->cts.done_upto, c.done_upto);
+	cr_assert(m->cts.descriptor == c.descriptor);
+}
+
+Test(nccl_protocol, eager_ring_and_credit_round_trip)
+{
+	EagerRing r;
+	r.send_id = 5;
+	r.recv_id = 6;
+	r.slots = 16;
+	r.slot_size = 512 << 10;
+	r.descriptor = {9, 8, 7, 6};
+	auto m = decode(encode(r));
+	cr_assert(m && m->type == Type::EagerRing);
+	cr_assert_eq(m->eager.send_id, 5u);
+	cr_assert_eq(m->eager.recv_id, 6u);
+	cr_assert_eq(m->eager.slots, 16u);
+	cr_assert_eq(m->eager.slot_size, 512u << 10);
+	cr_assert(m->eager.descriptor == r.descriptor);
+
+	auto k = decode(encode(Credit{5, 42}));
+	cr_assert(k && k->type == Type::Credit);
+	cr_assert_eq(k->credit.send_id, 5u);
+	cr_assert_eq(k->credit.done_upto, 42u);
+}
+
+Test(nccl_protocol, a_ring_without_slots_is_refused)
+{
+	EagerRing r;
+	r.slots = 0;
+	r.slot_size = 4096;
+	cr_assert(!decode(encode(r)));
+	r.slots = 4;
+	r.slot_size = 0;
+	cr_assert(!decode(encode(r)));
+}
+
+Test(nccl_protocol, truncated_padded_and_foreign_messages_are_nothing)
+{
+	auto b = encode(Credit{1, 2});
+	for (size_t n = 0; n < b.size(); n++)
+		cr_assert(!decode(std::span(b.data(), n)), "a %zu-byte prefix decoded", n);
+	auto longer = b;
+	longer.push_back(0);
+	cr_assert(!decode(longer), "trailing bytes accepted");
+	auto other = b;
+	other[4] ^= 1; // version
+	cr_assert(!decode(other), "another protocol version accepted");
+	auto unknown = b;
+	unknown[6] = 99; // type
+	cr_assert(!decode(unknown), "an unknown type accepted");
+}
