@@ -349,6 +349,22 @@ bool seq_before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0
 
 } // namespace
 
+// The send comm `id` if it is talking to engine `sender`, else null (closed,
+// or a message from someone else).
+SendComm *Plugin::send_comm_of_locked(uint32_t id, uint64_t sender)
+{
+	auto it = sends_.find(id);
+	return it != sends_.end() && it->second->peer_engine == sender ? it->second : nullptr;
+}
+
+// The receiver says its receives before done_upto are complete (Cts or
+// Credit; they may arrive out of order): their eager slots are free.
+void Plugin::credit_locked(SendComm &c, uint32_t done_upto)
+{
+	if (seq_before(c.eager.done_upto, done_upto))
+		c.eager.done_upto = done_upto;
+}
+
 // Give the new recv comm eager slots and tell its sender. Without them (off,
 // or no memory) sends just wait for each Cts.
 void Plugin::offer_eager_locked(RecvComm &c)
@@ -442,22 +458,23 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			c->waiting_since = std::chrono::steady_clock::now();
 		return ncclSuccess;
 	}
-	const proto::Cts cts = eager ? proto::Cts{} : ct->second;
-	if (!eager && (cts.tag != tag || size > cts.size)) {
+	// Stays in c->cts (under mu_) until the write is posted: no copy.
+	const proto::Cts *cts = eager ? nullptr : &ct->second;
+	if (cts && (cts->tag != tag || size > cts->size)) {
 		// The matching receive cannot take this send: fail both ends of it.
-		c->cts.erase(ct);
-		c->next_seq++;
 		proto::Fail f;
-		f.recv_id = cts.recv_id;
+		f.recv_id = cts->recv_id;
 		f.seq = seq;
 		f.result = ncclInvalidUsage;
 		char why[160];
-		if (cts.tag != tag)
-			std::snprintf(why, sizeof(why), "send #%u has tag %d, the matching receive tag %d", seq, tag, cts.tag);
+		if (cts->tag != tag)
+			std::snprintf(why, sizeof(why), "send #%u has tag %d, the matching receive tag %d", seq, tag, cts->tag);
 		else
 			std::snprintf(why, sizeof(why), "send #%u of %zu bytes exceeds the posted receive of %llu bytes",
-				      seq, size, static_cast<unsigned long long>(cts.size));
+				      seq, size, static_cast<unsigned long long>(cts->size));
 		f.why = why;
+		c->cts.erase(ct);
+		c->next_seq++;
 		try {
 			send_control_locked(c->peer, proto::encode(f));
 		} catch (const Error &e) {
@@ -494,7 +511,7 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	try {
 		if (size == 0) {
 			proto::Empty e;
-			e.recv_id = cts.recv_id;
+			e.recv_id = cts->recv_id;
 			e.seq = seq;
 			rq->transfer = engine_->send(c->peer, proto::encode(e), done);
 		} else {
@@ -507,9 +524,9 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 				rq->transfer = engine_->write(c->peer, std::span(&ch, 1), c->eager.descriptor,
 							      proto::kEagerTag | proto::notify_tag(c->remote_id, seq), done);
 			} else {
-				ch.remote_offset = cts.offset;
-				rq->transfer = engine_->write(c->peer, std::span(&ch, 1), cts.descriptor,
-							      proto::notify_tag(cts.recv_id, seq), done);
+				ch.remote_offset = cts->offset;
+				rq->transfer = engine_->write(c->peer, std::span(&ch, 1), cts->descriptor,
+							      proto::notify_tag(cts->recv_id, seq), done);
 			}
 		}
 	} catch (const Error &e) {
@@ -518,8 +535,8 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		NWARN("isend #%u (%zu bytes): %s", seq, size, e.what());
 		return result_of(e);
 	}
-	if (!eager)
-		c->cts.erase(c->next_seq);
+	if (cts)
+		c->cts.erase(ct);
 	c->next_seq++;
 	c->outstanding++;
 	c->sends++;
@@ -903,15 +920,13 @@ void Plugin::on_message(const engine::Message &msg)
 		return;
 	}
 	case proto::Type::Cts: {
-		auto it = sends_.find(m->cts.send_id);
-		if (it == sends_.end() || it->second->peer_engine != msg.sender) {
+		SendComm *c = send_comm_of_locked(m->cts.send_id, msg.sender);
+		if (!c) {
 			NINFO(NCCL_NET, "buffer advertisement for closed send comm %u dropped", m->cts.send_id);
 			return;
 		}
-		SendComm *c = it->second;
 		c->remote_id = m->cts.recv_id;
-		if (seq_before(c->eager.done_upto, m->cts.done_upto))
-			c->eager.done_upto = m->cts.done_upto;
+		credit_locked(*c, m->cts.done_upto);
 		if (seq_before(m->cts.seq, c->next_seq))
 			return; // that send went into an eager slot before this came
 		if (!c->cts.emplace(m->cts.seq, std::move(m->cts)).second)
@@ -919,25 +934,21 @@ void Plugin::on_message(const engine::Message &msg)
 		return;
 	}
 	case proto::Type::EagerRing: {
-		auto it = sends_.find(m->eager.send_id);
-		if (it == sends_.end() || it->second->peer_engine != msg.sender) {
+		SendComm *c = send_comm_of_locked(m->eager.send_id, msg.sender);
+		if (!c) {
 			NINFO(NCCL_NET, "eager slots for closed send comm %u dropped", m->eager.send_id);
 			return;
 		}
-		SendComm *c = it->second;
 		c->remote_id = m->eager.recv_id;
 		c->eager.slots = m->eager.slots;
 		c->eager.slot_size = m->eager.slot_size;
 		c->eager.descriptor = std::move(m->eager.descriptor);
 		return;
 	}
-	case proto::Type::Credit: {
-		auto it = sends_.find(m->credit.send_id);
-		if (it != sends_.end() && it->second->peer_engine == msg.sender &&
-		    seq_before(it->second->eager.done_upto, m->credit.done_upto))
-			it->second->eager.done_upto = m->credit.done_upto;
+	case proto::Type::Credit:
+		if (SendComm *c = send_comm_of_locked(m->credit.send_id, msg.sender))
+			credit_locked(*c, m->credit.done_upto);
 		return;
-	}
 	case proto::Type::Empty: {
 		auto it = recvs_.find(m->empty.recv_id);
 		if (it != recvs_.end() && it->second->peer_engine == msg.sender)

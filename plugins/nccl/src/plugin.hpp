@@ -159,6 +159,8 @@ private:
 	void on_message(const engine::Message &m);
 	void on_notify(const engine::Notification &n);
 	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
+	SendComm *send_comm_of_locked(uint32_t id, uint64_t sender);
+	void credit_locked(SendComm &c, uint32_t done_upto);
 	void offer_eager_locked(RecvComm &c);
 	void mark_done_locked(RecvComm &c, uint32_t seq);
 	void land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes);
