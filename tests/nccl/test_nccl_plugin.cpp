@@ -388,6 +388,62 @@ Test(nccl_plugin, send_larger_than_receive_fails_both_sides, .timeout = 60)
 static constexpr int kSlots = 16;         // the plugin's default EAGER_SLOTS
 static constexpr size_t kMax = 512 << 10; // and EAGER_MAX
 
+// NCCL closes a send comm once its sends completed, and eager sends complete
+// before their receives are posted (a broadcast's root finishes first, seen
+// on two H200s with 48 slots): those receives still get their data, and only
+// a receive beyond the sender's last send fails.
+Test(nccl_plugin, eager_slots_outlive_the_senders_close, .timeout = 60)
+{
+	setenv("HMEMREG_NCCL_EAGER_MAX", "512k", 1);
+	constexpr int kSends = 6;
+	run_pair(
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *rc = accept_conn(p, c);
+			Buf buf(kMax * (kSends + 1));
+			void *mh = nullptr;
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			c.wait(); // every send completed, then the send comm closed
+			std::this_thread::sleep_for(300ms); // the Close is in (progress threads)
+			for (int i = 0; i < kSends; i++) {
+				int got = -1;
+				OK(wait(p, post_recv(p, rc, buf.data() + i * kMax, kMax, i, mh), &got));
+				CHECK(got == 1000 + i && verify(buf.data() + i * kMax, 1000 + i, 40 + i));
+			}
+			void *req = nullptr;
+			size_t sizes[1] = {kMax};
+			int tags[1] = {kSends};
+			void *datas[1] = {buf.data() + kSends * kMax};
+			void *mhs[1] = {mh};
+			CHECK_RC(p.irecv()(rc, 1, datas, sizes, tags, mhs, nullptr, &req), ncclRemoteError);
+			CHECK(req == nullptr);
+			OK(p.closeRecv()(rc));
+			OK(p.deregMr()(rc, mh));
+			CHECK(p.counters().requests_live == 0);
+			c.signal();
+		},
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *sc = connect_conn(p, c);
+			Buf buf(kMax * kSends);
+			void *mh = nullptr;
+			OK(p.regMr()(sc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			std::vector<void *> reqs;
+			for (int i = 0; i < kSends; i++) { // no receive is posted: all eager
+				fill(buf.data() + i * kMax, 1000 + i, 40 + i);
+				reqs.push_back(post_send(p, sc, buf.data() + i * kMax, 1000 + i, i, mh));
+			}
+			for (void *r : reqs)
+				OK(wait(p, r));
+			OK(p.closeSend()(sc));
+			c.signal();
+			c.wait();
+			OK(p.deregMr()(nullptr, mh));
+		});
+}
+
 Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
 {
 	setenv("HMEMREG_NCCL_EAGER_MAX", "512k", 1);

@@ -51,6 +51,18 @@ Test(nccl_protocol, eager_ring_and_credit_round_trip)
 	cr_assert_eq(k->credit.done_upto, 42u);
 }
 
+Test(nccl_protocol, a_senders_close_says_how_many_sends_it_made)
+{
+	auto m = decode(encode(Close{12, 1, 0xffffffff}));
+	cr_assert(m && m->type == Type::Close);
+	cr_assert_eq(m->close.comm_id, 12u);
+	cr_assert_eq(m->close.to_recv, 1);
+	cr_assert_eq(m->close.sent, 0xffffffffu);
+	auto full = encode(Close{12, 1, 7});
+	full.pop_back();
+	cr_assert(!decode(full)); // a Close without its count is not a Close
+}
+
 Test(nccl_protocol, a_ring_without_slots_is_refused)
 {
 	EagerRing r;

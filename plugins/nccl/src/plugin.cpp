@@ -595,8 +595,8 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 		NWARN("irecv: %d buffers asked, this plugin groups at most 1 (maxRecvs)", n);
 		return ncclInternalError;
 	}
-	if (c->peer_closed) {
-		NWARN("irecv: the sender closed this connection");
+	if (c->peer_closed && !seq_before(c->next_seq, c->peer_sent)) {
+		NWARN("irecv: the sender closed this connection after %u sends", c->peer_sent);
 		return ncclRemoteError;
 	}
 	const size_t size = sizes[0];
@@ -734,7 +734,7 @@ ncclResult_t Plugin::close_send(void *send_comm)
 		      c->waited ? static_cast<double>(c->wait_ns) / 1e3 / static_cast<double>(c->waited) : 0.0);
 		if (!c->peer_closed && c->remote_id) {
 			try {
-				send_control_locked(c->peer, proto::encode(proto::Close{c->remote_id, 1}));
+				send_control_locked(c->peer, proto::encode(proto::Close{c->remote_id, 1, c->next_seq}));
 			} catch (const Error &) {
 				// the peer is gone already: nothing to tell
 			}
@@ -970,12 +970,17 @@ void Plugin::on_message(const engine::Message &msg)
 				return;
 			RecvComm *c = it->second;
 			c->peer_closed = true;
-			for (auto &[seq, r] : c->pending) {
-				r->state = Request::State::Failed;
-				r->error = ncclRemoteError;
-				r->why = "the sender closed the connection";
-			}
-			c->pending.clear();
+			c->peer_sent = m->close.sent;
+			// Receives the sender made a send for still complete: their
+			// data went before the Close (eager writes may land after it).
+			std::erase_if(c->pending, [&](const auto &kv) {
+				if (seq_before(kv.first, c->peer_sent))
+					return false;
+				kv.second->state = Request::State::Failed;
+				kv.second->error = ncclRemoteError;
+				kv.second->why = "the sender closed the connection";
+				return true;
+			});
 		} else {
 			auto it = sends_.find(m->close.comm_id);
 			if (it != sends_.end() && it->second->peer_engine == msg.sender)

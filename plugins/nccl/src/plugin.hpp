@@ -93,6 +93,7 @@ struct RecvComm final : Comm {
 	std::unordered_map<uint32_t, std::shared_ptr<Request>> pending;
 	size_t outstanding = 0;
 	bool peer_closed = false;
+	uint32_t peer_sent = 0; // once peer_closed: receives before it still get their data
 	EagerSlots eager;                                 // slots == 0: eager off
 	std::unordered_map<uint32_t, size_t> eager_early; // seq -> bytes landed before its irecv
 	// Receives complete before done_upto; those completed out of order after it.

@@ -7,7 +7,7 @@ namespace hmemreg::nccl::proto {
 namespace {
 
 constexpr uint32_t kMagic = 0x4c43434e; // "NCCL"
-constexpr uint16_t kVersion = 2; // 2: EagerRing, Credit, Cts.done_upto
+constexpr uint16_t kVersion = 3; // 2: EagerRing, Credit, Cts.done_upto; 3: Close.sent
 constexpr uint32_t kHandleMagic = 0x48524e48; // "HNRH"
 
 class Writer {
@@ -105,7 +105,7 @@ std::vector<uint8_t> encode(const Fail &m)
 	return Writer(Type::Fail).put(m.recv_id).put(m.seq).put(m.result).bytes(why).take();
 }
 
-std::vector<uint8_t> encode(const Close &m) { return Writer(Type::Close).put(m.comm_id).put(m.to_recv).take(); }
+std::vector<uint8_t> encode(const Close &m) { return Writer(Type::Close).put(m.comm_id).put(m.to_recv).put(m.sent).take(); }
 
 std::optional<Message> decode(std::span<const uint8_t> bytes)
 {
@@ -142,7 +142,7 @@ std::optional<Message> decode(std::span<const uint8_t> bytes)
 		break;
 	}
 	case Type::Close:
-		ok = r.get(m.close.comm_id) && r.get(m.close.to_recv);
+		ok = r.get(m.close.comm_id) && r.get(m.close.to_recv) && r.get(m.close.sent);
 		break;
 	}
 	if (!ok || !r.done())

@@ -19,7 +19,9 @@
 //            path, and a size mismatch fails only the receive.
 //   isend of 0 bytes: Empty -----> completes irecv(seq) with 0 bytes
 //   isend too large: Fail -------> fails irecv(seq)
-//   close: Close <---------------> the other side fails what it still waits for
+//   close: Close <---------------> the other side fails what it still waits for;
+//            a sender's Close says how many sends it made: receives before
+//            that still complete (eager data may land after the Close)
 #pragma once
 
 #include <cstdint>
@@ -81,6 +83,7 @@ struct Fail {
 struct Close {
 	uint32_t comm_id = 0;   // the receiving side's comm
 	uint8_t to_recv = 0;    // 1: comm_id is a recv comm, 0: a send comm
+	uint32_t sent = 0;      // to a recv comm: the sender's sends (seqs before it)
 };
 
 struct Message {
