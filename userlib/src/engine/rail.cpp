@@ -70,14 +70,28 @@ void Rail::remove_peer(fi_addr_t addr)
 
 void Rail::enqueue_writes(std::shared_ptr<TransferImpl> x)
 {
-	std::lock_guard l(mu_);
-	queue_.push_back({std::move(x), true});
+	std::lock_guard l(submit_mu_);
+	submitted_.push_back({std::move(x), true});
 }
 
 void Rail::enqueue_send(std::shared_ptr<TransferImpl> x)
 {
-	std::lock_guard l(mu_);
-	queue_.push_back({std::move(x), false});
+	std::lock_guard l(submit_mu_);
+	submitted_.push_back({std::move(x), false});
+}
+
+// Under mu_: what was submitted since the last turn joins the queue, in order.
+void Rail::take_submitted()
+{
+	{
+		std::lock_guard l(submit_mu_);
+		if (submitted_.empty())
+			return;
+		taking_.swap(submitted_);
+	}
+	for (Item &it : taking_)
+		queue_.push_back(std::move(it));
+	taking_.clear();
 }
 
 int Rail::post_recv(RecvSlot &slot)
@@ -88,6 +102,7 @@ int Rail::post_recv(RecvSlot &slot)
 void Rail::progress(Events &ev)
 {
 	std::lock_guard l(mu_);
+	take_submitted();
 	poll(ev);
 	post(ev);
 }
@@ -368,6 +383,10 @@ RailStats Rail::stats() const
 	std::lock_guard l(mu_);
 	RailStats s = stats_;
 	s.queued = queue_.size();
+	{
+		std::lock_guard ls(submit_mu_);
+		s.queued += submitted_.size();
+	}
 	s.inflight = inflight_;
 	return s;
 }

@@ -105,6 +105,7 @@ private:
 
 	void poll(Events &ev);
 	void handle(OpContext *op, int err, const std::string &text, size_t len, Events &ev);
+	void take_submitted();
 	void post(Events &ev);
 	bool post_writes(Item &it, size_t &budget, Events &ev); // false: not finished this turn
 	bool post_send(Item &it, Events &ev);
@@ -131,6 +132,13 @@ private:
 	std::vector<SendSlot> send_slots_;
 	std::vector<SendSlot *> free_send_;
 	std::list<Item> queue_; // FIFO per peer; a blocked peer does not block others
+	// What enqueue_*() hands over, under submit_mu_ alone: a caller (often
+	// another rail's progress thread, posting the next transfer from a
+	// completion callback) never waits out this rail's turn, which holds mu_
+	// across the provider's socket I/O. Moved into queue_ at each turn.
+	mutable std::mutex submit_mu_;
+	std::vector<Item> submitted_;
+	std::vector<Item> taking_; // under mu_: swapped with submitted_, keeps both capacities
 	size_t inflight_ = 0;
 	uint64_t seen_doom_epoch_ = 0;
 	RailStats stats_;
