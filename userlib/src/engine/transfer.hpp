@@ -50,6 +50,10 @@ struct PeerState {
 	// Set once by the stall watchdog (dead_reason written before the flag).
 	std::atomic<bool> dead{false};
 	std::string dead_reason;
+	// 4-byte immediate keys: the index this peer assigned us (0: none yet,
+	// or refused), and the next key's sequence.
+	std::atomic<uint32_t> imm_index{0};
+	std::atomic<uint32_t> imm_seq{0};
 
 	static int64_t now_ns()
 	{
