@@ -221,3 +221,96 @@ Test(notify, foreign_index_never_counted, .timeout = 120)
 	cr_assert(eventually([&] { return b.path_stats().immediate_pending == 0; }, 10s));
 	cr_assert_eq(b.path_stats().immediate_notices, 1u);
 }
+
+// A partial arrival left behind (here: forged writes whose Announce was
+// refused) is dropped once its writer's sequence has moved a quarter of the
+// sequence space past it, before the key can come back; the key's next use
+// is then counted afresh.
+Test(notify, stale_arrival_dropped_before_its_key_returns, .timeout = 120)
+{
+	Engine a(imm4()), c(imm4()), b(imm4(60000)); // no expiry during the test
+	Inbox in;
+	in.attach(b);
+	const PeerId b_at_a = a.add_peer(b.address()), b_at_c = c.add_peer(b.address());
+	b.add_peer(a.address());
+	b.add_peer(c.address());
+	cr_assert(eventually([&] { return a.immediate_to(b_at_a) && c.immediate_to(b_at_c); }, 10s));
+	auto pa = peer_state(a, b_at_a), pc = peer_state(c, b_at_c);
+	const uint32_t quarter = 1u << 18, stale = 5000;
+	pc->imm_index = pa->imm_index.load();
+	pc->imm_seq = stale;
+
+	Buffer src(64 << 10), dst(128 << 10);
+	fill(src.data(), src.len, 5);
+	auto ra = a.register_region(src.data(), src.len);
+	auto rc = c.register_region(src.data(), src.len);
+	auto rd = b.register_region(dst.data(), dst.len);
+	const Bytes desc = b.descriptor(*rd);
+	Chunk cc{rc.get(), 0, src.len, 64 << 10}, ca{ra.get(), 0, src.len, 0};
+	auto t = c.write(b_at_c, {&cc, 1}, desc, 666);
+	cr_assert(c.wait(*t, 30s) && t->status() == 0, "%s", t->error().c_str());
+	cr_assert(eventually([&] {
+		auto ps = b.path_stats();
+		return ps.immediate_abandoned == 1 && ps.immediate_pending == 1;
+	}, 10s), "the forged writes did not stay as a partial arrival");
+
+	size_t notes = 0;
+	auto write_at = [&](uint32_t seq, uint64_t tag) {
+		pa->imm_seq = seq;
+		std::memset(dst.data(), 0, src.len);
+		auto x = a.write(b_at_a, {&ca, 1}, desc, tag);
+		cr_assert(a.wait(*x, 30s) && x->status() == 0, "%s", x->error().c_str());
+		notes++;
+		cr_assert(eventually([&] { return in.nnotes.load() == notes; }), "transfer at sequence %u not notified",
+			  seq);
+		std::lock_guard l(in.mu);
+		cr_assert_eq(in.notes.back().tag, tag);
+		cr_assert(check_bytes(dst.data(), 5, src.len), "notified before its bytes were in place");
+	};
+	write_at(stale + 10, 1); // just ahead: the stale arrival stays
+	cr_assert_eq(b.path_stats().immediate_pending, 1u);
+	write_at(2 * quarter + 5, 2); // a new quarter: stale is over a quarter behind
+	cr_assert_eq(b.path_stats().immediate_pending, 0u, "the stale arrival was not dropped");
+	cr_assert_eq(b.path_stats().immediate_abandoned, 2u);
+	write_at(stale, 3); // the stale key again: counted afresh
+	auto ps = b.path_stats();
+	cr_assert_eq(ps.immediate_notices, 3u);
+	cr_assert_eq(ps.immediate_pending, 0u);
+	cr_assert_eq(ps.immediate_abandoned, 2u);
+}
+
+// A target whose writer table is full refuses an index: the writer keeps
+// notifying it with Done messages.
+Test(notify, full_table_refuses_writer, .timeout = 120)
+{
+	Engine a(imm4()), b(imm4());
+	Inbox in;
+	in.attach(b);
+	{
+		auto &im = TestAccess::impl(b);
+		std::lock_guard l(im.arrivals_mu);
+		im.imm4_writer.assign(hmemreg::engine::wire::kImm4Writers, 1); // all taken
+		im.imm4_latest.assign(hmemreg::engine::wire::kImm4Writers, Engine::Impl::kNoSeq);
+	}
+	const PeerId b_at_a = a.add_peer(b.address());
+	const PeerId a_at_b = b.add_peer(a.address());
+	// b answers at once (refusing); give the answer time to arrive.
+	cr_assert(eventually([&] { return b.stats()[0].sends_posted >= 2 && a.stats()[0].recvs >= 2; }, 10s));
+	std::this_thread::sleep_for(100ms);
+	cr_assert(!a.immediate_to(b_at_a), "an index from a full table");
+	cr_assert_eq(b.path_stats().immediate_writers, 0u);
+	Buffer src(4096), dst(4096);
+	fill(src.data(), src.len, 6);
+	auto rs = a.register_region(src.data(), src.len);
+	auto rd = b.register_region(dst.data(), dst.len);
+	Chunk ch{rs.get(), 0, src.len, 0};
+	auto t = a.write(b_at_a, {&ch, 1}, b.descriptor(*rd), 8);
+	cr_assert(a.wait(*t, 30s) && t->status() == 0, "%s", t->error().c_str());
+	cr_assert(eventually([&] { return in.nnotes.load() == 1; }));
+	std::lock_guard l(in.mu);
+	cr_assert_eq(in.notes[0].from, a_at_b);
+	cr_assert_eq(in.notes[0].tag, 8u);
+	cr_assert(check_bytes(dst.data(), 6, src.len));
+	cr_assert_eq(a.path_stats().message_writes, 1u);
+	cr_assert_eq(b.path_stats().immediate_notices, 0u);
+}

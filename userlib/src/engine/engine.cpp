@@ -275,7 +275,7 @@ void Engine::Impl::admit(const std::shared_ptr<TransferImpl> &x, bool internal)
 						    " transfers active (max_transfers); progress and retry");
 	active.insert(x.get());
 	x->self = x;
-	if (p.active.fetch_add(1) == 0 || p.inflight.load() == 0)
+	if (!x->handshake && (p.active.fetch_add(1) == 0 || p.inflight.load() == 0))
 		p.last_progress.store(PeerState::now_ns(), std::memory_order_relaxed);
 }
 
@@ -289,7 +289,8 @@ void Engine::Impl::report(TransferImpl &x)
 	if (x.callback)
 		x.callback(x);
 	x.callback = nullptr;
-	x.peer->active--;
+	if (!x.handshake)
+		x.peer->active--;
 	x.mark_done();
 }
 
@@ -412,6 +413,7 @@ void Engine::Impl::on_announce(const Events::Msg &m)
 				imm_abandoned++;
 				return;
 			}
+			imm4_advance(idx, static_cast<uint32_t>(an.key) & wire::kImm4SeqMask);
 		}
 		Arrival &a = arrivals[an.key];
 		if (a.announced || a.seen > an.writes) {
@@ -434,6 +436,31 @@ void Engine::Impl::on_announce(const Events::Msg &m)
 		return;
 	imm_notices++;
 	notify_app({&note, 1});
+}
+
+// 4-byte keys reuse a writer's sequence after 2^20 transfers. A partial
+// arrival left behind (its writer's connection broke, writes or Announce
+// lost) must be gone before its key returns, or its count would mix with the
+// new transfer's: each time the writer's announced sequence enters a new
+// quarter of the sequence space, its arrivals a quarter to three quarters
+// behind are dropped. Live transfers are assumed within a quarter (2^18
+// transfers) of the latest announced. Called with arrivals_mu held.
+void Engine::Impl::imm4_advance(uint32_t idx, uint32_t seq)
+{
+	constexpr uint32_t quarter = (wire::kImm4SeqMask + 1) / 4;
+	uint32_t &last = imm4_latest[idx];
+	if (last != kNoSeq && ((seq - last) & wire::kImm4SeqMask) >= 2 * quarter)
+		return; // behind the latest (Announces overtaking each other)
+	const bool crossed = last == kNoSeq || seq / quarter != last / quarter;
+	last = seq;
+	if (!crossed)
+		return;
+	imm_abandoned += std::erase_if(arrivals, [&](const auto &kv) {
+		if (!wire::imm_is4(kv.first) || wire::imm4_index(kv.first) != idx)
+			return false;
+		const uint32_t behind = (seq - static_cast<uint32_t>(kv.first)) & wire::kImm4SeqMask;
+		return behind >= quarter && behind <= 3 * quarter;
+	});
 }
 
 // A writer with 4-byte keys asks for its index. Answered once the writer is
@@ -471,14 +498,18 @@ void Engine::Impl::send_imm_index(const std::shared_ptr<PeerState> &p)
 		} else if (imm4_writer.size() < wire::kImm4Writers) {
 			// Indices are never reused: a key's index names one writer for
 			// good, so a late write or Announce cannot meet another writer's.
-			if (imm4_writer.empty())
+			if (imm4_writer.empty()) {
 				imm4_writer.push_back(0); // index 0 is never assigned
+				imm4_latest.push_back(kNoSeq);
+			}
 			ans.index = static_cast<uint32_t>(imm4_writer.size());
 			imm4_writer.push_back(p->engine_id);
+			imm4_latest.push_back(kNoSeq);
 			imm4_index_of[p->engine_id] = ans.index;
 		} // else: full, refused (index 0)
 	}
 	auto x = make_send(p, wire::MsgType::ImmIndex, {reinterpret_cast<const uint8_t *>(&ans), sizeof(ans)}, 0, {});
+	x->handshake = true;
 	admit(x, true); // from progress context: never refused for max_transfers
 	rails[0]->enqueue_send(x);
 	kick();
@@ -719,6 +750,7 @@ PeerId Engine::add_peer(std::span<const uint8_t> address, bool warmup, std::chro
 	im->send_imm_index(p);
 	if (im->caps.imm_key_bytes == wire::kImm4DataSize) {
 		auto x = im->make_send(p, wire::MsgType::ImmJoin, {}, 0, {});
+		x->handshake = true;
 		im->admit(x, true);
 		im->rails[0]->enqueue_send(x);
 		im->kick();

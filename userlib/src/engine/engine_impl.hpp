@@ -91,6 +91,9 @@ struct Engine::Impl {
 	// writer index (0: free; index 0 unused), the reverse, and writers that
 	// asked before being added as peers (answered by add_peer).
 	std::vector<uint64_t> imm4_writer;
+	std::vector<uint32_t> imm4_latest; // per index: latest sequence announced
+	static constexpr uint32_t kNoSeq = UINT32_MAX;
+	void imm4_advance(uint32_t idx, uint32_t seq);
 	std::unordered_map<uint64_t, uint32_t> imm4_index_of;
 	std::unordered_set<uint64_t> imm4_waiting;
 	void notify_app(std::span<const Notification> notes);

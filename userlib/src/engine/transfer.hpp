@@ -93,6 +93,9 @@ struct TransferImpl final : Transfer {
 	// resolve (see engine.hpp).
 	bool immediate = false;
 	uint64_t imm_key = 0;
+	// The engine's own handshake message (ImmJoin, ImmIndex): not counted as
+	// the peer's activity, so an idle peer is never declared dead for it.
+	bool handshake = false;
 	bool via_staging = false;
 	uint32_t chunks = 0;
 	TransferCallback callback;
