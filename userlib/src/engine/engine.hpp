@@ -131,8 +131,9 @@ struct Config {
 	// refused until it is removed and added again. 0: never.
 	unsigned peer_timeout_ms = 10000;
 	// How the target learns a write is complete (see Model above). Auto:
-	// immediate where the provider has 8 B of remote CQ data, else message.
-	// Immediate on a provider without it fails creation (HMEMREG_ENOTSUP).
+	// immediate where the provider has remote CQ data (8 B: writer-stamped
+	// keys; 4 B: target-assigned writer index), else message. Immediate on a
+	// provider with less than 4 B fails creation (HMEMREG_ENOTSUP).
 	enum class Notify { Auto, Immediate, Message };
 	Notify notify = Notify::Auto;
 	// Remote CQ data bytes the immediate keys use: 0 = auto (8 where the
@@ -252,11 +253,12 @@ struct PathStats {
 	// Immediate notification, target side.
 	uint64_t immediate_notices = 0;    // transfers notified from counted writes
 	uint64_t immediate_abandoned = 0;  // partial arrivals dropped after peer_timeout_ms (60 s if 0), or
-	                                   // inconsistent (more writes than announced, foreign key)
+	                                   // inconsistent (more writes than announced, foreign key), or
+	                                   // 4-byte keys left a quarter of the sequence space behind
 	uint64_t immediate_pending = 0;    // transfers partly arrived now (writes or Announce missing)
 	uint64_t immediate_writers = 0;    // writers holding a 4-byte key index assigned here
-	// Writer side: transfers whose target was told by immediate data, and by
-	// a Done message (message mode, or 4-byte keys with no index from the peer yet).
+	// Writer side, host-memory writes: the target told by immediate data, or
+	// by a Done message (message mode, or 4-byte keys with no index from the peer yet).
 	uint64_t immediate_writes = 0;
 	uint64_t message_writes = 0;
 };
