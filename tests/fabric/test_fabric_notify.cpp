@@ -314,3 +314,46 @@ Test(notify, full_table_refuses_writer, .timeout = 120)
 	cr_assert_eq(a.path_stats().message_writes, 1u);
 	cr_assert_eq(b.path_stats().immediate_notices, 0u);
 }
+
+// A writer whose ImmJoin the target dropped (it had not added the writer and
+// forgot it) asks again on a later write, and then gets its index.
+Test(notify, dropped_join_asked_again, .timeout = 120)
+{
+	Engine a(imm4()), b(imm4());
+	Inbox in;
+	in.attach(b);
+	const PeerId b_at_a = a.add_peer(b.address());
+	auto &ib = TestAccess::impl(b);
+	cr_assert(eventually([&] {
+		std::lock_guard l(ib.arrivals_mu);
+		return ib.imm4_waiting.count(a.id()) == 1;
+	}, 10s), "the ImmJoin did not arrive");
+	{
+		std::lock_guard l(ib.arrivals_mu);
+		ib.imm4_waiting.clear(); // as when too many strangers asked
+	}
+	b.add_peer(a.address());
+	std::this_thread::sleep_for(100ms);
+	cr_assert(!a.immediate_to(b_at_a), "an index for a forgotten ImmJoin");
+	Buffer src(4096), dst(4096);
+	fill(src.data(), src.len, 7);
+	auto rs = a.register_region(src.data(), src.len);
+	auto rd = b.register_region(dst.data(), dst.len);
+	Chunk ch{rs.get(), 0, src.len, 0};
+	// Writes go as messages; once a second passed since the first ImmJoin,
+	// the next one asks again.
+	size_t n = 0;
+	cr_assert(eventually([&] {
+		auto t = a.write(b_at_a, {&ch, 1}, b.descriptor(*rd), ++n);
+		a.wait(*t, 10s);
+		std::this_thread::sleep_for(50ms);
+		return a.immediate_to(b_at_a);
+	}, 10s), "the writer never asked again");
+	cr_assert(n >= 2, "an index after %zu write(s)", n);
+	cr_assert(eventually([&] { return in.nnotes.load() == n; }));
+	auto t = a.write(b_at_a, {&ch, 1}, b.descriptor(*rd), 100);
+	cr_assert(a.wait(*t, 10s) && t->status() == 0, "%s", t->error().c_str());
+	cr_assert(eventually([&] { return in.nnotes.load() == n + 1; }));
+	cr_assert_eq(b.path_stats().immediate_notices, 1u);
+	cr_assert_eq(a.path_stats().message_writes, n);
+}

@@ -25,6 +25,9 @@ namespace hmemreg::engine {
 
 namespace {
 
+// A writer with 4-byte keys and no index yet asks its target again after this.
+constexpr int64_t kImmJoinRetryNs = 1'000'000'000;
+
 uint64_t random_id()
 {
 	std::random_device rd;
@@ -469,8 +472,10 @@ void Engine::Impl::on_imm_join(uint64_t writer)
 {
 	{
 		std::lock_guard l(arrivals_mu);
+		// Writers never added here pile up: forget them all (a writer asks
+		// again while it has no index, see send_imm_join).
 		if (imm4_waiting.size() >= wire::kImm4Writers)
-			return; // a flood of strangers: they stay in message mode
+			imm4_waiting.clear();
 		imm4_waiting.insert(writer);
 	}
 	std::shared_ptr<PeerState> p;
@@ -515,6 +520,17 @@ void Engine::Impl::send_imm_index(const std::shared_ptr<PeerState> &p)
 	kick();
 }
 
+// Asks the peer for our writer index (4-byte keys).
+void Engine::Impl::send_imm_join(const std::shared_ptr<PeerState> &p)
+{
+	p->imm_asked.store(PeerState::now_ns(), std::memory_order_relaxed);
+	auto x = make_send(p, wire::MsgType::ImmJoin, {}, 0, {});
+	x->handshake = true;
+	admit(x, true);
+	rails[0]->enqueue_send(x);
+	kick();
+}
+
 // A target's answer to our ImmJoin.
 void Engine::Impl::on_imm_index(const Events::Msg &m)
 {
@@ -522,12 +538,17 @@ void Engine::Impl::on_imm_index(const Events::Msg &m)
 	if (m.data.size() != sizeof(ans))
 		return;
 	std::memcpy(&ans, m.data.data(), sizeof(ans));
-	if (ans.writer != id || ans.index == 0 || ans.index >= wire::kImm4Writers || caps.imm_key_bytes != wire::kImm4DataSize)
-		return; // not for us, refused, or we never asked
+	if (ans.writer != id || ans.index >= wire::kImm4Writers || caps.imm_key_bytes != wire::kImm4DataSize)
+		return; // not for us, or we never asked
 	std::lock_guard l(peers_mu);
 	auto it = by_engine.find(m.hdr.sender);
-	if (it != by_engine.end())
-		peers.at(it->second)->imm_index.store(ans.index, std::memory_order_release);
+	if (it == by_engine.end())
+		return;
+	PeerState &p = *peers.at(it->second);
+	if (ans.index == 0)
+		p.imm_refused.store(true, std::memory_order_relaxed);
+	else
+		p.imm_index.store(ans.index, std::memory_order_release);
 }
 
 // Partial arrivals idle for peer_timeout (60 s without one): their writer
@@ -748,13 +769,8 @@ PeerId Engine::add_peer(std::span<const uint8_t> address, bool warmup, std::chro
 	// 4-byte keys: ask the peer for our writer index (its answer comes once
 	// it has added us too); and answer it if it asked us before.
 	im->send_imm_index(p);
-	if (im->caps.imm_key_bytes == wire::kImm4DataSize) {
-		auto x = im->make_send(p, wire::MsgType::ImmJoin, {}, 0, {});
-		x->handshake = true;
-		im->admit(x, true);
-		im->rails[0]->enqueue_send(x);
-		im->kick();
-	}
+	if (im->caps.imm_key_bytes == wire::kImm4DataSize)
+		im->send_imm_join(p);
 	if (!warmup)
 		return p->id;
 	// One hello per rail: rxm and friends connect on first use.
@@ -994,6 +1010,14 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 			x->rail_segs.begin());
 	}
 	im->admit(x, internal);
+	if (!internal && im->caps.imm_key_bytes == wire::kImm4DataSize && index4 == 0 && !p->imm_refused.load()) {
+		// Still no index: our ImmJoin may have been dropped (the target had
+		// not added us yet and forgot us); ask again now and then.
+		int64_t asked = p->imm_asked.load(std::memory_order_relaxed);
+		const int64_t now = PeerState::now_ns();
+		if (now - asked > kImmJoinRetryNs && p->imm_asked.compare_exchange_strong(asked, now))
+			send_imm_join(p);
+	}
 	if (announce_rail < nrails)
 		im->rails[announce_rail]->enqueue_send(x);
 	for (unsigned r = 0; r < nrails; r++)

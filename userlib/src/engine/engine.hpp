@@ -28,8 +28,10 @@
 //       stamp and a sequence; with 4 B (verbs, efa) an index the target
 //       assigned this writer and a sequence. A writer asks each peer for its
 //       index when adding it (the peer answers once it has added the writer
-//       too); until the answer comes, or if the target refused, writes to
-//       that peer use message mode. immediate_to() says which applies.
+//       too; a write still without one asks again, at most once a second);
+//       until the answer comes, or if the target refused (its table of 4095
+//       writers is full), writes to that peer use message mode.
+//       immediate_to() says which applies.
 //     - message (any provider): writes are delivery-complete, and once all
 //       completed the writer sends a Done message; the writer's completion
 //       then also means the target was told.

@@ -102,6 +102,7 @@ struct Engine::Impl {
 	void on_imm_join(uint64_t writer);
 	void on_imm_index(const Events::Msg &m);
 	void send_imm_index(const std::shared_ptr<PeerState> &p);
+	void send_imm_join(const std::shared_ptr<PeerState> &p);
 	void choose_notify(size_t cq_data_size, const std::string &prov);
 	void expire_arrivals();
 	std::atomic<int64_t> last_expiry{0};

@@ -54,6 +54,11 @@ struct PeerState {
 	// or refused), and the next key's sequence.
 	std::atomic<uint32_t> imm_index{0};
 	std::atomic<uint32_t> imm_seq{0};
+	// steady_clock ns of our last ImmJoin to it (a write without an index
+	// asks again after a while: a lost or dropped ImmJoin is not final), and
+	// whether it refused us (its table is full for good: never ask again).
+	std::atomic<int64_t> imm_asked{0};
+	std::atomic<bool> imm_refused{false};
 
 	static int64_t now_ns()
 	{
