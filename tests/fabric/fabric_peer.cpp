@@ -8,12 +8,16 @@
 //   DESC <hex region descriptor>
 // then for every transfer written into it: NOTE <tag> <bytes> <fnv1a64 of [0,bytes)>,
 // and for every control message: MSG <len>. Exits on "QUIT" or end of stdin.
+// "PEER <hex address>" adds that engine as a peer and prints PEERED (a writer
+// with 4-byte immediate keys gets its index from a target that added it).
 //
-// As a writer (the engine's notify mode is the optional 4th argument), on
+// As a writer (the engine's notify mode is the optional 4th argument:
+// immediate, immediate4 for 4-byte keys, or message), on
 // "WRITE <hex address> <hex descriptor> N CHUNK":
 // splits its region into N slots, fills slot t with fx::pattern(t + 1, i),
 // writes each slot to the same slot of the target in CHUNK-byte chunks (tag
-// t), all N transfers at once, and prints POSTED N.
+// t), all N transfers at once, and prints POSTED N. With 4-byte keys it
+// first waits up to 10 s for the target's writer index.
 //
 // With FABRIC_PEER_CALLER_PROGRESS=1 the engine is driven from the main loop
 // (no progress thread), and "DIE" exits at once between two progress calls:
@@ -64,6 +68,11 @@ static std::vector<TransferRef> write_slots(Engine &e, const Region &r, uint8_t 
 	if (n == 0 || chunk == 0 || size / n == 0)
 		throw hmemreg::Error(HMEMREG_EINVAL, "WRITE: bad slot count or chunk size");
 	PeerId p = e.add_peer(unhex(addr), true);
+	for (int i = 0; i < 10000 && e.caps().imm_key_bytes == 4 && !e.immediate_to(p); i++) {
+		if (e.caps().progress.find("caller") != std::string::npos)
+			e.progress();
+		usleep(1000);
+	}
 	Bytes d = unhex(desc);
 	const size_t slot = size / n;
 	for (size_t t = 0; t < n; t++)
@@ -84,7 +93,7 @@ static std::vector<TransferRef> write_slots(Engine &e, const Region &r, uint8_t 
 int main(int argc, char **argv)
 {
 	if (argc != 4 && argc != 5) {
-		std::fprintf(stderr, "usage: fabric_peer PROVIDER NODE|- SIZE [immediate|message]\n");
+		std::fprintf(stderr, "usage: fabric_peer PROVIDER NODE|- SIZE [immediate|immediate4|message]\n");
 		return 2;
 	}
 	try {
@@ -93,8 +102,11 @@ int main(int argc, char **argv)
 		if (std::strcmp(argv[2], "-"))
 			c.node = argv[2];
 		size_t size = std::strtoull(argv[3], nullptr, 0);
-		if (argc == 5)
+		if (argc == 5) {
 			c.notify = std::strcmp(argv[4], "message") ? Config::Notify::Immediate : Config::Notify::Message;
+			if (!std::strcmp(argv[4], "immediate4"))
+				c.imm_data_bytes = 4;
+		}
 		if (const char *v = std::getenv("FABRIC_PEER_CALLER_PROGRESS"); v && *v == '1')
 			c.progress_threads = 0;
 		void *mem = nullptr;
@@ -125,6 +137,11 @@ int main(int argc, char **argv)
 				_exit(0); // a crash, but never inside a provider call (see the top)
 			if (line.rfind("WRITE ", 0) == 0)
 				writes = write_slots(e, *r, buf, size, line.substr(6));
+			if (line.rfind("PEER ", 0) == 0) {
+				e.add_peer(unhex(line.substr(5)));
+				std::printf("PEERED\n");
+				std::fflush(stdout);
+			}
 			return line != "QUIT";
 		};
 		std::string line;

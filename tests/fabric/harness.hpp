@@ -23,15 +23,23 @@ using namespace hmemreg::engine;
 using namespace std::chrono_literals;
 
 // How writers notify targets in this test (set by PROVIDER_TEST: every
-// provider test runs in both modes).
+// provider test runs in both modes; NOTIFY_TEST adds 4-byte keys on tcp).
 inline Config::Notify &notify_mode()
 {
 	static Config::Notify m = Config::Notify::Auto;
 	return m;
 }
+// Config::imm_data_bytes of this test's engines (0: the provider's).
+inline size_t &imm_bytes_mode()
+{
+	static size_t b = 0;
+	return b;
+}
 inline const char *notify_name()
 {
-	return notify_mode() == Config::Notify::Message ? "message" : "immediate";
+	if (notify_mode() == Config::Notify::Message)
+		return "message";
+	return imm_bytes_mode() == 4 ? "immediate4" : "immediate";
 }
 
 // Loopback configuration of a provider under test.
@@ -40,6 +48,7 @@ inline Config loopback(const std::string &provider, unsigned threads = 1)
 	Config c;
 	c.provider = provider;
 	c.notify = notify_mode();
+	c.imm_data_bytes = imm_bytes_mode();
 	if (provider.find("tcp") != std::string::npos)
 		c.node = "127.0.0.1";
 	c.progress_threads = threads;
@@ -123,6 +132,13 @@ struct Pair {
 		in_a.attach(a);
 		b_at_a = a.add_peer(b.address());
 		a_at_b = b.add_peer(a.address());
+		// 4-byte keys: each side's writer index arrives asynchronously; until
+		// then writes use Done messages. Tests counting immediate notices
+		// start once both have theirs.
+		if (a.caps().imm_key_bytes == 4 || b.caps().imm_key_bytes == 4)
+			cr_assert(eventually([&] { return a.immediate_to(b_at_a) && b.immediate_to(a_at_b); }, 10s,
+					     {&a, &b}),
+				  "no writer index within 10 s");
 	}
 	explicit Pair(const std::string &prov) : Pair(loopback(prov), loopback(prov)) {}
 	Engine a, b;
@@ -134,9 +150,10 @@ struct Pair {
 // notifying targets: immediate data (_tcp, _shm) and Done messages (_msg).
 #define PROVIDER_TEST(suite, name)                                                                                     \
 	static void suite##_##name(const std::string &prov);                                                          \
-	static void suite##_##name##_in(Config::Notify mode, const char *prov)                                        \
+	static void suite##_##name##_in(Config::Notify mode, const char *prov, size_t imm_bytes = 0)                  \
 	{                                                                                                              \
 		notify_mode() = mode;                                                                                  \
+		imm_bytes_mode() = imm_bytes;                                                                          \
 		suite##_##name(prov);                                                                                  \
 	}                                                                                                              \
 	Test(suite, name##_tcp, .timeout = 120) { suite##_##name##_in(Config::Notify::Immediate, "tcp;ofi_rxm"); }    \
@@ -144,6 +161,17 @@ struct Pair {
 	Test(suite, name##_tcp_msg, .timeout = 120) { suite##_##name##_in(Config::Notify::Message, "tcp;ofi_rxm"); }  \
 	Test(suite, name##_shm_msg, .timeout = 120) { suite##_##name##_in(Config::Notify::Message, "shm"); }          \
 	static void suite##_##name(const std::string &prov)
+
+// A PROVIDER_TEST that also runs with 4-byte immediate keys forced on tcp
+// (the scheme of verbs and efa): for the suites about notifying targets.
+#define NOTIFY_TEST(suite, name)                                                                                       \
+	static void suite##_##name##_all(const std::string &prov);                                                    \
+	PROVIDER_TEST(suite, name) { suite##_##name##_all(prov); }                                                     \
+	Test(suite, name##_tcp_imm4, .timeout = 120)                                                                   \
+	{                                                                                                              \
+		suite##_##name##_in(Config::Notify::Immediate, "tcp;ofi_rxm", 4);                                     \
+	}                                                                                                              \
+	static void suite##_##name##_all(const std::string &prov)
 
 inline std::string hex(const std::vector<uint8_t> &b)
 {

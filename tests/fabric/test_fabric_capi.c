@@ -120,3 +120,36 @@ Test(capi, write_notify_send)
 	free(dst);
 	free(addr);
 }
+
+/* notify: auto by default, each mode shows in describe(), bad values refused
+ * with a message. */
+Test(capi, notify_mode)
+{
+	struct hmemreg_engine_config cfg;
+	hmemreg_engine_config_init(&cfg);
+	cr_assert_eq(cfg.notify, HMEMREG_NOTIFY_AUTO);
+	cfg.provider = "shm";
+	cfg.progress_threads = 0;
+	static const struct {
+		uint32_t mode;
+		const char *text;
+	} modes[] = {
+		{HMEMREG_NOTIFY_AUTO, "immediate data (8-byte keys"},
+		{HMEMREG_NOTIFY_IMMEDIATE, "immediate data (8-byte keys"},
+		{HMEMREG_NOTIFY_MESSAGE, "Done message after delivery-complete writes (Config::notify is Message)"},
+	};
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		hmemreg_engine_t *e;
+		cfg.notify = modes[i].mode;
+		cr_assert_eq(hmemreg_engine_create(&cfg, &e), 0, "%s", hmemreg_engine_last_error());
+		char text[2048];
+		hmemreg_engine_describe(e, text, sizeof(text));
+		cr_assert(strstr(text, modes[i].text), "mode %u: %s", modes[i].mode, text);
+		hmemreg_engine_destroy(e);
+	}
+	hmemreg_engine_t *e = NULL;
+	cfg.notify = 3;
+	cr_assert_eq(hmemreg_engine_create(&cfg, &e), -HMEMREG_EINVAL);
+	cr_assert(strstr(hmemreg_engine_last_error(), "notify 3"), "%s", hmemreg_engine_last_error());
+	cr_assert_null(e);
+}

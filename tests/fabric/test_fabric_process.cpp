@@ -25,11 +25,17 @@ static size_t open_fds()
 	return n;
 }
 
-PROVIDER_TEST(process, write_to_other_process)
+NOTIFY_TEST(process, write_to_other_process)
 {
 	PeerProcess peer(peer_cmd(prov, 8 << 20));
 	Engine a(loopback(prov));
 	PeerId p = a.add_peer(peer.address, true);
+	if (a.caps().imm_key_bytes == 4) {
+		// The peer assigns our writer index once it has added us.
+		peer.send("PEER " + hex(a.address()));
+		cr_assert_eq(peer.line(), "PEERED");
+		cr_assert(eventually([&] { return a.immediate_to(p); }, 10s), "no writer index from the peer");
+	}
 	Buffer src(8 << 20);
 	fill(src.data(), src.len, 11);
 	auto rs = a.register_region(src.data(), src.len);
@@ -44,6 +50,9 @@ PROVIDER_TEST(process, write_to_other_process)
 		      static_cast<unsigned long long>(fnv1a(src.data(), src.len)));
 	std::string got = peer.line();
 	cr_assert_eq(got, std::string(want), "peer saw '%s', want '%s'", got.c_str(), want);
+	auto ps = a.path_stats();
+	cr_assert_eq(ps.immediate_writes, notify_mode() == Config::Notify::Immediate ? 1u : 0u);
+	cr_assert_eq(ps.message_writes, notify_mode() == Config::Notify::Immediate ? 0u : 1u);
 }
 
 PROVIDER_TEST(process, peer_killed_mid_transfer)
@@ -139,7 +148,7 @@ PROVIDER_TEST(process, peer_killed_mid_transfer)
 // The writer is killed while hundreds of its transfers are in flight into
 // this process: the target is notified only of transfers whose every byte
 // is in place, and partial arrivals are dropped after peer_timeout.
-PROVIDER_TEST(process, writer_killed_never_notifies_falsely)
+NOTIFY_TEST(process, writer_killed_never_notifies_falsely)
 {
 	const size_t n = 256, slot = 256 << 10;
 	Config cb = loopback(prov);
@@ -152,6 +161,8 @@ PROVIDER_TEST(process, writer_killed_never_notifies_falsely)
 	const bool shm = prov == "shm"; // dies outside provider locks, as above
 	PeerProcess w(peer_cmd(prov, n * slot),
 		      shm ? std::vector<std::string>{"FABRIC_PEER_CALLER_PROGRESS=1"} : std::vector<std::string>{});
+	if (imm_bytes_mode() == 4)
+		b.add_peer(w.address); // so the writer gets its index (it waits for it)
 	w.send("WRITE " + hex(b.address()) + " " + hex(b.descriptor(*rd)) + " " + std::to_string(n) + " 1024");
 	std::string l = w.line();
 	cr_assert_eq(l, "POSTED " + std::to_string(n), "writer said '%s'", l.c_str());
@@ -176,6 +187,10 @@ PROVIDER_TEST(process, writer_killed_never_notifies_falsely)
 			  "transfer %llu notified with bytes missing", (unsigned long long)note.tag);
 	}
 	auto ps = b.path_stats();
+	if (imm_bytes_mode() == 4)
+		cr_assert(ps.immediate_notices > 0 && ps.immediate_writers == 1,
+			  "the writer did not use 4-byte keys: %llu immediate notices, %llu writers",
+			  (unsigned long long)ps.immediate_notices, (unsigned long long)ps.immediate_writers);
 	cr_log_info("%s/%s: %zu notified when killed, %zu of %zu in the end, %llu partial arrivals dropped",
 		    prov.c_str(), notify_name(), at_kill, in.notes.size(), n,
 		    (unsigned long long)ps.immediate_abandoned);

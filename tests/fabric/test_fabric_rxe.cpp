@@ -30,6 +30,13 @@ Test(rxe, reports_and_sizes_from_device_limits, .timeout = 300)
 	cr_assert_eq(c.provider, "verbs;ofi_rxm");
 	cr_assert(c.rma);
 	cr_assert(c.rail_domains[0].find("rxe") != std::string::npos, "%s", c.describe().c_str());
+	// verbs carries 4 B of remote CQ data (RDMA write with immediate), and
+	// ofi_rxm passes that on: immediate notification with 4-byte keys.
+	cr_log_info("cq_data_size %zu", c.cq_data_size);
+	cr_assert_eq(c.cq_data_size, 4u, "%s", c.describe().c_str());
+	cr_assert(c.notify_immediate, "%s", c.describe().c_str());
+	cr_assert_eq(c.imm_key_bytes, 4u, "%s", c.describe().c_str());
+	cr_assert(c.describe().find("4-byte keys") != std::string::npos, "%s", c.describe().c_str());
 	if (!std::getenv("FI_UNIVERSE_SIZE_FROM_ENV")) {
 		std::string d = c.describe();
 		cr_assert(d.find("capped ofi_rxm's universe size") != std::string::npos,
@@ -39,7 +46,8 @@ Test(rxe, reports_and_sizes_from_device_limits, .timeout = 300)
 
 Test(rxe, writes_verified_and_messages, .timeout = 300)
 {
-	Pair p(rxe(), rxe());
+	Pair p(rxe(), rxe()); // waits for both writer indices (4-byte keys)
+	cr_assert(p.a.immediate_to(p.b_at_a));
 	const size_t n = 8 << 20;
 	Buffer src(n), dst(n);
 	fill(src.data(), n, 31);
@@ -71,6 +79,17 @@ Test(rxe, writes_verified_and_messages, .timeout = 300)
 	cr_assert(eventually([&] { return p.in_b.nnotes.load() == 5; }, 60s));
 	for (size_t i = 0; i < k; i++)
 		cr_assert(check_bytes(dst.data() + (k - 1 - i) * len, 31, len, i * len), "chunk %zu misplaced", i);
+	{
+		std::lock_guard l(p.in_b.mu);
+		for (const Notification &note : p.in_b.notes)
+			cr_assert_eq(note.from, p.a_at_b);
+	}
+	// Every transfer was notified from counted writes with 4-byte keys.
+	auto ps = p.b.path_stats();
+	cr_assert_eq(ps.immediate_notices, 5u, "%llu immediate notices", (unsigned long long)ps.immediate_notices);
+	cr_assert_eq(ps.immediate_abandoned, 0u);
+	cr_assert_eq(ps.immediate_writers, 1u);
+	cr_assert_eq(p.a.path_stats().message_writes, 0u);
 	for (int i = 0; i < 50; i++) {
 		uint8_t m[3] = {uint8_t(i), 1, 2};
 		p.a.send(p.b_at_a, m);

@@ -23,7 +23,7 @@ PROVIDER_TEST(write, reports_choice)
 	cr_assert(d.find("progress:") != std::string::npos, "%s", d.c_str());
 }
 
-PROVIDER_TEST(write, contiguous_sizes)
+NOTIFY_TEST(write, contiguous_sizes)
 {
 	Pair p(prov);
 	const size_t sizes[] = {1, 7, 4096, 65537, 1 << 20, 64 << 20};
@@ -129,7 +129,7 @@ static void scattered(const std::string &prov, unsigned rails, size_t nchunks, s
 }
 
 
-PROVIDER_TEST(write, scattered_4096_small_chunks)
+NOTIFY_TEST(write, scattered_4096_small_chunks)
 {
 	scattered(prov, 1, 4096, 4096);
 }
@@ -144,12 +144,12 @@ PROVIDER_TEST(write, scattered_large_chunks)
 	scattered(prov, 1, 24, 4 << 20);
 }
 
-PROVIDER_TEST(write, striped_over_two_rails)
+NOTIFY_TEST(write, striped_over_two_rails)
 {
 	scattered(prov, 2, 2000, 65536);
 }
 
-PROVIDER_TEST(write, caller_driven_progress)
+NOTIFY_TEST(write, caller_driven_progress)
 {
 	Pair p(loopback(prov, 0), loopback(prov, 0));
 	Buffer src(1 << 20), dst(1 << 20);
@@ -168,7 +168,7 @@ PROVIDER_TEST(write, caller_driven_progress)
 // Hundreds of scattered transfers in flight at once, each into its own slot:
 // every one notified exactly once, with its tag, size and chunk count, and
 // its bytes in place.
-PROVIDER_TEST(write, many_in_flight)
+NOTIFY_TEST(write, many_in_flight)
 {
 	Pair p(prov);
 	const size_t n = 300, slot = 64 << 10, nch = 8;
@@ -220,12 +220,18 @@ PROVIDER_TEST(write, many_in_flight)
 	cr_assert_eq(ps.immediate_abandoned, 0u);
 }
 
-PROVIDER_TEST(write, notify_mode_reported)
+NOTIFY_TEST(write, notify_mode_reported)
 {
 	Engine e(loopback(prov));
 	const bool imm = notify_mode() == Config::Notify::Immediate;
 	cr_assert_eq(e.caps().notify_immediate, imm);
 	cr_assert(e.caps().cq_data_size >= 8, "%s has %zu B of CQ data", prov.c_str(), e.caps().cq_data_size);
+	const size_t key = !imm ? 0 : imm_bytes_mode() == 4 ? 4 : 8;
+	cr_assert_eq(e.caps().imm_key_bytes, key);
 	std::string d = e.caps().describe();
 	cr_assert(d.find(imm ? "immediate data" : "Done message") != std::string::npos, "%s", d.c_str());
+	if (imm)
+		cr_assert(d.find(key == 4 ? "4-byte keys: writer index assigned by each target" : "8-byte keys") !=
+				  std::string::npos,
+			  "%s", d.c_str());
 }

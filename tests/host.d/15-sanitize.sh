@@ -1,5 +1,6 @@
 #!/bin/bash
-# The cache's unit suites under ASan+UBSan (build-asan), and its concurrency
+# The cache's unit suites and the engine's 4-byte immediate key suite under
+# ASan+UBSan (build-asan), and the cache's concurrency
 # scenario under TSan (build-tsan; as the plain program cache_stress, since
 # Criterion's runner does not start under TSan). Builds only those targets,
 # unoptimised (-O0 -g) to keep the build short on 2 cores.
@@ -20,6 +21,12 @@ for s in $asan; do
 	ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		"$HMEMREG_TOP/build-asan/tests/unit/$s" --jobs 1 || bad=$((bad + 1))
 done
+# The engine's writer-index handshake and 4-byte key counting (tcp loopback;
+# the library is built above already, so this costs one test file).
+configure "$HMEMREG_TOP/build-asan" address,undefined test_fabric_notify
+echo "---- test_fabric_notify (address,undefined)"
+ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	"$HMEMREG_TOP/build-asan/tests/fabric/test_fabric_notify" --jobs 1 || bad=$((bad + 1))
 configure "$HMEMREG_TOP/build-tsan" thread cache_stress
 echo "---- cache_stress (thread)"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$HMEMREG_TOP/build-tsan/tests/unit/cache_stress" 100 ||

@@ -1,13 +1,14 @@
 #!/bin/bash
 # Transfer engine over real libfabric providers: tcp;ofi_rxm and shm on
-# loopback (writes, control messages, peers, queue pressure, bad input, C API,
+# loopback (writes, immediate notification with 8- and 4-byte keys, control
+# messages, peers, queue pressure, bad input, C API,
 # a peer process killed mid-transfer), then two network namespaces joined by a
 # veth pair (needs root and ip netns; skipped otherwise, with the reason).
 set -u
 . "$(dirname "$0")/../lib.sh"
 b="$HMEMREG_BUILD/tests/fabric"
 bad=0
-run_suites "$b/test_fabric_write" "$b/test_fabric_control" "$b/test_fabric_badinput" \
+run_suites "$b/test_fabric_write" "$b/test_fabric_notify" "$b/test_fabric_control" "$b/test_fabric_badinput" \
 	"$b/test_fabric_capi" "$b/test_fabric_process" || bad=1
 
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then

@@ -64,12 +64,18 @@ struct Options {
 	std::vector<size_t> write_iov{0}; // chunks per write; 0: the engine's default
 	bool more = false;
 	// Target notification modes, each its own engine pair, run interleaved.
-	std::vector<Config::Notify> notify{Config::Notify::Auto};
+	struct Notify {
+		Config::Notify mode;
+		size_t imm_bytes; // Config::imm_data_bytes (4: immediate4)
+	};
+	std::vector<Notify> notify{{Config::Notify::Auto, 0}};
 };
 
-const char *notify_name(Config::Notify n)
+const char *notify_name(Options::Notify n)
 {
-	return n == Config::Notify::Immediate ? "immediate" : n == Config::Notify::Message ? "message" : "auto";
+	if (n.imm_bytes == 4)
+		return "immediate4";
+	return n.mode == Config::Notify::Immediate ? "immediate" : n.mode == Config::Notify::Message ? "message" : "auto";
 }
 
 uint8_t pattern(size_t i)
@@ -511,7 +517,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 	// One engine pair per notification mode and write_iov, all measured in
 	// the same loop.
 	struct Setup {
-		Config::Notify mode;
+		Options::Notify mode;
 		std::atomic<size_t> notes{0}; // declared first: outlives the engines' callbacks
 		std::unique_ptr<Engine> a, b;
 		PeerId peer = 0;
@@ -526,17 +532,25 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 		// --mem cuda: host buffers too, for the same transfer between host memory.
 		std::vector<uint8_t> hsrc(o.cuda ? maxbuf : 0, 0x5a), hdst(o.cuda ? maxbuf : 0);
 		std::vector<std::unique_ptr<Setup>> setups;
-		for (Config::Notify mode : o.notify)
+		for (Options::Notify mode : o.notify)
 		for (size_t iov : o.write_iov) {
 			cfg.write_iov = iov;
 			auto st = std::make_unique<Setup>();
 			Setup &S = *st;
 			S.mode = mode;
-			cfg.notify = mode;
+			cfg.notify = mode.mode;
+			cfg.imm_data_bytes = mode.imm_bytes;
 			S.a = std::make_unique<Engine>(cfg);
 			S.b = std::make_unique<Engine>(cfg);
 			S.b->on_notify([&S](const Notification &) { S.notes++; });
 			S.peer = S.a->add_peer(S.b->address(), true);
+			if (S.a->caps().imm_key_bytes == 4) {
+				// 4-byte keys: the target assigns the writer's index once it
+				// knows the writer; measure with it.
+				S.b->add_peer(S.a->address());
+				for (int i = 0; i < 5000 && !S.a->immediate_to(S.peer); i++)
+					std::this_thread::sleep_for(std::chrono::milliseconds(1));
+			}
 			S.src = S.a->register_region(buf.src(), maxbuf);
 			S.dst = S.b->register_region(buf.dst(), maxbuf);
 			S.desc = S.b->descriptor(*S.dst);
@@ -628,7 +642,8 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 					else
 						row.add("bytes", human(size));
 					row.add("chunks", nch).add("rails", static_cast<int>(rails));
-					row.add("notify", S.a->caps().notify_immediate ? "imm" : "msg");
+					row.add("notify", !S.a->immediate_to(S.peer) ? "msg"
+							  : S.a->caps().imm_key_bytes == 4 ? "imm4" : "imm");
 					row.add("iov", S.a->caps().write_iov);
 					row.add("iters", r[m].iters);
 					if (o.json)
@@ -669,7 +684,7 @@ int usage()
 		     "usage: hmemreg_bench xfer [--json] [--provider P[,P]] [--node ADDR] [--min SIZE] [--max SIZE]\n"
 		     "                          [--chunks N[,N]] [--rails R[,R]] [--window W] [--seconds S] [--repeat N] [--verify]\n"
 		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE] [--write-iov N[,N]] [--more]\n"
-		     "                          [--notify auto|immediate|message[,...]] [--threads N]\n"
+		     "                          [--notify auto|immediate|immediate4|message[,...]] [--threads N]\n"
 		     "  --threads: progress threads per engine (default: one per rail);\n"
 		     "  --notify, --write-iov: several values run interleaved (one engine pair each), one row each;\n"
 		     "  sizes go up by 4x from --min (4k) to --max (64m; up to 1g); providers default tcp;ofi_rxm,shm;\n"
@@ -723,11 +738,13 @@ int xfer_main(int argc, char **argv)
 			o.notify.clear();
 			for (auto &m : split(v, ',')) {
 				if (m == "auto")
-					o.notify.push_back(Config::Notify::Auto);
+					o.notify.push_back({Config::Notify::Auto, 0});
 				else if (m == "immediate" || m == "imm")
-					o.notify.push_back(Config::Notify::Immediate);
+					o.notify.push_back({Config::Notify::Immediate, 0});
+				else if (m == "immediate4" || m == "imm4")
+					o.notify.push_back({Config::Notify::Immediate, 4});
 				else if (m == "message" || m == "msg")
-					o.notify.push_back(Config::Notify::Message);
+					o.notify.push_back({Config::Notify::Message, 0});
 				else
 					return usage();
 			}

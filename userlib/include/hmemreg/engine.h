@@ -41,6 +41,16 @@ typedef struct hmemreg_engine hmemreg_engine_t;
 typedef struct hmemreg_region hmemreg_region_t;
 typedef struct hmemreg_xfer hmemreg_xfer_t;
 
+/* How a write's target learns the data landed (see Config::notify in
+ * engine.hpp): immediate data where the provider carries remote CQ data
+ * (auto), always (creation fails with -HMEMREG_ENOTSUP where it cannot), or
+ * a message after delivery-complete writes. */
+enum hmemreg_engine_notify {
+	HMEMREG_NOTIFY_AUTO = 0,
+	HMEMREG_NOTIFY_IMMEDIATE = 1,
+	HMEMREG_NOTIFY_MESSAGE = 2,
+};
+
 struct hmemreg_engine_config {
 	const char *provider;      /* "tcp;ofi_rxm", "shm", "verbs;ofi_rxm"; NULL: best */
 	const char *node;          /* address to open endpoints on; NULL: default */
@@ -50,9 +60,11 @@ struct hmemreg_engine_config {
 	uint32_t queue_depth;      /* in-flight ops per rail; 0: provider's tx size */
 	uint32_t max_message;      /* control message payload; 0 -> 4096 */
 	uint32_t max_transfers;    /* active transfers; 0 -> 4096 */
+	uint32_t notify;           /* enum hmemreg_engine_notify; other values: -HMEMREG_EINVAL */
 };
 
-/* Fills *cfg with the defaults (1 rail, 1 progress thread, best provider). */
+/* Fills *cfg with the defaults (1 rail, 1 progress thread, best provider,
+ * HMEMREG_NOTIFY_AUTO). */
 void hmemreg_engine_config_init(struct hmemreg_engine_config *cfg);
 
 int hmemreg_engine_create(const struct hmemreg_engine_config *cfg, hmemreg_engine_t **out);

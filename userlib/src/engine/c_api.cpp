@@ -79,6 +79,7 @@ void hmemreg_engine_config_init(struct hmemreg_engine_config *cfg)
 	std::memset(cfg, 0, sizeof(*cfg));
 	cfg->rails = 1;
 	cfg->progress_threads = 1;
+	cfg->notify = HMEMREG_NOTIFY_AUTO;
 }
 
 int hmemreg_engine_create(const struct hmemreg_engine_config *cfg, hmemreg_engine_t **out)
@@ -100,6 +101,20 @@ int hmemreg_engine_create(const struct hmemreg_engine_config *cfg, hmemreg_engin
 			c.max_message = cfg->max_message;
 		if (cfg->max_transfers)
 			c.max_transfers = cfg->max_transfers;
+		switch (cfg->notify) {
+		case HMEMREG_NOTIFY_AUTO:
+			c.notify = Config::Notify::Auto;
+			break;
+		case HMEMREG_NOTIFY_IMMEDIATE:
+			c.notify = Config::Notify::Immediate;
+			break;
+		case HMEMREG_NOTIFY_MESSAGE:
+			c.notify = Config::Notify::Message;
+			break;
+		default:
+			throw Error(HMEMREG_EINVAL, "config notify " + std::to_string(cfg->notify) +
+							    " is not one of HMEMREG_NOTIFY_AUTO, _IMMEDIATE, _MESSAGE");
+		}
 		auto h = std::make_unique<hmemreg_engine>();
 		h->e = std::make_unique<Engine>(c);
 		*out = h.release();

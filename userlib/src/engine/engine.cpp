@@ -25,13 +25,18 @@ namespace hmemreg::engine {
 
 namespace {
 
+// A writer with 4-byte keys and no index yet asks its target again after this.
+constexpr int64_t kImmJoinRetryNs = 1'000'000'000;
+
 uint64_t random_id()
 {
 	std::random_device rd;
 	uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
 	v ^= static_cast<uint64_t>(getpid()) << 17;
 	v ^= static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-	return v ? v : 1;
+	// Nonzero low 32 bits: 8-byte immediate keys (stamped with them) stay
+	// >= 2^32, apart from 4-byte keys (see wire::kVersion).
+	return (v & 0xffffffffu) ? v : v | 1;
 }
 
 std::string hex(uint64_t v)
@@ -167,19 +172,8 @@ void Engine::Impl::open_rails()
 	// silently, and writes lost with a broken connection would be followed
 	// by a notice delivered on the new one.
 	caps.delivery_complete = true;
-	// Immediate notification needs the key's 8 bytes of remote CQ data;
-	// message-mode writes (and staged pieces) keep delivery-complete.
-	const bool cq_data_ok = caps.cq_data_size >= wire::kImmDataSize;
-	if (cfg.notify == Config::Notify::Immediate && !cq_data_ok)
-		throw Error(HMEMREG_ENOTSUP, "engine: immediate notification needs " +
-						     std::to_string(wire::kImmDataSize) + " B of remote CQ data, provider " +
-						     prov + " has " + std::to_string(caps.cq_data_size) +
-						     " (use Notify::Message or Auto)");
-	caps.notify_immediate = cq_data_ok && cfg.notify != Config::Notify::Message;
-	if (cfg.notify == Config::Notify::Auto && !cq_data_ok)
-		caps.notes.push_back("targets notified by a Done message after delivery-complete writes (remote CQ "
-				     "data " + std::to_string(caps.cq_data_size) + " B < " +
-				     std::to_string(wire::kImmDataSize) + ")");
+	// Message-mode writes (and staged pieces) keep delivery-complete.
+	choose_notify(caps.cq_data_size, prov);
 
 	size_t tx_size = first->tx_attr->size ? first->tx_attr->size : 1024;
 	size_t depth = cfg.queue_depth ? cfg.queue_depth : tx_size;
@@ -228,6 +222,42 @@ void Engine::Impl::open_rails()
 	caps.notes.push_back("local memory: " + rails.front()->cache()->describe());
 }
 
+// Immediate keys of 8 bytes where the provider carries them, else of 4
+// (target-assigned writer index), else message mode (see engine.hpp).
+void Engine::Impl::choose_notify(size_t cq, const std::string &prov)
+{
+	const size_t want = cfg.imm_data_bytes;
+	if (want != 0 && want != wire::kImm4DataSize && want != wire::kImmDataSize)
+		throw Error(HMEMREG_EINVAL, "engine: imm_data_bytes must be 0 (auto), 4 or 8, not " + std::to_string(want));
+	const std::string has = prov + " has " + std::to_string(cq) + " B of remote CQ data";
+	if (want && cq < want && cfg.notify != Config::Notify::Message)
+		throw Error(HMEMREG_ENOTSUP, "engine: imm_data_bytes " + std::to_string(want) + " but " + has);
+	const size_t bytes = want ? want : cq >= wire::kImmDataSize ? wire::kImmDataSize
+					 : cq >= wire::kImm4DataSize ? wire::kImm4DataSize : 0;
+	if (cfg.notify == Config::Notify::Immediate && bytes == 0)
+		throw Error(HMEMREG_ENOTSUP, "engine: immediate notification needs at least " +
+						     std::to_string(wire::kImm4DataSize) + " B of remote CQ data, " + has +
+						     " (use Notify::Message or Auto)");
+	const std::string msg = "a Done message after delivery-complete writes";
+	if (cfg.notify == Config::Notify::Message) {
+		caps.notify = msg + " (Config::notify is Message)";
+	} else if (bytes == 0) {
+		caps.notify = msg + " (" + has + ", immediate keys need at least " +
+			      std::to_string(wire::kImm4DataSize) + ")";
+	} else {
+		caps.notify_immediate = true;
+		caps.imm_key_bytes = bytes;
+		const std::string why = want ? "Config::imm_data_bytes " + std::to_string(want) + "; " + has : has;
+		if (bytes == wire::kImmDataSize)
+			caps.notify = "counting writes with immediate data (8-byte keys: writer's engine id stamp and "
+				      "sequence; transmit-complete writes): " + why;
+		else
+			caps.notify = "counting writes with immediate data (4-byte keys: writer index assigned by each "
+				      "target and a 20-bit sequence; transmit-complete writes; to a peer that has not "
+				      "assigned one yet, a Done message after delivery-complete writes): " + why;
+	}
+}
+
 std::shared_ptr<PeerState> Engine::Impl::find_peer(PeerId p) const
 {
 	std::lock_guard l(peers_mu);
@@ -248,7 +278,7 @@ void Engine::Impl::admit(const std::shared_ptr<TransferImpl> &x, bool internal)
 						    " transfers active (max_transfers); progress and retry");
 	active.insert(x.get());
 	x->self = x;
-	if (p.active.fetch_add(1) == 0 || p.inflight.load() == 0)
+	if (!x->handshake && (p.active.fetch_add(1) == 0 || p.inflight.load() == 0))
 		p.last_progress.store(PeerState::now_ns(), std::memory_order_relaxed);
 }
 
@@ -262,7 +292,8 @@ void Engine::Impl::report(TransferImpl &x)
 	if (x.callback)
 		x.callback(x);
 	x.callback = nullptr;
-	x.peer->active--;
+	if (!x.handshake)
+		x.peer->active--;
 	x.mark_done();
 }
 
@@ -369,7 +400,8 @@ void Engine::Impl::on_announce(const Events::Msg &m)
 		return;
 	}
 	std::memcpy(&an, m.data.data(), sizeof(an));
-	if (!wire::imm_key_from(an.key, m.hdr.sender) || an.writes == 0) {
+	const bool key4 = wire::imm_is4(an.key);
+	if ((!key4 && !wire::imm_key_from(an.key, m.hdr.sender)) || an.writes == 0) {
 		imm_abandoned++; // not this sender's key: never count it
 		return;
 	}
@@ -377,6 +409,15 @@ void Engine::Impl::on_announce(const Events::Msg &m)
 	bool ready = false;
 	{
 		std::lock_guard l(arrivals_mu);
+		if (key4) {
+			// Only the writer we gave the key's index may announce it.
+			const uint32_t idx = wire::imm4_index(an.key);
+			if (idx == 0 || idx >= imm4_writer.size() || imm4_writer[idx] != m.hdr.sender) {
+				imm_abandoned++;
+				return;
+			}
+			imm4_advance(idx, static_cast<uint32_t>(an.key) & wire::kImm4SeqMask);
+		}
 		Arrival &a = arrivals[an.key];
 		if (a.announced || a.seen > an.writes) {
 			// A second Announce for a live key, or more writes than announced
@@ -398,6 +439,116 @@ void Engine::Impl::on_announce(const Events::Msg &m)
 		return;
 	imm_notices++;
 	notify_app({&note, 1});
+}
+
+// 4-byte keys reuse a writer's sequence after 2^20 transfers. A partial
+// arrival left behind (its writer's connection broke, writes or Announce
+// lost) must be gone before its key returns, or its count would mix with the
+// new transfer's: each time the writer's announced sequence enters a new
+// quarter of the sequence space, its arrivals a quarter to three quarters
+// behind are dropped. Live transfers are assumed within a quarter (2^18
+// transfers) of the latest announced. Called with arrivals_mu held.
+void Engine::Impl::imm4_advance(uint32_t idx, uint32_t seq)
+{
+	constexpr uint32_t quarter = (wire::kImm4SeqMask + 1) / 4;
+	uint32_t &last = imm4_latest[idx];
+	if (last != kNoSeq && ((seq - last) & wire::kImm4SeqMask) >= 2 * quarter)
+		return; // behind the latest (Announces overtaking each other)
+	const bool crossed = last == kNoSeq || seq / quarter != last / quarter;
+	last = seq;
+	if (!crossed)
+		return;
+	imm_abandoned += std::erase_if(arrivals, [&](const auto &kv) {
+		if (!wire::imm_is4(kv.first) || wire::imm4_index(kv.first) != idx)
+			return false;
+		const uint32_t behind = (seq - static_cast<uint32_t>(kv.first)) & wire::kImm4SeqMask;
+		return behind >= quarter && behind <= 3 * quarter;
+	});
+}
+
+// A writer with 4-byte keys asks for its index. Answered once the writer is
+// our peer (we need its address): now, or by add_peer.
+void Engine::Impl::on_imm_join(uint64_t writer)
+{
+	{
+		std::lock_guard l(arrivals_mu);
+		// Writers never added here pile up: forget them all (a writer asks
+		// again while it has no index, see send_imm_join).
+		if (imm4_waiting.size() >= wire::kImm4Writers)
+			imm4_waiting.clear();
+		imm4_waiting.insert(writer);
+	}
+	std::shared_ptr<PeerState> p;
+	{
+		std::lock_guard l(peers_mu);
+		auto it = by_engine.find(writer);
+		if (it != by_engine.end())
+			p = peers.at(it->second);
+	}
+	if (p)
+		send_imm_index(p);
+}
+
+// Answers the peer's ImmJoin if it asked: its index (assigned now if new), or 0.
+void Engine::Impl::send_imm_index(const std::shared_ptr<PeerState> &p)
+{
+	wire::ImmIndex ans{p->engine_id, 0, 0};
+	{
+		std::lock_guard l(arrivals_mu);
+		if (!imm4_waiting.erase(p->engine_id))
+			return; // did not ask, or answered already
+		auto it = imm4_index_of.find(p->engine_id);
+		if (it != imm4_index_of.end()) {
+			ans.index = it->second;
+		} else if (imm4_writer.size() < wire::kImm4Writers) {
+			// Indices are never reused: a key's index names one writer for
+			// good, so a late write or Announce cannot meet another writer's.
+			if (imm4_writer.empty()) {
+				imm4_writer.push_back(0); // index 0 is never assigned
+				imm4_latest.push_back(kNoSeq);
+			}
+			ans.index = static_cast<uint32_t>(imm4_writer.size());
+			imm4_writer.push_back(p->engine_id);
+			imm4_latest.push_back(kNoSeq);
+			imm4_index_of[p->engine_id] = ans.index;
+		} // else: full, refused (index 0)
+	}
+	auto x = make_send(p, wire::MsgType::ImmIndex, {reinterpret_cast<const uint8_t *>(&ans), sizeof(ans)}, 0, {});
+	x->handshake = true;
+	admit(x, true); // from progress context: never refused for max_transfers
+	rails[0]->enqueue_send(x);
+	kick();
+}
+
+// Asks the peer for our writer index (4-byte keys).
+void Engine::Impl::send_imm_join(const std::shared_ptr<PeerState> &p)
+{
+	p->imm_asked.store(PeerState::now_ns(), std::memory_order_relaxed);
+	auto x = make_send(p, wire::MsgType::ImmJoin, {}, 0, {});
+	x->handshake = true;
+	admit(x, true);
+	rails[0]->enqueue_send(x);
+	kick();
+}
+
+// A target's answer to our ImmJoin.
+void Engine::Impl::on_imm_index(const Events::Msg &m)
+{
+	wire::ImmIndex ans;
+	if (m.data.size() != sizeof(ans))
+		return;
+	std::memcpy(&ans, m.data.data(), sizeof(ans));
+	if (ans.writer != id || ans.index >= wire::kImm4Writers || caps.imm_key_bytes != wire::kImm4DataSize)
+		return; // not for us, or we never asked
+	std::lock_guard l(peers_mu);
+	auto it = by_engine.find(m.hdr.sender);
+	if (it == by_engine.end())
+		return;
+	PeerState &p = *peers.at(it->second);
+	if (ans.index == 0)
+		p.imm_refused.store(true, std::memory_order_relaxed);
+	else
+		p.imm_index.store(ans.index, std::memory_order_release);
 }
 
 // Partial arrivals idle for peer_timeout (60 s without one): their writer
@@ -443,6 +594,12 @@ void Engine::Impl::dispatch(Events &ev)
 			break;
 		case wire::MsgType::Announce:
 			on_announce(m);
+			break;
+		case wire::MsgType::ImmJoin:
+			on_imm_join(m.hdr.sender);
+			break;
+		case wire::MsgType::ImmIndex:
+			on_imm_index(m);
 			break;
 		case wire::MsgType::Hello:
 			break;
@@ -608,6 +765,12 @@ PeerId Engine::add_peer(std::span<const uint8_t> address, bool warmup, std::chro
 		im->peers[p->id] = p;
 		im->by_engine[a.engine_id] = p->id;
 	}
+	p->imm_seq = static_cast<uint32_t>(random_id());
+	// 4-byte keys: ask the peer for our writer index (its answer comes once
+	// it has added us too); and answer it if it asked us before.
+	im->send_imm_index(p);
+	if (im->caps.imm_key_bytes == wire::kImm4DataSize)
+		im->send_imm_join(p);
 	if (!warmup)
 		return p->id;
 	// One hello per rail: rxm and friends connect on first use.
@@ -643,6 +806,13 @@ void Engine::remove_peer(PeerId peer)
 	im->retiring.push_back(p);
 	im->has_retiring = true;
 	im->doom_epoch++;
+}
+
+bool Engine::immediate_to(PeerId peer) const
+{
+	auto p = impl_->find_peer(peer);
+	return impl_->caps.imm_key_bytes == wire::kImmDataSize ||
+	       (impl_->caps.imm_key_bytes == wire::kImm4DataSize && p->imm_index.load() != 0);
 }
 
 size_t Engine::peer_count() const
@@ -812,11 +982,19 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 	const size_t nsegs = x->segs.size();
 	x->unresolved = static_cast<uint32_t>(nsegs);
 	unsigned announce_rail = nrails;
-	if (!internal && im->caps.notify_immediate) {
+	// 4-byte keys: only once the peer assigned us an index.
+	const uint32_t index4 = p->imm_index.load(std::memory_order_acquire);
+	const bool immediate = !internal && im->caps.notify_immediate &&
+			       (im->caps.imm_key_bytes == wire::kImmDataSize || index4 != 0);
+	if (!internal)
+		(immediate ? imm_writes : msg_writes)++;
+	if (immediate) {
 		// The Announce goes out first, beside the writes; it and every write
 		// carry the key.
 		x->immediate = true;
-		x->imm_key = wire::imm_key(id, next_imm_seq.fetch_add(1, std::memory_order_relaxed));
+		x->imm_key = im->caps.imm_key_bytes == wire::kImmDataSize
+				     ? wire::imm_key(id, next_imm_seq.fetch_add(1, std::memory_order_relaxed))
+				     : wire::imm4_key(index4, p->imm_seq.fetch_add(1, std::memory_order_relaxed));
 		wire::MsgHeader h = wire::header(wire::MsgType::Announce, id);
 		h.tag = tag;
 		h.bytes = x->total;
@@ -832,6 +1010,14 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 			x->rail_segs.begin());
 	}
 	im->admit(x, internal);
+	if (!internal && im->caps.imm_key_bytes == wire::kImm4DataSize && index4 == 0 && !p->imm_refused.load()) {
+		// Still no index: our ImmJoin may have been dropped (the target had
+		// not added us yet and forgot us); ask again now and then.
+		int64_t asked = p->imm_asked.load(std::memory_order_relaxed);
+		const int64_t now = PeerState::now_ns();
+		if (now - asked > kImmJoinRetryNs && p->imm_asked.compare_exchange_strong(asked, now))
+			send_imm_join(p);
+	}
 	if (announce_rail < nrails)
 		im->rails[announce_rail]->enqueue_send(x);
 	for (unsigned r = 0; r < nrails; r++)
@@ -901,7 +1087,10 @@ PathStats Engine::path_stats() const
 	{
 		std::lock_guard l(impl_->arrivals_mu);
 		s.immediate_pending = impl_->arrivals.size();
+		s.immediate_writers = impl_->imm4_index_of.size();
 	}
+	s.immediate_writes = impl_->imm_writes.load(std::memory_order_relaxed);
+	s.message_writes = impl_->msg_writes.load(std::memory_order_relaxed);
 	return s;
 }
 
@@ -922,9 +1111,7 @@ std::string Capabilities::describe() const
 	o << "\n  FI_RMA " << (rma ? "yes" : "NO") << ", FI_HMEM " << (hmem ? "yes" : "no") << ", FI_MR_DMABUF "
 	  << (dmabuf ? "yes" : "no (libfabric < 1.20)") << ", remote CQ data "
 	  << (remote_cq_data ? std::to_string(cq_data_size) + " B" : std::string("no"))
-	  << ", target notified by "
-	  << (notify_immediate ? "counting writes with immediate data (transmit-complete writes)"
-			       : "a Done message after delivery-complete writes");
+	  << "\n  target notified by " << notify;
 	o << "\n  queue depth " << queue_depth << "/rail (" << peer_queue_depth << " per peer), max write " << max_write
 	  << " B, up to " << write_iov << " chunk(s) per write, inject " << inject_size << " B";
 	o << "\n  progress: " << progress;

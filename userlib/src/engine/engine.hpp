@@ -16,14 +16,22 @@
 //    caller gets one completion per transfer (callback and/or Transfer handle);
 //    the target gets one Notification carrying the caller's tag once every
 //    byte is in place. Two ways to tell the target (Config::notify):
-//     - immediate (providers with 8 B of remote CQ data: tcp;ofi_rxm, shm):
-//       every write carries a key naming the transfer as remote CQ data, and a
+//     - immediate (providers with remote CQ data): every write carries a key
+//       naming the transfer as remote CQ data, and a
 //       small Announce message (tag, key, number of writes) goes out with the
 //       writes, not after them. The target counts the key's writes and
 //       notifies once it has the Announce and exactly that many. Writes are
 //       transmit-complete: the writer's completion means its buffers may be
 //       reused (and the provider took every write), not that the target has
 //       the data; only the target's notification says that.
+//       Keys: with 8 B of CQ data (tcp;ofi_rxm, shm) the writer's engine id
+//       stamp and a sequence; with 4 B (verbs, efa) an index the target
+//       assigned this writer and a sequence. A writer asks each peer for its
+//       index when adding it (the peer answers once it has added the writer
+//       too; a write still without one asks again, at most once a second);
+//       until the answer comes, or if the target refused (its table of 4095
+//       writers is full), writes to that peer use message mode.
+//       immediate_to() says which applies.
 //     - message (any provider): writes are delivery-complete, and once all
 //       completed the writer sends a Done message; the writer's completion
 //       then also means the target was told.
@@ -125,10 +133,16 @@ struct Config {
 	// refused until it is removed and added again. 0: never.
 	unsigned peer_timeout_ms = 10000;
 	// How the target learns a write is complete (see Model above). Auto:
-	// immediate where the provider has 8 B of remote CQ data, else message.
-	// Immediate on a provider without it fails creation (HMEMREG_ENOTSUP).
+	// immediate where the provider has remote CQ data (8 B: writer-stamped
+	// keys; 4 B: target-assigned writer index), else message. Immediate on a
+	// provider with less than 4 B fails creation (HMEMREG_ENOTSUP).
 	enum class Notify { Auto, Immediate, Message };
 	Notify notify = Notify::Auto;
+	// Remote CQ data bytes the immediate keys use: 0 = auto (8 where the
+	// provider has 8, else 4 where it has 4), 4 or 8 (more than the provider
+	// has fails creation with HMEMREG_ENOTSUP). 4 on an 8-byte provider tests
+	// the 4-byte scheme. Any other value: HMEMREG_EINVAL.
+	size_t imm_data_bytes = 0;
 	// Fail creation unless the provider offers these.
 	bool require_hmem = false;
 	bool require_remote_cq_data = false;
@@ -151,6 +165,8 @@ struct Capabilities {
 	size_t cq_data_size = 0;
 	bool delivery_complete = false;  // writes complete once data is at the target
 	bool notify_immediate = false;   // targets learn completion from remote CQ data
+	size_t imm_key_bytes = 0;        // 8: writer-stamped keys; 4: target-assigned writer index; 0: message
+	std::string notify;              // the scheme chosen and why
 	size_t queue_depth = 0;          // in-flight ops per rail actually used
 	size_t peer_queue_depth = 0;     // of which one peer may use
 	size_t max_write = 0;
@@ -239,8 +255,14 @@ struct PathStats {
 	// Immediate notification, target side.
 	uint64_t immediate_notices = 0;    // transfers notified from counted writes
 	uint64_t immediate_abandoned = 0;  // partial arrivals dropped after peer_timeout_ms (60 s if 0), or
-	                                   // inconsistent (more writes than announced, foreign key)
+	                                   // inconsistent (more writes than announced, foreign key), or
+	                                   // 4-byte keys left a quarter of the sequence space behind
 	uint64_t immediate_pending = 0;    // transfers partly arrived now (writes or Announce missing)
+	uint64_t immediate_writers = 0;    // writers holding a 4-byte key index assigned here
+	// Writer side, host-memory writes: the target told by immediate data, or
+	// by a Done message (message mode, or 4-byte keys with no index from the peer yet).
+	uint64_t immediate_writes = 0;
+	uint64_t message_writes = 0;
 };
 
 class Engine {
@@ -264,6 +286,9 @@ public:
 	// be added again.
 	void remove_peer(PeerId peer);
 	size_t peer_count() const;
+	// Whether writes to the peer now notify it with immediate data (false in
+	// message mode, and with 4-byte keys until the peer assigned an index).
+	bool immediate_to(PeerId peer) const;
 
 	RegionRef register_region(void *addr, size_t len);
 	Bytes descriptor(const Region &region) const;
@@ -291,6 +316,7 @@ public:
 	struct Impl;
 
 private:
+	friend struct TestAccess; // engine_impl.hpp: tests reach the internals
 	std::unique_ptr<Impl> impl_;
 };
 

@@ -86,9 +86,24 @@ struct Engine::Impl {
 	std::mutex arrivals_mu;
 	std::unordered_map<uint64_t, Arrival> arrivals;
 	std::atomic<uint64_t> imm_notices{0}, imm_abandoned{0};
+	std::atomic<uint64_t> imm_writes{0}, msg_writes{0};
+	// 4-byte keys, target side (under arrivals_mu): the engine id owning each
+	// writer index (0: free; index 0 unused), the reverse, and writers that
+	// asked before being added as peers (answered by add_peer).
+	std::vector<uint64_t> imm4_writer;
+	std::vector<uint32_t> imm4_latest; // per index: latest sequence announced
+	static constexpr uint32_t kNoSeq = UINT32_MAX;
+	void imm4_advance(uint32_t idx, uint32_t seq);
+	std::unordered_map<uint64_t, uint32_t> imm4_index_of;
+	std::unordered_set<uint64_t> imm4_waiting;
 	void notify_app(std::span<const Notification> notes);
 	void on_immediate(std::span<const uint64_t> keys);
 	void on_announce(const Events::Msg &m);
+	void on_imm_join(uint64_t writer);
+	void on_imm_index(const Events::Msg &m);
+	void send_imm_index(const std::shared_ptr<PeerState> &p);
+	void send_imm_join(const std::shared_ptr<PeerState> &p);
+	void choose_notify(size_t cq_data_size, const std::string &prov);
 	void expire_arrivals();
 	std::atomic<int64_t> last_expiry{0};
 
@@ -128,6 +143,11 @@ struct Engine::Impl {
 	void on_landed(const Events::Msg &m);
 	void on_staged_done(const Events::Msg &m, PeerId from);
 	void drain_staging();
+};
+
+// Tests only: the engine's internals (e.g. to send forged control messages).
+struct TestAccess {
+	static Engine::Impl &impl(Engine &e) { return *e.impl_; }
 };
 
 } // namespace hmemreg::engine

@@ -50,6 +50,15 @@ struct PeerState {
 	// Set once by the stall watchdog (dead_reason written before the flag).
 	std::atomic<bool> dead{false};
 	std::string dead_reason;
+	// 4-byte immediate keys: the index this peer assigned us (0: none yet,
+	// or refused), and the next key's sequence.
+	std::atomic<uint32_t> imm_index{0};
+	std::atomic<uint32_t> imm_seq{0};
+	// steady_clock ns of our last ImmJoin to it (a write without an index
+	// asks again after a while: a lost or dropped ImmJoin is not final), and
+	// whether it refused us (its table is full for good: never ask again).
+	std::atomic<int64_t> imm_asked{0};
+	std::atomic<bool> imm_refused{false};
 
 	static int64_t now_ns()
 	{
@@ -89,6 +98,9 @@ struct TransferImpl final : Transfer {
 	// resolve (see engine.hpp).
 	bool immediate = false;
 	uint64_t imm_key = 0;
+	// The engine's own handshake message (ImmJoin, ImmIndex): not counted as
+	// the peer's activity, so an idle peer is never declared dead for it.
+	bool handshake = false;
 	bool via_staging = false;
 	uint32_t chunks = 0;
 	TransferCallback callback;

@@ -12,8 +12,12 @@ namespace hmemreg::engine::wire {
 
 // Blobs and messages of another version are refused: 3 added Announce and
 // writes that carry remote CQ data, which an engine of version 2 would
-// neither count nor expect.
-constexpr uint16_t kVersion = 3;
+// neither count nor expect; 4 added 4-byte keys (ImmJoin/ImmIndex, and
+// Announces and writes whose key is a target-assigned writer index and a
+// sequence), which a version-3 target would drop as foreign, and made 8-byte
+// keys always >= 2^32 (engine ids with nonzero low 32 bits) so the two kinds
+// of key never meet.
+constexpr uint16_t kVersion = 4;
 
 struct PeerAddress {
 	uint64_t engine_id = 0;
@@ -38,8 +42,19 @@ struct RegionDescriptor {
 // LandedHeader and ranges). StagedDone: a staged write is complete once the
 // given number of Landed notices arrived (payload: StagedDone). Announce: a
 // write whose RDMA writes carry remote CQ data (payload: Announce); sent
-// alongside the writes, not after them.
-enum class MsgType : uint16_t { User = 1, Done = 2, Hello = 3, Landed = 4, StagedDone = 5, Announce = 6 };
+// alongside the writes, not after them. ImmJoin: a writer with only 4 B of
+// remote CQ data asks the target for a writer index (no payload); ImmIndex:
+// the target's answer (payload: ImmIndex).
+enum class MsgType : uint16_t {
+	User = 1,
+	Done = 2,
+	Hello = 3,
+	Landed = 4,
+	StagedDone = 5,
+	Announce = 6,
+	ImmJoin = 7,
+	ImmIndex = 8,
+};
 
 // Header in front of every control message.
 struct MsgHeader {
@@ -99,6 +114,31 @@ inline bool imm_key_from(uint64_t key, uint64_t engine_id)
 {
 	return (key >> kImmSeqBits) == (engine_id & kImmStampMask);
 }
+// 4-byte keys (providers with 4 B of remote CQ data: verbs, efa): the key
+// cannot name the writer, so the target assigns each writer that asks
+// (ImmJoin) an index unique among its writers, never reused while the target
+// lives (the same writer asking again gets the same one); the writer's keys
+// are index << 20 | sequence (20 bits, wrapping). The target counts a key's
+// writes only for an Announce whose sender owns the key's index. Index 0 is
+// never assigned: an ImmIndex with index 0 is a refusal (table full).
+// Such keys are < 2^32, 8-byte keys are >= 2^32 (see kVersion).
+constexpr unsigned kImm4SeqBits = 20;
+constexpr unsigned kImm4IndexBits = 32 - kImm4SeqBits;
+constexpr uint32_t kImm4SeqMask = (uint32_t(1) << kImm4SeqBits) - 1;
+constexpr uint32_t kImm4Writers = uint32_t(1) << kImm4IndexBits; // indices 1..kImm4Writers-1
+constexpr size_t kImm4DataSize = 4;
+inline uint64_t imm4_key(uint32_t index, uint32_t seq)
+{
+	return (uint64_t(index) << kImm4SeqBits) | (seq & kImm4SeqMask);
+}
+inline bool imm_is4(uint64_t key) { return key >> 32 == 0; }
+inline uint32_t imm4_index(uint64_t key) { return static_cast<uint32_t>(key >> kImm4SeqBits); }
+struct ImmIndex {
+	uint64_t writer;    // the engine id the index is for (the ImmJoin's sender)
+	uint32_t index;     // 0: refused
+	uint32_t pad;
+};
+
 struct Announce {
 	uint64_t key;
 	uint32_t writes;    // RDMA writes carrying the key
