@@ -19,7 +19,12 @@
 //
 // Columns follow fabtests (bytes iters total time MB/sec usec/xfer
 // Mxfers/sec; MB = 10^6 B), plus chunks, rails, Gbps, the reference and the
-// percentage of it.
+// percentage of it. For tcp and shm a second figure, the ceiling, is what
+// the provider's own data path moves at the same size and footprint without
+// libfabric or the engine: a loopback TCP stream of size-byte buffers (iperf3
+// stops at 1 MiB buffers, which stay in cache), and process_vm_writev of
+// size bytes (the single kernel copy shm uses for large RMA). pct_ceiling
+// says how much of that the engine keeps.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -33,6 +38,10 @@
 
 #include <csignal>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -278,6 +287,107 @@ double memcpy_gbps(size_t size, double seconds, unsigned threads)
 	for (size_t x : copied)
 		bytes += x;
 	return static_cast<double>(bytes) * 8 / el / 1e9;
+}
+
+// Starts of the streams of a ceiling: each gets its buffers and connection
+// ready before the clock starts.
+struct Gate {
+	std::atomic<unsigned> ready{0};
+	std::atomic<bool> go{false}, stop{false};
+	void arrive()
+	{
+		ready++;
+		while (!go.load())
+			std::this_thread::yield();
+	}
+};
+
+// Runs `streams` copies of body(share, gate) at once for `seconds` once all
+// are ready; each returns the bytes it moved (share = size / streams, the
+// last takes the rest). Gbps of all of them, 0 if any failed (returned 0).
+template <typename Body>
+double concurrent_gbps(size_t size, double seconds, unsigned streams, Body body)
+{
+	std::vector<size_t> moved(streams, 0);
+	std::vector<std::thread> th;
+	Gate gate;
+	const size_t share = size / streams;
+	for (unsigned i = 0; i < streams; i++)
+		th.emplace_back([&, i] { moved[i] = body(i + 1 == streams ? size - share * i : share, gate); });
+	while (gate.ready.load() < streams)
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	auto t0 = Clock::now();
+	gate.go = true;
+	std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+	gate.stop = true;
+	for (auto &t : th)
+		t.join();
+	double el = std::chrono::duration<double>(Clock::now() - t0).count();
+	size_t bytes = 0;
+	for (size_t m : moved) {
+		if (!m)
+			return 0;
+		bytes += m;
+	}
+	return static_cast<double>(bytes) * 8 / el / 1e9;
+}
+
+// The tcp ceiling: a kernel TCP stream over loopback, sending its share of
+// `size` as one buffer per send() into a receive buffer of that size (bytes
+// received; a failed setup still arrives at the gate, and returns 0).
+size_t tcp_stream(size_t n, Gate &gate)
+{
+	std::vector<uint8_t> src(n, 1), dst(n, 2);
+	int ls = socket(AF_INET, SOCK_STREAM, 0), s = -1, r = -1;
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t al = sizeof(a);
+	if (ls >= 0 && !bind(ls, reinterpret_cast<sockaddr *>(&a), sizeof(a)) && !listen(ls, 1) &&
+	    !getsockname(ls, reinterpret_cast<sockaddr *>(&a), &al)) {
+		s = socket(AF_INET, SOCK_STREAM, 0);
+		if (s >= 0 && !connect(s, reinterpret_cast<sockaddr *>(&a), sizeof(a)))
+			r = accept(ls, nullptr, nullptr);
+	}
+	if (ls >= 0)
+		close(ls);
+	gate.arrive();
+	size_t got = 0;
+	if (r >= 0) {
+		std::thread sender([&] {
+			while (!gate.stop.load(std::memory_order_relaxed))
+				for (size_t off = 0; off < n;) {
+					ssize_t w = send(s, src.data() + off, n - off, MSG_NOSIGNAL);
+					if (w <= 0)
+						return;
+					off += static_cast<size_t>(w);
+				}
+			shutdown(s, SHUT_WR); // the receiver reads to the end
+		});
+		for (ssize_t k; (k = recv(r, dst.data() + got % n, n - got % n, 0)) > 0;)
+			got += static_cast<size_t>(k);
+		sender.join();
+		close(r);
+	}
+	if (s >= 0)
+		close(s);
+	return got;
+}
+
+// The shm ceiling: process_vm_writev of a share of `size` into this process,
+// one call per share (bytes copied).
+size_t cma_copy(size_t n, Gate &gate)
+{
+	std::vector<uint8_t> src(n, 1), dst(n, 2);
+	gate.arrive();
+	size_t moved = 0;
+	while (!gate.stop.load(std::memory_order_relaxed)) {
+		iovec l{src.data(), n}, r{dst.data(), n};
+		if (process_vm_writev(getpid(), &l, 1, &r, 1, 0) != static_cast<ssize_t>(n))
+			return 0;
+		moved += n;
+	}
+	return moved;
 }
 
 struct Result {
@@ -585,6 +695,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 				// interleaved, so every mode sees the same machine (it is shared).
 				std::vector<Result> r(setups.size(), Result{0, 1}), host(setups.size(), Result{0, 1});
 				double ref = fixed_ref;
+				double ceil = 0; // tcp: same-size stream; shm: process_vm_writev
 				CopyLimits lim;
 				for (unsigned k = 0; k < o.repeat; k++) {
 					for (size_t m = 0; m < setups.size(); m++) {
@@ -608,7 +719,12 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 					if (per_size_iperf) {
 						std::string w;
 						ref = std::max(k ? ref : 0.0, iperf3_gbps(w, rails));
+						ceil = std::max(ceil, concurrent_gbps(size, o.seconds / 2, rails,
+										      tcp_stream));
 					}
+					if (per_size_memcpy)
+						ceil = std::max(ceil, concurrent_gbps(size, o.seconds / 2, rails,
+										      cma_copy));
 					if (o.cuda) {
 						CopyLimits c = copy_limits(o, buf, size, o.seconds / 2);
 						lim.d2h = std::max(lim.d2h, c.d2h);
@@ -660,6 +776,11 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 								: ref_what);
 					row.add("ref_gbps", ref, 2);
 					row.add("pct_ref", ref > 0 ? 100.0 * gbps / ref : 0.0, 1);
+					if (per_size_iperf || per_size_memcpy) {
+						row.add("ceiling", per_size_iperf ? "tcp-stream" : "cma");
+						row.add("ceiling_gbps", ceil, 2);
+						row.add("pct_ceiling", ceil > 0 ? 100.0 * gbps / ceil : 0.0, 1);
+					}
 					if (o.cuda) {
 						row.add("path", path);
 						row.add("d2h_gbps", lim.d2h, 1).add("h2d_gbps", lim.h2d, 1);
