@@ -642,15 +642,19 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 		land_eager(rq, slot, bytes);
 		return ncclSuccess;
 	}
-	m.done_upto = c->done_upto;
-	c->credit_sent = c->done_upto;
-	try {
-		rq->transfer = engine_->send(c->peer, proto::encode(m));
-	} catch (const Error &e) {
-		if (e.code() == HMEMREG_EAGAIN)
-			return ncclSuccess;
-		NWARN("irecv: advertising the buffer failed: %s", e.what());
-		return result_of(e);
+	// A closed sender made this send before closing: its data comes by an
+	// eager write, nobody reads a Cts.
+	if (!c->peer_closed) {
+		m.done_upto = c->done_upto;
+		c->credit_sent = c->done_upto;
+		try {
+			rq->transfer = engine_->send(c->peer, proto::encode(m));
+		} catch (const Error &e) {
+			if (e.code() == HMEMREG_EAGAIN)
+				return ncclSuccess;
+			NWARN("irecv: advertising the buffer failed: %s", e.what());
+			return result_of(e);
+		}
 	}
 	c->pending[m.seq] = rq;
 	c->next_seq++;

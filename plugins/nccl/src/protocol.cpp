@@ -105,7 +105,10 @@ std::vector<uint8_t> encode(const Fail &m)
 	return Writer(Type::Fail).put(m.recv_id).put(m.seq).put(m.result).bytes(why).take();
 }
 
-std::vector<uint8_t> encode(const Close &m) { return Writer(Type::Close).put(m.comm_id).put(m.to_recv).put(m.sent).take(); }
+std::vector<uint8_t> encode(const Close &m)
+{
+	return Writer(Type::Close).put(m.comm_id).put(m.to_recv).put(m.sent).take();
+}
 
 std::optional<Message> decode(std::span<const uint8_t> bytes)
 {
