@@ -355,14 +355,13 @@ size_t tcp_stream(size_t n, Gate &gate)
 	size_t got = 0;
 	if (r >= 0) {
 		std::thread sender([&] {
-			while (!gate.stop.load(std::memory_order_relaxed))
-				for (size_t off = 0; off < n;) {
+			for (bool ok = true; ok && !gate.stop.load(std::memory_order_relaxed);)
+				for (size_t off = 0; ok && off < n;) {
 					ssize_t w = send(s, src.data() + off, n - off, MSG_NOSIGNAL);
-					if (w <= 0)
-						return;
-					off += static_cast<size_t>(w);
+					ok = w > 0;
+					off += ok ? static_cast<size_t>(w) : 0;
 				}
-			shutdown(s, SHUT_WR); // the receiver reads to the end
+			shutdown(s, SHUT_WR); // the receiver reads to the end, also after a failed send
 		});
 		for (ssize_t k; (k = recv(r, dst.data() + got % n, n - got % n, 0)) > 0;)
 			got += static_cast<size_t>(k);
@@ -695,7 +694,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 				// interleaved, so every mode sees the same machine (it is shared).
 				std::vector<Result> r(setups.size(), Result{0, 1}), host(setups.size(), Result{0, 1});
 				double ref = fixed_ref;
-				double ceil = 0; // tcp: same-size stream; shm: process_vm_writev
+				double ceiling = 0; // tcp: same-size stream; shm: process_vm_writev
 				CopyLimits lim;
 				for (unsigned k = 0; k < o.repeat; k++) {
 					for (size_t m = 0; m < setups.size(); m++) {
@@ -719,11 +718,11 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 					if (per_size_iperf) {
 						std::string w;
 						ref = std::max(k ? ref : 0.0, iperf3_gbps(w, rails));
-						ceil = std::max(ceil, concurrent_gbps(size, o.seconds / 2, rails,
+						ceiling = std::max(ceiling, concurrent_gbps(size, o.seconds / 2, rails,
 										      tcp_stream));
 					}
 					if (per_size_memcpy)
-						ceil = std::max(ceil, concurrent_gbps(size, o.seconds / 2, rails,
+						ceiling = std::max(ceiling, concurrent_gbps(size, o.seconds / 2, rails,
 										      cma_copy));
 					if (o.cuda) {
 						CopyLimits c = copy_limits(o, buf, size, o.seconds / 2);
@@ -778,8 +777,8 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 					row.add("pct_ref", ref > 0 ? 100.0 * gbps / ref : 0.0, 1);
 					if (per_size_iperf || per_size_memcpy) {
 						row.add("ceiling", per_size_iperf ? "tcp-stream" : "cma");
-						row.add("ceiling_gbps", ceil, 2);
-						row.add("pct_ceiling", ceil > 0 ? 100.0 * gbps / ceil : 0.0, 1);
+						row.add("ceiling_gbps", ceiling, 2);
+						row.add("pct_ceiling", ceiling > 0 ? 100.0 * gbps / ceiling : 0.0, 1);
 					}
 					if (o.cuda) {
 						row.add("path", path);
