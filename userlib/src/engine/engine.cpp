@@ -27,6 +27,13 @@ namespace {
 
 // A writer with 4-byte keys and no index yet asks its target again after this.
 constexpr int64_t kImmJoinRetryNs = 1'000'000'000;
+// A target added again continues its 4-byte key sequence this far ahead of
+// where the old incarnation stopped (see imm4_seq_kept)...
+constexpr uint32_t kImm4ReaddGap = 1u << 16;
+// ...when removed within this long; older entries are pruned once there are
+// many (a target's partial arrivals live at most peer_timeout, 60 s unset).
+constexpr int64_t kImm4SeqKeptNs = 10LL * 60 * 1'000'000'000;
+constexpr size_t kImm4SeqKeptMax = 4096;
 
 uint64_t random_id()
 {
@@ -762,10 +769,18 @@ PeerId Engine::add_peer(std::span<const uint8_t> address, bool warmup, std::chro
 			throw Error(HMEMREG_EBUSY, "engine " + hex(a.engine_id) + " is already peer " + std::to_string(old));
 		}
 		p->id = im->next_peer++;
+		auto kept = im->imm4_seq_kept.find(a.engine_id);
+		if (kept != im->imm4_seq_kept.end()) {
+			// Ahead of every key the old incarnation may still have taken
+			// while it was being removed; well inside the target's window.
+			p->imm_seq = kept->second.next + kImm4ReaddGap;
+			im->imm4_seq_kept.erase(kept);
+		} else {
+			p->imm_seq = static_cast<uint32_t>(random_id());
+		}
 		im->peers[p->id] = p;
 		im->by_engine[a.engine_id] = p->id;
 	}
-	p->imm_seq = static_cast<uint32_t>(random_id());
 	// 4-byte keys: ask the peer for our writer index (its answer comes once
 	// it has added us too); and answer it if it asked us before.
 	im->send_imm_index(p);
@@ -803,6 +818,12 @@ void Engine::remove_peer(PeerId peer)
 	p->removed = true;
 	im->peers.erase(it);
 	im->by_engine.erase(p->engine_id);
+	if (im->caps.imm_key_bytes == wire::kImm4DataSize) {
+		const int64_t now = PeerState::now_ns();
+		if (im->imm4_seq_kept.size() >= kImm4SeqKeptMax)
+			std::erase_if(im->imm4_seq_kept, [&](const auto &kv) { return now - kv.second.removed_ns > kImm4SeqKeptNs; });
+		im->imm4_seq_kept[p->engine_id] = {p->imm_seq.load(), now};
+	}
 	im->retiring.push_back(p);
 	im->has_retiring = true;
 	im->doom_epoch++;

@@ -61,6 +61,16 @@ struct Engine::Impl {
 	std::unordered_map<PeerId, std::shared_ptr<PeerState>> peers;
 	std::unordered_map<uint64_t, PeerId> by_engine;
 	std::vector<std::shared_ptr<PeerState>> retiring;
+	// 4-byte keys: a removed target's next sequence, so that adding it again
+	// carries on after the keys its old incarnation used (a fresh random
+	// start could land on a key whose partial arrival the target still
+	// holds), with when it was removed (entries older than any arrival's
+	// life are pruned).
+	struct SeqKept {
+		uint32_t next;
+		int64_t removed_ns;
+	};
+	std::unordered_map<uint64_t, SeqKept> imm4_seq_kept;
 	std::atomic<bool> has_retiring{false};
 	PeerId next_peer = 1;
 
