@@ -372,3 +372,27 @@ Test(notify, dropped_join_asked_again, .timeout = 120)
 	cr_assert(ws.message_writes >= n - 1 && ws.message_writes + ws.immediate_writes == n + 1);
 	cr_assert_eq(b.path_stats().immediate_notices, ws.immediate_writes);
 }
+
+// With a max_message of a few bytes, the engine's own Announce (16 B) still
+// fits the control buffers on both sides: the write is notified.
+Test(notify, tiny_max_message_still_announces, .timeout = 120)
+{
+	Config c = loopback("tcp;ofi_rxm");
+	c.notify = Config::Notify::Immediate;
+	c.max_message = 4;
+	c.stage_device_memory = false;
+	Engine a(c), b(c);
+	Inbox in;
+	in.attach(b);
+	const PeerId b_at_a = a.add_peer(b.address());
+	Buffer src(8192), dst(8192);
+	fill(src.data(), src.len, 5);
+	auto rs = a.register_region(src.data(), src.len);
+	auto rd = b.register_region(dst.data(), dst.len);
+	Chunk ch{rs.get(), 0, src.len, 0};
+	auto t = a.write(b_at_a, {&ch, 1}, b.descriptor(*rd), 11);
+	cr_assert(a.wait(*t, 30s) && t->status() == 0, "%s", t->error().c_str());
+	cr_assert(eventually([&] { return in.nnotes.load() == 1; }), "the Announce never arrived");
+	cr_assert(check_bytes(dst.data(), 5, dst.len));
+	cr_assert_eq(b.path_stats().immediate_notices, 1u);
+}

@@ -25,7 +25,7 @@ std::string peer_text(const TransferImpl *x)
 
 Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const Topology &topo)
 	: index_(index), opt_(opt), info_(fabric::dup_info(info)),
-	  slot_size_(sizeof(wire::MsgHeader) + opt.max_message)
+	  slot_size_(sizeof(wire::MsgHeader) + std::max(opt.max_message, wire::kEnginePayloadMax))
 {
 	dom_ = std::make_shared<DomainHolder>();
 	dom_->fabric = fabric::open_fabric(info_.get());

@@ -145,6 +145,12 @@ struct Announce {
 	uint32_t pad;
 };
 
+// Control message buffers hold at least this much payload whatever the
+// application's max_message: the engine's own Announce and ImmIndex (and one
+// Landed range) must fit even where max_message is a few bytes.
+constexpr size_t kEnginePayloadMax = sizeof(LandedHeader) + sizeof(LandedRange);
+static_assert(sizeof(Announce) <= kEnginePayloadMax && sizeof(ImmIndex) <= kEnginePayloadMax);
+
 std::vector<uint8_t> encode(const PeerAddress &a);
 std::vector<uint8_t> encode(const RegionDescriptor &d);
 // Throw Error(HMEMREG_EINVAL, why) on anything malformed.
