@@ -405,7 +405,11 @@ Test(nccl_plugin, eager_slots_outlive_the_senders_close, .timeout = 60)
 			void *mh = nullptr;
 			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
 			c.wait(); // every send completed, then the send comm closed
-			std::this_thread::sleep_for(300ms); // the Close is in (progress threads)
+			auto until = Clock::now() + 20s; // the Close is in (progress threads)
+			while (p.counters().peer_closes == 0) {
+				CHECK(Clock::now() < until);
+				std::this_thread::sleep_for(1ms);
+			}
 			for (int i = 0; i < kSends; i++) {
 				int got = -1;
 				OK(wait(p, post_recv(p, rc, buf.data() + i * kMax, kMax, i, mh), &got));

@@ -177,6 +177,7 @@ struct hmemreg_nccl_counters {
 	uint64_t bytes_sent;
 	uint64_t bytes_received;
 	uint64_t eager_receives;   /* receives whose data came through an eager slot */
+	uint64_t peer_closes;      /* connections whose other side closed them */
 };
 int hmemreg_nccl_stats(struct hmemreg_nccl_counters *out);
 

@@ -479,6 +479,8 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			send_control_locked(c->peer, proto::encode(f));
 		} catch (const Error &e) {
 			NWARN("isend: telling the receiver failed too: %s", e.what());
+			if (!c->fail_lost)
+				c->fail_lost = seq;
 		}
 		NWARN("isend: %s", why);
 		return ncclInvalidUsage;
@@ -646,7 +648,6 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	// eager write, nobody reads a Cts.
 	if (!c->peer_closed) {
 		m.done_upto = c->done_upto;
-		c->credit_sent = c->done_upto;
 		try {
 			rq->transfer = engine_->send(c->peer, proto::encode(m));
 		} catch (const Error &e) {
@@ -655,6 +656,7 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 			NWARN("irecv: advertising the buffer failed: %s", e.what());
 			return result_of(e);
 		}
+		c->credit_sent = m.done_upto; // the Cts carried it
 	}
 	c->pending[m.seq] = rq;
 	c->next_seq++;
@@ -692,6 +694,8 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 				return ncclInternalError;
 			}
 			Request &r = *it->second;
+			if (r.state == Request::State::Pending && !r.send)
+				expire_after_close_locked(r);
 			if (r.state != Request::State::Pending) {
 				auto *c = r.send ? static_cast<Comm *>(sends_.count(r.comm_id) ? sends_[r.comm_id] : nullptr)
 						 : static_cast<Comm *>(recvs_.count(r.comm_id) ? recvs_[r.comm_id] : nullptr);
@@ -718,6 +722,22 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 	return ncclSuccess;
 }
 
+// After its sender closed, a receive before the sender's count still waits
+// for its data (an eager write on the way); if it has not come long after
+// (the sender died with it in flight), the receive fails instead of hanging.
+void Plugin::expire_after_close_locked(Request &r)
+{
+	constexpr auto kDataAfterClose = std::chrono::seconds(30);
+	auto it = recvs_.find(r.comm_id);
+	if (it == recvs_.end() || !it->second->peer_closed ||
+	    std::chrono::steady_clock::now() - it->second->closed_at < kDataAfterClose)
+		return;
+	it->second->pending.erase(r.seq);
+	r.state = Request::State::Failed;
+	r.error = ncclRemoteError;
+	r.why = "the sender closed, and this receive's data did not come within 30 s";
+}
+
 ncclResult_t Plugin::close_send(void *send_comm)
 {
 	std::unique_ptr<Comm> owned;
@@ -738,7 +758,8 @@ ncclResult_t Plugin::close_send(void *send_comm)
 		      c->waited ? static_cast<double>(c->wait_ns) / 1e3 / static_cast<double>(c->waited) : 0.0);
 		if (!c->peer_closed && c->remote_id) {
 			try {
-				send_control_locked(c->peer, proto::encode(proto::Close{c->remote_id, 1, c->next_seq}));
+				const uint32_t sent = c->fail_lost ? *c->fail_lost : c->next_seq;
+				send_control_locked(c->peer, proto::encode(proto::Close{c->remote_id, 1, sent}));
 			} catch (const Error &) {
 				// the peer is gone already: nothing to tell
 			}
@@ -975,6 +996,8 @@ void Plugin::on_message(const engine::Message &msg)
 			RecvComm *c = it->second;
 			c->peer_closed = true;
 			c->peer_sent = m->close.sent;
+			c->closed_at = std::chrono::steady_clock::now();
+			peer_closes_++;
 			// Receives the sender made a send for still complete: their
 			// data went before the Close (eager writes may land after it).
 			std::erase_if(c->pending, [&](const auto &kv) {
@@ -987,8 +1010,10 @@ void Plugin::on_message(const engine::Message &msg)
 			});
 		} else {
 			auto it = sends_.find(m->close.comm_id);
-			if (it != sends_.end() && it->second->peer_engine == msg.sender)
+			if (it != sends_.end() && it->second->peer_engine == msg.sender) {
 				it->second->peer_closed = true;
+				peer_closes_++;
+			}
 		}
 		return;
 	}
@@ -1009,6 +1034,7 @@ void Plugin::stats(struct hmemreg_nccl_counters &out)
 	out.bytes_sent = bytes_sent_;
 	out.bytes_received = bytes_received_;
 	out.eager_receives = eager_receives_;
+	out.peer_closes = peer_closes_;
 }
 
 size_t Plugin::live_comms()

@@ -15,6 +15,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -59,6 +60,9 @@ struct SendComm final : Comm {
 	std::unordered_map<uint32_t, proto::Cts> cts;    // advertised, not yet sent into
 	size_t outstanding = 0;
 	bool peer_closed = false;
+	// The first send whose Fail could not be sent: its receive, and those
+	// after it, fail at our Close rather than wait for data that never comes.
+	std::optional<uint32_t> fail_lost;
 	// The receiver's eager slots (protocol.hpp), once its EagerRing came.
 	struct {
 		uint32_t slots = 0; // 0: not known (yet), no eager sends
@@ -94,6 +98,7 @@ struct RecvComm final : Comm {
 	size_t outstanding = 0;
 	bool peer_closed = false;
 	uint32_t peer_sent = 0; // once peer_closed: receives before it still get their data
+	std::chrono::steady_clock::time_point closed_at{}; // when the sender's Close came
 	EagerSlots eager;                                 // slots == 0: eager off
 	std::unordered_map<uint32_t, size_t> eager_early; // seq -> bytes landed before its irecv
 	// Receives complete before done_upto; those completed out of order after it.
@@ -160,6 +165,7 @@ private:
 	void on_message(const engine::Message &m);
 	void on_notify(const engine::Notification &n);
 	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
+	void expire_after_close_locked(Request &r);
 	SendComm *send_comm_of_locked(uint32_t id, uint64_t sender);
 	void credit_locked(SendComm &c, uint32_t done_upto);
 	void offer_eager_locked(RecvComm &c);
@@ -182,7 +188,7 @@ private:
 	std::unordered_map<void *, std::shared_ptr<Request>> requests_;
 	std::unordered_map<void *, std::unique_ptr<MemHandle>> mhandles_;
 	std::unordered_map<uint64_t, engine::PeerId> peers_;
-	uint64_t bytes_sent_ = 0, bytes_received_ = 0, eager_receives_ = 0;
+	uint64_t bytes_sent_ = 0, bytes_received_ = 0, eager_receives_ = 0, peer_closes_ = 0;
 	// Eager slots of closed recv comms (8 MiB each by default), freed with the engine.
 	std::vector<std::unique_ptr<uint8_t[]>> retired_eager_;
 
