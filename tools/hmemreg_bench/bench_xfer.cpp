@@ -73,14 +73,14 @@ struct Options {
 	std::vector<size_t> write_iov{0}; // chunks per write; 0: the engine's default
 	bool more = false;
 	// Target notification modes, each its own engine pair, run interleaved.
-	struct Notify {
+	struct NotifyRun {
 		Config::Notify mode;
 		size_t imm_bytes; // Config::imm_data_bytes (4: immediate4)
 	};
-	std::vector<Notify> notify{{Config::Notify::Auto, 0}};
+	std::vector<NotifyRun> notify{{Config::Notify::Auto, 0}};
 };
 
-const char *notify_name(Options::Notify n)
+const char *notify_name(Options::NotifyRun n)
 {
 	if (n.imm_bytes == 4)
 		return "immediate4";
@@ -308,6 +308,7 @@ struct Gate {
 template <typename Body>
 double concurrent_gbps(size_t size, double seconds, unsigned streams, Body body)
 {
+	streams = static_cast<unsigned>(std::min<size_t>(streams, size)); // no empty share
 	std::vector<size_t> moved(streams, 0);
 	std::vector<std::thread> th;
 	Gate gate;
@@ -337,7 +338,14 @@ double concurrent_gbps(size_t size, double seconds, unsigned streams, Body body)
 // received; a failed setup still arrives at the gate, and returns 0).
 size_t tcp_stream(size_t n, Gate &gate)
 {
-	std::vector<uint8_t> src(n, 1), dst(n, 2);
+	std::vector<uint8_t> src, dst;
+	try {
+		src.assign(n, 1);
+		dst.assign(n, 2);
+	} catch (const std::bad_alloc &) {
+		gate.arrive();
+		return 0;
+	}
 	int ls = socket(AF_INET, SOCK_STREAM, 0), s = -1, r = -1;
 	sockaddr_in a{};
 	a.sin_family = AF_INET;
@@ -355,18 +363,20 @@ size_t tcp_stream(size_t n, Gate &gate)
 	size_t got = 0;
 	if (r >= 0) {
 		std::thread sender([&] {
-			for (bool ok = true; ok && !gate.stop.load(std::memory_order_relaxed);)
+			bool ok = true;
+			do { // at least one buffer, however late this thread starts
 				for (size_t off = 0; ok && off < n;) {
 					ssize_t w = send(s, src.data() + off, n - off, MSG_NOSIGNAL);
 					ok = w > 0;
 					off += ok ? static_cast<size_t>(w) : 0;
 				}
+			} while (ok && !gate.stop.load(std::memory_order_relaxed));
 			shutdown(s, SHUT_WR); // the receiver reads to the end, also after a failed send
 		});
 		for (ssize_t k; (k = recv(r, dst.data() + got % n, n - got % n, 0)) > 0;)
 			got += static_cast<size_t>(k);
+		close(r); // after a receive error too: a sender blocked in send() fails
 		sender.join();
-		close(r);
 	}
 	if (s >= 0)
 		close(s);
@@ -377,15 +387,22 @@ size_t tcp_stream(size_t n, Gate &gate)
 // one call per share (bytes copied).
 size_t cma_copy(size_t n, Gate &gate)
 {
-	std::vector<uint8_t> src(n, 1), dst(n, 2);
+	std::vector<uint8_t> src, dst;
+	try {
+		src.assign(n, 1);
+		dst.assign(n, 2);
+	} catch (const std::bad_alloc &) {
+		gate.arrive();
+		return 0;
+	}
 	gate.arrive();
 	size_t moved = 0;
-	while (!gate.stop.load(std::memory_order_relaxed)) {
+	do { // at least one copy, however late this thread starts
 		iovec l{src.data(), n}, r{dst.data(), n};
 		if (process_vm_writev(getpid(), &l, 1, &r, 1, 0) != static_cast<ssize_t>(n))
 			return 0;
 		moved += n;
-	}
+	} while (!gate.stop.load(std::memory_order_relaxed));
 	return moved;
 }
 
@@ -626,7 +643,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 	// One engine pair per notification mode and write_iov, all measured in
 	// the same loop.
 	struct Setup {
-		Options::Notify mode;
+		Options::NotifyRun mode;
 		std::atomic<size_t> notes{0}; // declared first: outlives the engines' callbacks
 		std::unique_ptr<Engine> a, b;
 		PeerId peer = 0;
@@ -641,7 +658,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 		// --mem cuda: host buffers too, for the same transfer between host memory.
 		std::vector<uint8_t> hsrc(o.cuda ? maxbuf : 0, 0x5a), hdst(o.cuda ? maxbuf : 0);
 		std::vector<std::unique_ptr<Setup>> setups;
-		for (Options::Notify mode : o.notify)
+		for (Options::NotifyRun mode : o.notify)
 		for (size_t iov : o.write_iov) {
 			cfg.write_iov = iov;
 			auto st = std::make_unique<Setup>();
