@@ -142,7 +142,7 @@ Test(capi, notify_mode)
 		hmemreg_engine_t *e;
 		cfg.notify = modes[i].mode;
 		cr_assert_eq(hmemreg_engine_create(&cfg, &e), 0, "%s", hmemreg_engine_last_error());
-		char text[2048];
+		char text[8192]; /* describe() grows with rails and notes */
 		hmemreg_engine_describe(e, text, sizeof(text));
 		cr_assert(strstr(text, modes[i].text), "mode %u: %s", modes[i].mode, text);
 		hmemreg_engine_destroy(e);
