@@ -821,7 +821,8 @@ void Engine::remove_peer(PeerId peer)
 	if (im->caps.imm_key_bytes == wire::kImm4DataSize) {
 		const int64_t now = PeerState::now_ns();
 		if (im->imm4_seq_kept.size() >= kImm4SeqKeptMax)
-			std::erase_if(im->imm4_seq_kept, [&](const auto &kv) { return now - kv.second.removed_ns > kImm4SeqKeptNs; });
+			std::erase_if(im->imm4_seq_kept,
+				      [&](const auto &kv) { return now - kv.second.removed_ns > kImm4SeqKeptNs; });
 		im->imm4_seq_kept[p->engine_id] = {p->imm_seq.load(), now};
 	}
 	im->retiring.push_back(p);
