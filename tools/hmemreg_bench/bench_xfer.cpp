@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -302,9 +303,10 @@ struct Gate {
 	}
 };
 
-// Runs `streams` copies of body(share, gate) at once for `seconds` once all
-// are ready; each returns the bytes it moved (share = size / streams, the
-// last takes the rest). Gbps of all of them, 0 if any failed (returned 0).
+// Runs `streams` copies of body(src, dst, gate) at once for `seconds` once
+// all are ready, each with buffers of its share of `size` (size / streams,
+// the last takes the rest); each returns the bytes it moved. Gbps of all of
+// them, 0 if any failed (returned 0, or its buffers could not be had).
 template <typename Body>
 double concurrent_gbps(size_t size, double seconds, unsigned streams, Body body)
 {
@@ -314,7 +316,18 @@ double concurrent_gbps(size_t size, double seconds, unsigned streams, Body body)
 	Gate gate;
 	const size_t share = size / streams;
 	for (unsigned i = 0; i < streams; i++)
-		th.emplace_back([&, i] { moved[i] = body(i + 1 == streams ? size - share * i : share, gate); });
+		th.emplace_back([&, i] {
+			const size_t n = i + 1 == streams ? size - share * i : share;
+			std::vector<uint8_t> src, dst;
+			try {
+				src.assign(n, 1);
+				dst.assign(n, 2);
+			} catch (const std::bad_alloc &) {
+				gate.arrive(); // moved[i] stays 0
+				return;
+			}
+			moved[i] = body(src, dst, gate);
+		});
 	while (gate.ready.load() < streams)
 		std::this_thread::sleep_for(std::chrono::milliseconds(1));
 	auto t0 = Clock::now();
@@ -336,16 +349,9 @@ double concurrent_gbps(size_t size, double seconds, unsigned streams, Body body)
 // The tcp ceiling: a kernel TCP stream over loopback, sending its share of
 // `size` as one buffer per send() into a receive buffer of that size (bytes
 // received; a failed setup still arrives at the gate, and returns 0).
-size_t tcp_stream(size_t n, Gate &gate)
+size_t tcp_stream(std::span<uint8_t> src, std::span<uint8_t> dst, Gate &gate)
 {
-	std::vector<uint8_t> src, dst;
-	try {
-		src.assign(n, 1);
-		dst.assign(n, 2);
-	} catch (const std::bad_alloc &) {
-		gate.arrive();
-		return 0;
-	}
+	const size_t n = src.size();
 	int ls = socket(AF_INET, SOCK_STREAM, 0), s = -1, r = -1;
 	sockaddr_in a{};
 	a.sin_family = AF_INET;
@@ -385,16 +391,9 @@ size_t tcp_stream(size_t n, Gate &gate)
 
 // The shm ceiling: process_vm_writev of a share of `size` into this process,
 // one call per share (bytes copied).
-size_t cma_copy(size_t n, Gate &gate)
+size_t cma_copy(std::span<uint8_t> src, std::span<uint8_t> dst, Gate &gate)
 {
-	std::vector<uint8_t> src, dst;
-	try {
-		src.assign(n, 1);
-		dst.assign(n, 2);
-	} catch (const std::bad_alloc &) {
-		gate.arrive();
-		return 0;
-	}
+	const size_t n = src.size();
 	gate.arrive();
 	size_t moved = 0;
 	do { // at least one copy, however late this thread starts

@@ -694,8 +694,8 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 				return ncclInternalError;
 			}
 			Request &r = *it->second;
-			if (r.state == Request::State::Pending && !r.send)
-				expire_after_close_locked(r);
+			if (r.state == Request::State::Pending && !r.send && peer_closes_)
+				expire_after_close_locked(r); // only once some sender closed
 			if (r.state != Request::State::Pending) {
 				auto *c = r.send ? static_cast<Comm *>(sends_.count(r.comm_id) ? sends_[r.comm_id] : nullptr)
 						 : static_cast<Comm *>(recvs_.count(r.comm_id) ? recvs_[r.comm_id] : nullptr);

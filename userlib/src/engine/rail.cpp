@@ -72,21 +72,24 @@ void Rail::enqueue_writes(std::shared_ptr<TransferImpl> x)
 {
 	std::lock_guard l(submit_mu_);
 	submitted_.push_back({std::move(x), true});
+	any_submitted_.store(true, std::memory_order_release);
 }
 
 void Rail::enqueue_send(std::shared_ptr<TransferImpl> x)
 {
 	std::lock_guard l(submit_mu_);
 	submitted_.push_back({std::move(x), false});
+	any_submitted_.store(true, std::memory_order_release);
 }
 
 // Under mu_: what was submitted since the last turn joins the queue, in order.
 void Rail::take_submitted()
 {
+	if (!any_submitted_.load(std::memory_order_acquire))
+		return;
 	{
 		std::lock_guard l(submit_mu_);
-		if (submitted_.empty())
-			return;
+		any_submitted_.store(false, std::memory_order_relaxed);
 		taking_.swap(submitted_);
 	}
 	for (Item &it : taking_)

@@ -138,6 +138,7 @@ private:
 	// across the provider's socket I/O. Moved into queue_ at each turn.
 	mutable std::mutex submit_mu_;
 	std::vector<Item> submitted_;
+	std::atomic<bool> any_submitted_{false}; // a turn with nothing new skips submit_mu_
 	std::vector<Item> taking_; // under mu_: swapped with submitted_, keeps both capacities
 	size_t inflight_ = 0;
 	uint64_t seen_doom_epoch_ = 0;
