@@ -115,9 +115,18 @@ static void scattered(const std::string &prov, unsigned rails, size_t nchunks, s
 	// One piece per chunk, split above the engine's max write (tcp: 512 KiB);
 	// with write_iov 1 one write per piece, else up to write_iov pieces of a
 	// rail per write.
+	// A chunk continuing the previous one on both sides joins it first.
 	const size_t mw = p.a.caps().max_write, iov = p.a.caps().write_iov;
+	std::vector<size_t> runs;
+	for (size_t k = 0; k < chunks.size(); k++) {
+		const Chunk &c = chunks[k], *b = k ? &chunks[k - 1] : nullptr;
+		if (b && b->local_offset + b->len == c.local_offset && b->remote_offset + b->len == c.remote_offset)
+			runs.back() += c.len;
+		else
+			runs.push_back(c.len);
+	}
 	uint64_t pieces = 0;
-	for (size_t l : len)
+	for (size_t l : runs)
 		pieces += l / mw + (l % mw != 0);
 	if (iov == 1)
 		cr_assert_eq(posted, pieces, "%llu writes for %llu pieces (max write %zu)", (unsigned long long)posted,
@@ -137,6 +146,66 @@ NOTIFY_TEST(write, scattered_4096_small_chunks)
 PROVIDER_TEST(write, scattered_one_chunk_per_write)
 {
 	scattered(prov, 1, 1000, 8192, 1);
+}
+
+static uint64_t writes_posted(Engine &e)
+{
+	uint64_t n = 0;
+	for (const RailStats &s : e.stats())
+		n += s.writes_posted;
+	return n;
+}
+
+// Pages contiguous on both sides go out as a few large writes; a break on
+// either side, or another region, starts a new one. The target still hears
+// of every chunk the caller passed.
+PROVIDER_TEST(write, contiguous_chunks_join)
+{
+	Config ca = loopback(prov);
+	ca.write_iov = 1; // one write per joined run: the count says what joined
+	Pair p(ca, loopback(prov));
+	const size_t page = 4096, npages = 256, total = page * npages;
+	Buffer src(total), src2(page), dst(total + page);
+	fill(src.data(), total, 3);
+	fill(src2.data(), page, 9);
+	auto rs = p.a.register_region(src.data(), total);
+	auto rs2 = p.a.register_region(src2.data(), page);
+	auto rd = p.b.register_region(dst.data(), dst.len);
+	auto desc = p.b.descriptor(*rd);
+	const size_t mw = p.a.caps().max_write;
+
+	std::vector<Chunk> pages;
+	for (size_t k = 0; k < npages; k++)
+		pages.push_back({rs.get(), k * page, page, k * page});
+	uint64_t before = writes_posted(p.a);
+	auto t = p.a.write(p.b_at_a, pages, desc, 1);
+	cr_assert(p.a.wait(*t, 60s) && t->status() == 0, "%s", t->error().c_str());
+	cr_assert_eq(writes_posted(p.a) - before, total / mw + (total % mw != 0), "%llu writes for %zu contiguous pages",
+		     (unsigned long long)(writes_posted(p.a) - before), npages);
+	cr_assert(eventually([&] { return p.in_b.nnotes.load() == 1; }));
+	cr_assert_eq(p.in_b.notes[0].chunks, npages);
+	cr_assert(check_bytes(dst.data(), 3, total), "joined pages landed wrong");
+
+	// Four runs: pages 0-1; page 2 one page further at the target; page 3
+	// from the other region; page 4 right after page 2 locally but before it
+	// at the target.
+	std::memset(dst.data(), 0, dst.len);
+	std::vector<Chunk> broken{{rs.get(), 0, page, 0},
+				  {rs.get(), page, page, page},
+				  {rs.get(), 2 * page, page, 3 * page},
+				  {rs2.get(), 0, page, 4 * page},
+				  {rs.get(), 3 * page, page, 2 * page}};
+	before = writes_posted(p.a);
+	t = p.a.write(p.b_at_a, broken, desc, 2);
+	cr_assert(p.a.wait(*t, 60s) && t->status() == 0, "%s", t->error().c_str());
+	cr_assert_eq(writes_posted(p.a) - before, 4u, "%llu writes for four runs",
+		     (unsigned long long)(writes_posted(p.a) - before));
+	cr_assert(eventually([&] { return p.in_b.nnotes.load() == 2; }));
+	cr_assert_eq(p.in_b.notes[1].chunks, broken.size());
+	cr_assert(check_bytes(dst.data(), 3, 2 * page), "pages 0-1");
+	cr_assert(check_bytes(dst.data() + 2 * page, 3, page, 3 * page), "page 3 of the source at 2 pages");
+	cr_assert(check_bytes(dst.data() + 3 * page, 3, page, 2 * page), "page 2 of the source at 3 pages");
+	cr_assert(check_bytes(dst.data() + 4 * page, 9, page), "the other region's page");
 }
 
 PROVIDER_TEST(write, scattered_large_chunks)

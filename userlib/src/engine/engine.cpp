@@ -945,10 +945,23 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 	auto x = TransferImpl::make_write(p, tag, chunks.size(), std::move(done));
 	x->notify = !internal;
 
-	// Pieces: each chunk, split above max_write, round-robin over rails.
+	// A chunk that continues the previous one on both sides (same region,
+	// next local byte, next remote byte) joins it: a page list of contiguous
+	// memory goes out as a few large writes, not one per page.
+	std::vector<Chunk> runs;
+	runs.reserve(chunks.size());
+	for (const Chunk &c : chunks) {
+		Chunk *b = runs.empty() ? nullptr : &runs.back();
+		if (b && b->local == c.local && b->local_offset + b->len == c.local_offset &&
+		    b->remote_offset + b->len == c.remote_offset)
+			b->len += c.len;
+		else
+			runs.push_back(c);
+	}
+	// Pieces: each run, split above max_write, round-robin over rails.
 	const size_t mw = im->caps.max_write;
 	size_t npieces = 0;
-	for (const Chunk &c : chunks)
+	for (const Chunk &c : runs)
 		npieces += c.len / mw + (c.len % mw != 0);
 	if (npieces >= UINT32_MAX)
 		throw Error(HMEMREG_EINVAL, "write: too many chunks");
@@ -959,7 +972,7 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 	};
 	std::vector<std::vector<Piece>> by_rail(nrails);
 	unsigned rail = im->next_rail.fetch_add(1) % nrails;
-	for (const Chunk &c : chunks) {
+	for (const Chunk &c : runs) {
 		auto *r = static_cast<const RegionImpl *>(c.local);
 		// Hold a reference to every distinct region for the transfer's lifetime.
 		if (std::none_of(x->regions.begin(), x->regions.end(), [&](const RegionRef &h) { return h.get() == r; }))
