@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// hmemreg_bench xfer: bandwidth of engine writes between two engines in one
-// process (each with one progress thread per rail unless --threads says
-// otherwise), next to a reference measured in the same run: iperf3 over
+// hmemreg_bench xfer: bandwidth of engine writes between two engines, in one
+// process or (--procs 2) with the target engine in a child process (each
+// with one progress thread per rail unless --threads says otherwise), next
+// to a reference measured in the same run: iperf3 over
 // loopback for tcp, memcpy for shm (with R rails: R iperf3 pairs, R memcpy
 // threads, so a rail is compared with one stream or one copying core),
 // perftest's ib_write_bw on the same device for verbs (e.g. Soft-RoCE in
@@ -49,6 +50,7 @@
 #include "bench.hpp"
 #include "engine/engine.hpp"
 #include "hmem/cuda_driver.hpp"
+#include "xfer_target.hpp"
 
 using namespace hmemreg;
 using namespace hmemreg::engine;
@@ -73,6 +75,7 @@ struct Options {
 	unsigned threads = 0; // progress threads per engine; 0: one per rail
 	std::vector<size_t> write_iov{0}; // chunks per write; 0: the engine's default
 	bool more = false;
+	unsigned procs = 1; // 2: the target engines live in a child process
 	// Target notification modes, each its own engine pair, run interleaved.
 	struct NotifyRun {
 		Config::Notify mode;
@@ -497,13 +500,16 @@ void use(int device)
 // The two buffers of a run: host (posix_memalign) or device memory.
 class Buffers {
 public:
-	Buffers(const Options &o, size_t n) : o_(o), n_(n)
+	// shared_dst: the target buffer, in memory shared with the target's
+	// process (host memory only), else allocated here.
+	Buffers(const Options &o, size_t n, void *shared_dst) : o_(o), n_(n), own_dst_(!shared_dst)
 	{
 		std::vector<uint8_t> pat(n);
 		for (size_t i = 0; i < n; i++)
 			pat[i] = pattern(i);
 		if (!o.cuda) {
-			if (posix_memalign(&src_, 4096, n) || posix_memalign(&dst_, 4096, n))
+			dst_ = shared_dst;
+			if (posix_memalign(&src_, 4096, n) || (own_dst_ && posix_memalign(&dst_, 4096, n)))
 				throw Error(HMEMREG_ENOMEM, "xfer: cannot allocate buffers");
 			std::memcpy(src_, pat.data(), n);
 			return;
@@ -522,7 +528,8 @@ public:
 	{
 		if (!o_.cuda) {
 			std::free(src_);
-			std::free(dst_);
+			if (own_dst_)
+				std::free(dst_);
 			return;
 		}
 		const cuda::Driver &d = cuda::Driver::get();
@@ -554,6 +561,7 @@ public:
 private:
 	const Options &o_;
 	size_t n_;
+	bool own_dst_;
 	void *src_ = nullptr, *dst_ = nullptr;
 };
 
@@ -602,7 +610,7 @@ CopyLimits copy_limits(const Options &o, const Buffers &b, size_t size, double s
 	return l;
 }
 
-int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
+int run_provider(const Options &o, const std::string &prov, bench::Targets &targets, bench::Printer &pr)
 {
 	Config cfg;
 	cfg.provider = prov;
@@ -643,19 +651,25 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 	// the same loop.
 	struct Setup {
 		Options::NotifyRun mode;
-		std::atomic<size_t> notes{0}; // declared first: outlives the engines' callbacks
-		std::unique_ptr<Engine> a, b;
+		std::unique_ptr<Engine> a;
+		bench::TargetEngine b; // in `targets`
 		PeerId peer = 0;
-		RegionRef src, dst, hs, hd;
+		RegionRef src, hs;
 		Bytes desc, hdesc;
+	};
+	// Target engines go after the writers, before the buffers they hold.
+	struct ClearTargets {
+		bench::Targets &t;
+		~ClearTargets() { t.clear(); }
 	};
 	for (unsigned rails : o.rails) {
 		cfg.rails = rails;
 		cfg.progress_threads = o.threads ? o.threads : rails;
 		size_t maxbuf = o.max_size;
-		Buffers buf(o, maxbuf);
+		Buffers buf(o, maxbuf, targets.shared());
 		// --mem cuda: host buffers too, for the same transfer between host memory.
 		std::vector<uint8_t> hsrc(o.cuda ? maxbuf : 0, 0x5a), hdst(o.cuda ? maxbuf : 0);
+		ClearTargets clear_targets{targets};
 		std::vector<std::unique_ptr<Setup>> setups;
 		for (Options::NotifyRun mode : o.notify)
 		for (size_t iov : o.write_iov) {
@@ -666,30 +680,30 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 			cfg.notify = mode.mode;
 			cfg.imm_data_bytes = mode.imm_bytes;
 			S.a = std::make_unique<Engine>(cfg);
-			S.b = std::make_unique<Engine>(cfg);
-			S.b->on_notify([&S](const Notification &) { S.notes++; });
-			S.peer = S.a->add_peer(S.b->address(), true);
+			std::vector<bench::Targets::Span> regions{{buf.dst(), maxbuf}};
+			if (o.cuda)
+				regions.push_back({hdst.data(), maxbuf});
+			S.b = targets.make(cfg, regions);
+			S.peer = S.a->add_peer(S.b.address, true);
 			if (S.a->caps().imm_key_bytes == 4) {
 				// 4-byte keys: the target assigns the writer's index once it
 				// knows the writer; measure with it.
-				S.b->add_peer(S.a->address());
+				targets.add_peer(S.b.slot, S.a->address());
 				for (int i = 0; i < 5000 && !S.a->immediate_to(S.peer); i++)
 					std::this_thread::sleep_for(std::chrono::milliseconds(1));
 			}
 			S.src = S.a->register_region(buf.src(), maxbuf);
-			S.dst = S.b->register_region(buf.dst(), maxbuf);
-			S.desc = S.b->descriptor(*S.dst);
+			S.desc = S.b.descriptors[0];
 			if (o.cuda) {
 				S.hs = S.a->register_region(hsrc.data(), maxbuf);
-				S.hd = S.b->register_region(hdst.data(), maxbuf);
-				S.hdesc = S.b->descriptor(*S.hd);
+				S.hdesc = S.b.descriptors[1];
 			}
 			if (!o.json)
-				std::printf("\n# xfer %s, %s memory%s, %u rail(s), window %zu, notify %s; reference: %s\n# %s\n",
+				std::printf("\n# xfer %s, %s memory%s, %u rail(s), window %zu, notify %s, target %s; reference: %s\n# %s\n",
 					    prov.c_str(), o.cuda ? "cuda" : "host",
 					    o.cuda ? (" (devices " + std::to_string(o.src_dev) + " -> " +
 						      std::to_string(o.dst_dev) + ")").c_str() : "",
-					    rails, o.window, notify_name(mode),
+					    rails, o.window, notify_name(mode), targets.where(),
 					    ref_what == "iperf3-lo" ? "iperf3 over loopback, one client/server pair per rail at once, 1 MiB writes, 1 s, per row"
 					    : o.cuda ? "the slower of cuMemcpy D2H/H2D from pinned memory, per row"
 						     : ref_what.c_str(),
@@ -697,7 +711,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 			setups.push_back(std::move(st));
 		}
 		pr.section("xfer " + prov);
-		const char *path = setups[0]->src->staged() || setups[0]->dst->staged() ? "staged" : "direct";
+		const char *path = setups[0]->src->staged() || setups[0]->b.staged ? "staged" : "direct";
 		std::vector<uint8_t> pat(maxbuf);
 		for (size_t i = 0; i < maxbuf; i++)
 			pat[i] = pattern(i);
@@ -716,12 +730,12 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 					for (size_t m = 0; m < setups.size(); m++) {
 						Setup &S = *setups[m];
 						Result t = run_writes(*S.a, S.peer, *S.src, S.desc, size, nch, o.seconds, o.window,
-								      S.notes);
+								      *S.b.notes);
 						if (t.iters / t.seconds > r[m].iters / r[m].seconds)
 							r[m] = t;
 						if (o.cuda) {
 							Result h = run_writes(*S.a, S.peer, *S.hs, S.hdesc, size, nch, o.seconds,
-									      o.window, S.notes);
+									      o.window, *S.b.notes);
 							if (h.iters / h.seconds > host[m].iters / host[m].seconds)
 								host[m] = h;
 						}
@@ -755,7 +769,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 						// for byte with where each source chunk must land (the
 						// run waits for the target's notification).
 						buf.clear_dst(size);
-						run_writes(*S.a, S.peer, *S.src, S.desc, size, nch, 10, 1, S.notes, 1);
+						run_writes(*S.a, S.peer, *S.src, S.desc, size, nch, 10, 1, *S.b.notes, 1);
 						std::vector<uint8_t> want(size);
 						for (const Chunk &c : layout(*S.src, size, nch))
 							std::memcpy(want.data() + c.remote_offset, pat.data() + c.local_offset, c.len);
@@ -772,7 +786,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Printer &pr)
 						row.add("bytes", static_cast<unsigned long long>(size));
 					else
 						row.add("bytes", human(size));
-					row.add("chunks", nch).add("rails", static_cast<int>(rails));
+					row.add("chunks", nch).add("rails", static_cast<int>(rails)).add("procs", static_cast<int>(o.procs));
 					row.add("notify", !S.a->immediate_to(S.peer) ? "msg"
 							  : S.a->caps().imm_key_bytes == 4 ? "imm4" : "imm");
 					row.add("iov", S.a->caps().write_iov);
@@ -820,8 +834,9 @@ int usage()
 		     "usage: hmemreg_bench xfer [--json] [--provider P[,P]] [--node ADDR] [--min SIZE] [--max SIZE]\n"
 		     "                          [--chunks N[,N]] [--rails R[,R]] [--window W] [--seconds S] [--repeat N] [--verify]\n"
 		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE] [--write-iov N[,N]] [--more]\n"
-		     "                          [--notify auto|immediate|immediate4|message[,...]] [--threads N]\n"
+		     "                          [--notify auto|immediate|immediate4|message[,...]] [--threads N] [--procs 1|2]\n"
 		     "  --threads: progress threads per engine (default: one per rail);\n"
+		     "  --procs 2: the target engines run in a child process (host memory only);\n"
 		     "  --notify, --write-iov: several values run interleaved (one engine pair each), one row each;\n"
 		     "  sizes go up by 4x from --min (4k) to --max (64m; up to 1g); providers default tcp;ofi_rxm,shm;\n"
 		     "  each row is the best of --repeat runs of --seconds, the reference measured alongside\n");
@@ -886,6 +901,8 @@ int xfer_main(int argc, char **argv)
 			}
 		} else if (a == "--mem" && (v == "host" || v == "cuda"))
 			o.cuda = v == "cuda";
+		else if (a == "--procs" && (v == "1" || v == "2"))
+			o.procs = static_cast<unsigned>(std::atoi(v.c_str()));
 		else if (a == "--devices") {
 			auto d = split(v, ',');
 			o.src_dev = std::atoi(d[0].c_str());
@@ -896,10 +913,17 @@ int xfer_main(int argc, char **argv)
 	}
 	if (o.min_size == 0 || o.max_size < o.min_size)
 		return usage();
+	if (o.procs == 2 && o.cuda) {
+		std::fprintf(stderr, "xfer: --procs 2 moves host memory only (--mem host)\n");
+		return 2;
+	}
 	bench::Printer pr(o.json);
 	try {
+		// Forked before this process opens libfabric.
+		std::unique_ptr<bench::Targets> targets =
+			o.procs == 2 ? bench::Targets::child_process(o.max_size) : bench::Targets::in_process();
 		for (const auto &p : o.providers)
-			run_provider(o, p, pr);
+			run_provider(o, p, *targets, pr);
 	} catch (const Error &e) {
 		std::fprintf(stderr, "xfer: %s\n", e.what());
 		return 1;
