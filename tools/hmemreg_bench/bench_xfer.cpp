@@ -614,9 +614,11 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 {
 	Config cfg;
 	cfg.provider = prov;
+	// Over TCP sockets: tcp;ofi_rxm, and libfabric's native RDM over TCP, net.
+	const bool over_tcp = prov.find("tcp") != std::string::npos || prov.rfind("net", 0) == 0;
 	if (!o.node.empty())
 		cfg.node = o.node;
-	else if (prov.find("tcp") != std::string::npos)
+	else if (over_tcp)
 		cfg.node = "127.0.0.1";
 	if (prov.find("verbs") != std::string::npos && o.node.empty())
 		std::fprintf(stderr, "xfer: verbs: pass --node <address of the RDMA netdev>\n");
@@ -631,7 +633,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 	double fixed_ref = 0;
 	bool per_size_memcpy = false;
 	bool per_size_iperf = false;
-	if (prov.find("tcp") != std::string::npos) {
+	if (over_tcp) {
 		per_size_iperf = true;
 		ref_what = "iperf3-lo";
 	} else if (prov == "shm") {
