@@ -43,11 +43,17 @@ public:
 		auto e = std::make_unique<Engine>(cfg);
 		e->on_notify([c](const engine::Notification &) { c->fetch_add(1, std::memory_order_relaxed); });
 		TargetEngine t{slot, e->address(), {}, c};
+		// Kept only once all are registered: a failure midway drops this
+		// engine's regions (before it) and leaves the others as they were.
+		std::vector<RegionRef> regs;
 		for (const auto &[p, n] : regions) {
-			regions_.push_back(e->register_region(p, n));
-			t.descriptors.push_back(e->descriptor(*regions_.back()));
-			t.staged = t.staged || regions_.back()->staged();
+			regs.push_back(e->register_region(p, n));
+			t.descriptors.push_back(e->descriptor(*regs.back()));
+			t.staged = t.staged || regs.back()->staged();
 		}
+		regions_.reserve(regions_.size() + regs.size());
+		engines_.reserve(engines_.size() + 1);
+		regions_.insert(regions_.end(), regs.begin(), regs.end());
 		engines_.push_back(std::move(e));
 		return t;
 	}
