@@ -926,6 +926,8 @@ int xfer_main(int argc, char **argv)
 			o.procs == 2 ? bench::Targets::child_process(o.max_size) : bench::Targets::in_process();
 		for (const auto &p : o.providers)
 			run_provider(o, p, *targets, pr);
+		if (!targets->finish())
+			return 1;
 	} catch (const Error &e) {
 		std::fprintf(stderr, "xfer: %s\n", e.what());
 		return 1;

@@ -185,9 +185,11 @@ Config get_config(Message &m)
 	return c;
 }
 
-[[noreturn]] void serve(int fd, std::atomic<size_t> *counters, size_t ncounters)
+// The child's whole life: it never returns, so nothing it throws can unwind
+// into the parent's code (which would run the bench a second time here).
+[[noreturn]] void serve(int fd, std::atomic<size_t> *counters, size_t ncounters) noexcept
 {
-	{
+	try {
 		Served s(counters, ncounters);
 		for (;;) {
 			Message req(recv_message(fd));
@@ -225,6 +227,9 @@ Config get_config(Message &m)
 				break;
 			}
 		}
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "xfer: target process: %s\n", e.what());
+		::_exit(1);
 	}
 	::_exit(0);
 }
@@ -249,10 +254,13 @@ public:
 			throw Error(HMEMREG_ESYS, std::string("xfer: socketpair: ") + std::strerror(errno));
 		}
 		std::fflush(nullptr); // the child must not print the parent's buffered rows again
+		const pid_t parent = ::getpid();
 		pid_ = ::fork();
 		if (pid_ == 0) {
 			::close(sv[0]);
-			::prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlive the writer
+			// Never outlive the writer, even one that died before this line.
+			if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || ::getppid() != parent)
+				::_exit(1);
 			serve(sv[1], counters_, kCounters);
 		}
 		::close(sv[1]);
@@ -265,11 +273,25 @@ public:
 	}
 	~ChildProcess() override
 	{
+		finish();
+		unmap(counters_);
+	}
+	bool finish() noexcept override
+	{
+		if (fd_ < 0)
+			return ok_;
 		::close(fd_); // the child sees the end and exits
-		int st;
+		fd_ = -1;
+		int st = 0;
 		while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR)
 			;
-		unmap(counters_);
+		// A target that crashed while tearing its engines down is a failed run.
+		ok_ = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		if (!ok_ && WIFSIGNALED(st))
+			std::fprintf(stderr, "xfer: the target process died of signal %d\n", WTERMSIG(st));
+		else if (!ok_)
+			std::fprintf(stderr, "xfer: the target process exited with %d\n", WEXITSTATUS(st));
+		return ok_;
 	}
 
 	TargetEngine make(const Config &cfg, std::span<const Span> regions) override
@@ -339,6 +361,7 @@ private:
 	std::atomic<size_t> *counters_ = nullptr;
 	pid_t pid_ = -1;
 	int fd_ = -1;
+	bool ok_ = true;
 };
 
 } // namespace
