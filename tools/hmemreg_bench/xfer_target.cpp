@@ -125,6 +125,15 @@ public:
 		at_ += n;
 		return s;
 	}
+	// A count of items of at least `each` bytes that follow, checked against
+	// what is left (a bad count is an error, not a huge allocation).
+	size_t get_count(size_t each)
+	{
+		const uint64_t n = get<uint64_t>();
+		if (n > (b_.size() - at_) / each)
+			throw Error(HMEMREG_EINVAL, "xfer: bad count in a message between bench processes");
+		return static_cast<size_t>(n);
+	}
 	Bytes get_bytes()
 	{
 		std::string s = get_string();
@@ -146,6 +155,10 @@ constexpr size_t kMaxMessage = 1 << 16;
 
 void send_message(int fd, const Message &m)
 {
+	if (m.data().size() > kMaxMessage)
+		throw Error(HMEMREG_EINVAL, "xfer: a message of " + std::to_string(m.data().size()) +
+						    " bytes for the other bench process (at most " +
+						    std::to_string(kMaxMessage) + ")");
 	if (::send(fd, m.data().data(), m.data().size(), MSG_NOSIGNAL) != static_cast<ssize_t>(m.data().size()))
 		throw Error(HMEMREG_ESYS, std::string("xfer: cannot reach the target process: ") + std::strerror(errno));
 }
@@ -155,9 +168,13 @@ std::string recv_message(int fd)
 {
 	std::string b(kMaxMessage, '\0');
 	ssize_t n;
-	do
-		n = ::recv(fd, b.data(), b.size(), 0);
+	do // MSG_TRUNC: the datagram's real length, so a cut one is not parsed
+		n = ::recv(fd, b.data(), b.size(), MSG_TRUNC);
 	while (n < 0 && errno == EINTR);
+	if (n > static_cast<ssize_t>(kMaxMessage))
+		throw Error(HMEMREG_EINVAL, "xfer: a message of " + std::to_string(n) +
+						    " bytes between bench processes (at most " +
+						    std::to_string(kMaxMessage) + ")");
 	b.resize(n > 0 ? static_cast<size_t>(n) : 0);
 	return b;
 }
@@ -200,7 +217,8 @@ Config get_config(Message &m)
 				const char op = req.get<char>();
 				if (op == 'M') {
 					Config cfg = get_config(req);
-					std::vector<Targets::Span> regions(req.get<uint64_t>());
+					const size_t nregions = req.get_count(sizeof(uintptr_t) + sizeof(uint64_t));
+					std::vector<Targets::Span> regions(nregions);
 					for (auto &r : regions)
 						r = {reinterpret_cast<void *>(req.get<uintptr_t>()), req.get<uint64_t>()};
 					TargetEngine t = s.make(cfg, regions);
