@@ -355,6 +355,9 @@ public:
 
 private:
 	static constexpr size_t kCounters = 256;
+	// The counters are shared by two processes: only a lock-free atomic
+	// lives wholly in its bytes (no lock of one process's own).
+	static_assert(std::atomic<size_t>::is_always_lock_free);
 
 	Message call(const Message &m)
 	{
