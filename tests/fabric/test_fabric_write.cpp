@@ -165,11 +165,11 @@ PROVIDER_TEST(write, contiguous_chunks_join)
 	ca.write_iov = 1; // one write per joined run: the count says what joined
 	Pair p(ca, loopback(prov));
 	const size_t page = 4096, npages = 256, total = page * npages;
-	Buffer src(total), src2(page), dst(total + page);
+	Buffer src(total), src2(6 * page), dst(total + page);
 	fill(src.data(), total, 3);
-	fill(src2.data(), page, 9);
+	fill(src2.data(), src2.len, 9);
 	auto rs = p.a.register_region(src.data(), total);
-	auto rs2 = p.a.register_region(src2.data(), page);
+	auto rs2 = p.a.register_region(src2.data(), src2.len);
 	auto rd = p.b.register_region(dst.data(), dst.len);
 	auto desc = p.b.descriptor(*rd);
 	const size_t mw = p.a.caps().max_write;
@@ -186,26 +186,29 @@ PROVIDER_TEST(write, contiguous_chunks_join)
 	cr_assert_eq(p.in_b.notes[0].chunks, npages);
 	cr_assert(check_bytes(dst.data(), 3, total), "joined pages landed wrong");
 
-	// Four runs: pages 0-1; page 2 one page further at the target; page 3
-	// from the other region; page 4 right after page 2 locally but before it
-	// at the target.
+	// Five runs, each break alone: pages 0-1 join; page 3 continues them at
+	// the target only; page 4 continues page 3 locally only; the other
+	// region's page at the same offsets continues page 4 on both sides but
+	// is another region; page 2 fills the hole at the target.
 	std::memset(dst.data(), 0, dst.len);
 	std::vector<Chunk> broken{{rs.get(), 0, page, 0},
 				  {rs.get(), page, page, page},
-				  {rs.get(), 2 * page, page, 3 * page},
-				  {rs2.get(), 0, page, 4 * page},
-				  {rs.get(), 3 * page, page, 2 * page}};
+				  {rs.get(), 3 * page, page, 2 * page},
+				  {rs.get(), 4 * page, page, 4 * page},
+				  {rs2.get(), 5 * page, page, 5 * page},
+				  {rs.get(), 2 * page, page, 3 * page}};
 	before = writes_posted(p.a);
 	t = p.a.write(p.b_at_a, broken, desc, 2);
 	cr_assert(p.a.wait(*t, 60s) && t->status() == 0, "%s", t->error().c_str());
-	cr_assert_eq(writes_posted(p.a) - before, 4u, "%llu writes for four runs",
+	cr_assert_eq(writes_posted(p.a) - before, 5u, "%llu writes for five runs",
 		     (unsigned long long)(writes_posted(p.a) - before));
 	cr_assert(eventually([&] { return p.in_b.nnotes.load() == 2; }));
 	cr_assert_eq(p.in_b.notes[1].chunks, broken.size());
 	cr_assert(check_bytes(dst.data(), 3, 2 * page), "pages 0-1");
 	cr_assert(check_bytes(dst.data() + 2 * page, 3, page, 3 * page), "page 3 of the source at 2 pages");
 	cr_assert(check_bytes(dst.data() + 3 * page, 3, page, 2 * page), "page 2 of the source at 3 pages");
-	cr_assert(check_bytes(dst.data() + 4 * page, 9, page), "the other region's page");
+	cr_assert(check_bytes(dst.data() + 4 * page, 3, page, 4 * page), "page 4");
+	cr_assert(check_bytes(dst.data() + 5 * page, 9, page, 5 * page), "the other region's page");
 }
 
 PROVIDER_TEST(write, scattered_large_chunks)

@@ -3,7 +3,7 @@
 // process or (--procs 2) with the target engine in a child process (each
 // with one progress thread per rail unless --threads says otherwise), next
 // to a reference measured in the same run: iperf3 over
-// loopback for tcp, memcpy for shm (with R rails: R iperf3 pairs, R memcpy
+// loopback for tcp and net, memcpy for shm (with R rails: R iperf3 pairs, R memcpy
 // threads, so a rail is compared with one stream or one copying core),
 // perftest's ib_write_bw on the same device for verbs (e.g. Soft-RoCE in
 // the VM).
@@ -20,7 +20,7 @@
 //
 // Columns follow fabtests (bytes iters total time MB/sec usec/xfer
 // Mxfers/sec; MB = 10^6 B), plus chunks, rails, Gbps, the reference and the
-// percentage of it. For tcp and shm a second figure, the ceiling, is what
+// percentage of it. For tcp, net and shm a second figure, the ceiling, is what
 // the provider's own data path moves at the same size and footprint without
 // libfabric or the engine: a loopback TCP stream of size-byte buffers (iperf3
 // stops at 1 MiB buffers, which stay in cache), and process_vm_writev of
@@ -926,6 +926,8 @@ int xfer_main(int argc, char **argv)
 			o.procs == 2 ? bench::Targets::child_process(o.max_size) : bench::Targets::in_process();
 		for (const auto &p : o.providers)
 			run_provider(o, p, *targets, pr);
+		if (!targets->finish())
+			return 1;
 	} catch (const Error &e) {
 		std::fprintf(stderr, "xfer: %s\n", e.what());
 		return 1;
@@ -935,4 +937,4 @@ int xfer_main(int argc, char **argv)
 
 } // namespace
 
-HMEMREG_BENCH("xfer", xfer_main, "transfer engine bandwidth vs iperf3 (tcp), memcpy (shm), ib_write_bw (verbs)");
+HMEMREG_BENCH("xfer", xfer_main, "transfer engine bandwidth vs iperf3 (tcp, net), memcpy (shm), ib_write_bw (verbs)");

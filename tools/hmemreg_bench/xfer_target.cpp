@@ -43,11 +43,17 @@ public:
 		auto e = std::make_unique<Engine>(cfg);
 		e->on_notify([c](const engine::Notification &) { c->fetch_add(1, std::memory_order_relaxed); });
 		TargetEngine t{slot, e->address(), {}, c};
+		// Kept only once all are registered: a failure midway drops this
+		// engine's regions (before it) and leaves the others as they were.
+		std::vector<RegionRef> regs;
 		for (const auto &[p, n] : regions) {
-			regions_.push_back(e->register_region(p, n));
-			t.descriptors.push_back(e->descriptor(*regions_.back()));
-			t.staged = t.staged || regions_.back()->staged();
+			regs.push_back(e->register_region(p, n));
+			t.descriptors.push_back(e->descriptor(*regs.back()));
+			t.staged = t.staged || regs.back()->staged();
 		}
+		regions_.reserve(regions_.size() + regs.size());
+		engines_.reserve(engines_.size() + 1);
+		regions_.insert(regions_.end(), regs.begin(), regs.end());
 		engines_.push_back(std::move(e));
 		return t;
 	}
@@ -119,6 +125,15 @@ public:
 		at_ += n;
 		return s;
 	}
+	// A count of items of at least `each` bytes that follow, checked against
+	// what is left (a bad count is an error, not a huge allocation).
+	size_t get_count(size_t each)
+	{
+		const uint64_t n = get<uint64_t>();
+		if (n > (b_.size() - at_) / each)
+			throw Error(HMEMREG_EINVAL, "xfer: bad count in a message between bench processes");
+		return static_cast<size_t>(n);
+	}
 	Bytes get_bytes()
 	{
 		std::string s = get_string();
@@ -140,6 +155,10 @@ constexpr size_t kMaxMessage = 1 << 16;
 
 void send_message(int fd, const Message &m)
 {
+	if (m.data().size() > kMaxMessage)
+		throw Error(HMEMREG_EINVAL, "xfer: a message of " + std::to_string(m.data().size()) +
+						    " bytes for the other bench process (at most " +
+						    std::to_string(kMaxMessage) + ")");
 	if (::send(fd, m.data().data(), m.data().size(), MSG_NOSIGNAL) != static_cast<ssize_t>(m.data().size()))
 		throw Error(HMEMREG_ESYS, std::string("xfer: cannot reach the target process: ") + std::strerror(errno));
 }
@@ -149,9 +168,13 @@ std::string recv_message(int fd)
 {
 	std::string b(kMaxMessage, '\0');
 	ssize_t n;
-	do
-		n = ::recv(fd, b.data(), b.size(), 0);
+	do // MSG_TRUNC: the datagram's real length, so a cut one is not parsed
+		n = ::recv(fd, b.data(), b.size(), MSG_TRUNC);
 	while (n < 0 && errno == EINTR);
+	if (n > static_cast<ssize_t>(kMaxMessage))
+		throw Error(HMEMREG_EINVAL, "xfer: a message of " + std::to_string(n) +
+						    " bytes between bench processes (at most " +
+						    std::to_string(kMaxMessage) + ")");
 	b.resize(n > 0 ? static_cast<size_t>(n) : 0);
 	return b;
 }
@@ -179,9 +202,11 @@ Config get_config(Message &m)
 	return c;
 }
 
-[[noreturn]] void serve(int fd, std::atomic<size_t> *counters, size_t ncounters)
+// The child's whole life: it never returns, so nothing it throws can unwind
+// into the parent's code (which would run the bench a second time here).
+[[noreturn]] void serve(int fd, std::atomic<size_t> *counters, size_t ncounters) noexcept
 {
-	{
+	try {
 		Served s(counters, ncounters);
 		for (;;) {
 			Message req(recv_message(fd));
@@ -192,7 +217,8 @@ Config get_config(Message &m)
 				const char op = req.get<char>();
 				if (op == 'M') {
 					Config cfg = get_config(req);
-					std::vector<Targets::Span> regions(req.get<uint64_t>());
+					const size_t nregions = req.get_count(sizeof(uintptr_t) + sizeof(uint64_t));
+					std::vector<Targets::Span> regions(nregions);
 					for (auto &r : regions)
 						r = {reinterpret_cast<void *>(req.get<uintptr_t>()), req.get<uint64_t>()};
 					TargetEngine t = s.make(cfg, regions);
@@ -219,6 +245,9 @@ Config get_config(Message &m)
 				break;
 			}
 		}
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "xfer: target process: %s\n", e.what());
+		::_exit(1);
 	}
 	::_exit(0);
 }
@@ -243,10 +272,13 @@ public:
 			throw Error(HMEMREG_ESYS, std::string("xfer: socketpair: ") + std::strerror(errno));
 		}
 		std::fflush(nullptr); // the child must not print the parent's buffered rows again
+		const pid_t parent = ::getpid();
 		pid_ = ::fork();
 		if (pid_ == 0) {
 			::close(sv[0]);
-			::prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlive the writer
+			// Never outlive the writer, even one that died before this line.
+			if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || ::getppid() != parent)
+				::_exit(1);
 			serve(sv[1], counters_, kCounters);
 		}
 		::close(sv[1]);
@@ -259,11 +291,25 @@ public:
 	}
 	~ChildProcess() override
 	{
+		finish();
+		unmap(counters_);
+	}
+	bool finish() noexcept override
+	{
+		if (fd_ < 0)
+			return ok_;
 		::close(fd_); // the child sees the end and exits
-		int st;
+		fd_ = -1;
+		int st = 0;
 		while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR)
 			;
-		unmap(counters_);
+		// A target that crashed while tearing its engines down is a failed run.
+		ok_ = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		if (!ok_ && WIFSIGNALED(st))
+			std::fprintf(stderr, "xfer: the target process died of signal %d\n", WTERMSIG(st));
+		else if (!ok_)
+			std::fprintf(stderr, "xfer: the target process exited with %d\n", WEXITSTATUS(st));
+		return ok_;
 	}
 
 	TargetEngine make(const Config &cfg, std::span<const Span> regions) override
@@ -309,6 +355,9 @@ public:
 
 private:
 	static constexpr size_t kCounters = 256;
+	// The counters are shared by two processes: only a lock-free atomic
+	// lives wholly in its bytes (no lock of one process's own).
+	static_assert(std::atomic<size_t>::is_always_lock_free);
 
 	Message call(const Message &m)
 	{
@@ -333,6 +382,7 @@ private:
 	std::atomic<size_t> *counters_ = nullptr;
 	pid_t pid_ = -1;
 	int fd_ = -1;
+	bool ok_ = true;
 };
 
 } // namespace

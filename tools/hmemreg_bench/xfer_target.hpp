@@ -39,6 +39,9 @@ public:
 	virtual void add_peer(unsigned slot, const engine::Bytes &writer) = 0;
 	// Drops every target engine and its regions; never throws.
 	virtual void clear() noexcept = 0;
+	// Ends the targets (the child process drops its engines and exits);
+	// false when they did not end cleanly. Idempotent; the destructor calls it too.
+	virtual bool finish() noexcept { return true; }
 	// The shared target memory (child process), or nullptr.
 	virtual void *shared() const { return nullptr; }
 	virtual const char *where() const = 0;
