@@ -3,7 +3,8 @@
 # loopback (writes, immediate notification with 8- and 4-byte keys, control
 # messages, peers, queue pressure, bad input, C API,
 # a peer process killed mid-transfer), then two network namespaces joined by a
-# veth pair (needs root and ip netns; skipped otherwise, with the reason).
+# veth pair: the netns suite, and hmemreg_bench xfer's server and client
+# (needs root and ip netns; skipped otherwise, with the reason).
 set -u
 . "$(dirname "$0")/../lib.sh"
 b="$HMEMREG_BUILD/tests/fabric"
@@ -33,4 +34,33 @@ ip netns add "$nsa" && ip netns add "$nsb" &&
 echo "---- test_fabric_netns ($nsa 10.213.0.1 <-> $nsb 10.213.0.2 over veth)"
 HMEMREG_NETNS_PEER=$nsb HMEMREG_NETNS_ADDR=10.213.0.1 HMEMREG_NETNS_PEER_ADDR=10.213.0.2 \
 	ip netns exec "$nsa" "$b/test_fabric_netns" --jobs 1 || bad=1
+
+# The benchmark the way two hosts run it: a bench server in one namespace, a
+# client in the other, engines on the veth addresses, iperf3 across the veth
+# as the reference, every row verified by the server.
+echo "---- hmemreg_bench xfer --serve ($nsb) / --connect ($nsa)"
+bench=$HMEMREG_BUILD/tools/hmemreg_bench
+log=$(mktemp)
+ip netns exec "$nsb" "$bench" xfer --serve 10.213.0.2:7470 --node 10.213.0.2 >"$log" 2>&1 &
+server=$!
+out="" rc=1
+for _ in $(seq 50); do # until it listens
+	out=$(ip netns exec "$nsa" "$bench" xfer --connect 10.213.0.2:7470 --node 10.213.0.1 --provider 'tcp;ofi_rxm' \
+		--json --min 64k --max 1m --chunks 1,16 --repeat 1 --seconds 0.1 --verify 2>&1)
+	rc=$?
+	[ $rc = 0 ] && break
+	grep -q "cannot connect" <<<"$out" || break
+	sleep 0.1
+done
+rows=$(grep '^{"bench": "xfer"' <<<"$out" | grep '"target": "remote"' | grep '"verified": "yes"' |
+	grep '"ref": "iperf3"' | grep -vc '"ref_gbps": 0.00,')
+if [ $rc != 0 ] || [ "$rows" != 6 ]; then
+	echo "FAIL: exit $rc, $rows of 6 rows verified against iperf3 across the veth"
+	echo "$out" | tail -10
+	bad=1
+else
+	echo "ok   6 rows verified across the veth"
+fi
+wait $server || { echo "FAIL: the bench server exited with $?"; cat "$log"; bad=1; }
+rm -f "$log"
 exit $bad

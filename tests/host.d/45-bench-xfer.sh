@@ -1,29 +1,53 @@
 #!/bin/bash
 # hmemreg_bench xfer end to end, briefly (figures come from longer runs, not
-# from here): both providers, target in this process and in a child process,
+# from here): both providers, the target in this process, in a child process,
+# and in a bench server (--serve) that a client reaches over TCP (--connect);
 # every row verified byte for byte, with its fields and a measured reference.
+# tests/host.d/40-fabric.sh runs a server and a client in two network
+# namespaces.
 set -u
 . "$(dirname "$0")/../lib.sh"
 bench=$HMEMREG_BUILD/tools/hmemreg_bench
 [ -x "$bench" ] || { echo "missing $bench (run make)"; exit 1; }
 command -v iperf3 >/dev/null || { echo "iperf3 missing (make deps): it is tcp's reference"; exit 1; }
 bad=0
-for procs in 1 2; do
-	out=$("$bench" xfer --json --procs $procs --min 64k --max 256k --chunks 1,16 --repeat 1 --seconds 0.05 \
-		--verify 2>&1)
-	rc=$?
-	rows=$(grep -c '^{"bench": "xfer"' <<<"$out")
-	good=$(grep '^{"bench": "xfer"' <<<"$out" | grep '"verified": "yes"' | grep "\"procs\": $procs," |
+args=(--json --min 64k --max 256k --chunks 1,16 --repeat 1 --seconds 0.05 --verify)
+
+# check NAME TARGET OUT RC: 2 providers x 2 sizes x 2 chunk counts, all whole.
+check() {
+	local rows good
+	rows=$(grep -c '^{"bench": "xfer"' <<<"$3")
+	good=$(grep '^{"bench": "xfer"' <<<"$3" | grep '"verified": "yes"' | grep "\"target\": \"$2\"," |
 		grep -v '"gbps": 0.00,' | grep -v '"ref_gbps": 0.00,' | grep -c '"pct_ref": ')
-	# 2 providers x 2 sizes x 2 chunk counts
-	if [ $rc != 0 ] || [ "$rows" != 8 ] || [ "$good" != 8 ]; then
-		echo "FAIL xfer --procs $procs: exit $rc, $rows rows, $good complete"
-		echo "$out" | tail -20
+	if [ "$4" != 0 ] || [ "$rows" != 8 ] || [ "$good" != 8 ]; then
+		echo "FAIL xfer $1: exit $4, $rows rows, $good complete"
+		echo "$3" | tail -20
 		bad=1
 	else
-		echo "ok   xfer --procs $procs: $rows rows verified"
+		echo "ok   xfer $1: $rows rows verified"
 	fi
+}
+
+for procs in 1 2; do
+	out=$("$bench" xfer --procs $procs "${args[@]}" 2>&1)
+	check "--procs $procs" "$([ $procs = 1 ] && echo in-process || echo child)" "$out" $?
 done
+
+port=$((20000 + $$ % 20000))
+"$bench" xfer --serve 127.0.0.1:$port >/tmp/hmemreg-serve-$$.log 2>&1 &
+server=$!
+out="" rc=1
+for _ in $(seq 50); do # until it listens
+	out=$("$bench" xfer --connect 127.0.0.1:$port "${args[@]}" 2>&1)
+	rc=$?
+	[ $rc = 0 ] && break
+	grep -q "cannot connect" <<<"$out" || break
+	sleep 0.1
+done
+check "--serve/--connect" remote "$out" $rc
+wait $server || { echo "FAIL the bench server exited with $?"; cat /tmp/hmemreg-serve-$$.log; bad=1; }
+rm -f /tmp/hmemreg-serve-$$.log
+
 # Bad input: a clear message and a non-zero exit.
 if "$bench" xfer --procs 2 --mem cuda 2>/dev/null; then
 	echo "FAIL xfer --procs 2 --mem cuda was accepted"
@@ -31,6 +55,10 @@ if "$bench" xfer --procs 2 --mem cuda 2>/dev/null; then
 fi
 if ! "$bench" xfer --procs 3 2>&1 | grep -q usage; then
 	echo "FAIL xfer --procs 3 did not print the usage"
+	bad=1
+fi
+if ! "$bench" xfer --connect 127.0.0.1:1 2>&1 | grep -q "cannot connect to 127.0.0.1:1"; then
+	echo "FAIL xfer --connect to a closed port did not say so"
 	bad=1
 fi
 exit $bad

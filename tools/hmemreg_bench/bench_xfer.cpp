@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // hmemreg_bench xfer: bandwidth of engine writes between two engines, in one
-// process or (--procs 2) with the target engine in a child process (each
+// process, with the target engine in a child process (--procs 2), or in a
+// bench server on another host (--serve there, --connect here; each engine
 // with one progress thread per rail unless --threads says otherwise), next
 // to a reference measured in the same run: iperf3 over
 // loopback for tcp and net, memcpy for shm (with R rails: R iperf3 pairs, R memcpy
@@ -32,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -75,7 +77,9 @@ struct Options {
 	unsigned threads = 0; // progress threads per engine; 0: one per rail
 	std::vector<size_t> write_iov{0}; // chunks per write; 0: the engine's default
 	bool more = false;
-	unsigned procs = 1; // 2: the target engines live in a child process
+	unsigned procs = 1;   // 2: the target engines live in a child process
+	std::string connect;  // HOST:PORT of a bench server holding the target engines
+	std::string serve;    // [HOST]:PORT: be that server
 	// Target notification modes, each its own engine pair, run interleaved.
 	struct NotifyRun {
 		Config::Notify mode;
@@ -89,11 +93,6 @@ const char *notify_name(Options::NotifyRun n)
 	if (n.imm_bytes == 4)
 		return "immediate4";
 	return n.mode == Config::Notify::Immediate ? "immediate" : n.mode == Config::Notify::Message ? "message" : "auto";
-}
-
-uint8_t pattern(size_t i)
-{
-	return static_cast<uint8_t>(i * 131 + 7 + (i >> 12));
 }
 
 std::vector<std::string> split(const std::string &s, char sep)
@@ -168,16 +167,23 @@ double iperf3_receiver_gbps(const std::string &out)
 	return g;
 }
 
-// iperf3 over loopback, 1 MiB writes, 1 s: Gbps summed over `streams`
+// iperf3 over loopback, or to a remote bench server's host (its servers
+// started there), 1 MiB writes, 1 s: Gbps summed over `streams`
 // server/client pairs running at once (one per rail: a tcp rail is one
 // connection with its own progress thread, and iperf3 before 3.16 runs all
 // of -P's streams on one thread), 0 when unavailable.
-double iperf3_gbps(std::string &what, unsigned streams)
+double iperf3_gbps(std::string &what, unsigned streams, bench::Targets &targets)
 {
 	const int port0 = 5201 + static_cast<int>(getpid() % 2000) * 8;
 	std::fflush(stdout);
+	std::string host = "127.0.0.1";
+	unsigned remote_servers = 0;
+	if (targets.remote_buffers()) {
+		host = targets.start_iperf3(port0, streams);
+		remote_servers = streams;
+	}
 	std::vector<pid_t> servers;
-	for (unsigned i = 0; i < streams; i++) {
+	for (unsigned i = 0; i < streams && !remote_servers; i++) {
 		pid_t srv = fork();
 		if (srv == 0) {
 			std::string p = std::to_string(port0 + static_cast<int>(i));
@@ -189,15 +195,15 @@ double iperf3_gbps(std::string &what, unsigned streams)
 		if (srv > 0)
 			servers.push_back(srv);
 	}
-	std::vector<double> g(servers.size(), 0);
+	std::vector<double> g(remote_servers ? remote_servers : servers.size(), 0);
 	std::vector<std::thread> clients;
-	for (size_t i = 0; i < servers.size(); i++)
+	for (size_t i = 0; i < g.size(); i++)
 		clients.emplace_back([&, i] {
 			// The server may take a while to listen on a busy machine: retry.
 			std::string out;
 			for (int attempt = 0; attempt < 20 && out.find("receiver") == std::string::npos; attempt++) {
 				std::this_thread::sleep_for(std::chrono::milliseconds(100));
-				out = capture("iperf3 -c 127.0.0.1 -p " + std::to_string(port0 + static_cast<int>(i)) +
+				out = capture("iperf3 -c " + host + " -p " + std::to_string(port0 + static_cast<int>(i)) +
 					      " -t 1 -l 1M -f g 2>/dev/null");
 			}
 			g[i] = iperf3_receiver_gbps(out);
@@ -209,7 +215,7 @@ double iperf3_gbps(std::string &what, unsigned streams)
 		int st;
 		waitpid(srv, &st, 0);
 	}
-	what = "iperf3-lo";
+	what = remote_servers ? "iperf3" : "iperf3-lo";
 	double sum = 0;
 	for (double x : g) {
 		if (x <= 0)
@@ -419,11 +425,8 @@ struct Result {
 std::vector<Chunk> layout(const Region &src, size_t size, size_t nchunks)
 {
 	std::vector<Chunk> chunks;
-	size_t per = size / nchunks;
-	for (size_t k = 0; k < nchunks; k++) {
-		size_t len = k + 1 == nchunks ? size - per * k : per;
-		chunks.push_back({&src, per * k, len, nchunks == 1 ? 0 : size - per * k - len});
-	}
+	for (const bench::Placement &p : bench::placements(size, nchunks))
+		chunks.push_back({&src, p.local, p.len, p.remote});
 	return chunks;
 }
 
@@ -431,9 +434,9 @@ std::vector<Chunk> layout(const Region &src, size_t size, size_t nchunks)
 // target's on_notify): the writer's completion alone means its buffers are
 // free again, which with immediate notification comes before the data lands.
 Result run_writes(Engine &a, PeerId peer, const Region &src, const Bytes &desc, size_t size, size_t nchunks,
-		  double seconds, size_t window, const std::atomic<size_t> &notes, size_t max_iters = SIZE_MAX)
+		  double seconds, size_t window, const std::function<size_t()> &notes, size_t max_iters = SIZE_MAX)
 {
-	const size_t notes0 = notes.load();
+	const size_t notes0 = notes();
 	std::vector<Chunk> chunks = layout(src, size, nchunks);
 	std::atomic<size_t> posted{0}, done{0};
 	std::atomic<bool> stop{false};
@@ -464,13 +467,13 @@ Result run_writes(Engine &a, PeerId peer, const Region &src, const Bytes &desc, 
 	while (done.load() < posted.load() && !failed.load())
 		std::this_thread::sleep_for(std::chrono::microseconds(20));
 	auto give_up = Clock::now() + std::chrono::seconds(30);
-	while (notes.load() - notes0 < done.load() && !failed.load() && Clock::now() < give_up)
+	while (notes() - notes0 < done.load() && !failed.load() && Clock::now() < give_up)
 		std::this_thread::sleep_for(std::chrono::microseconds(20));
 	double el = std::chrono::duration<double>(Clock::now() - t0).count();
 	if (failed.load())
 		throw Error(HMEMREG_EFABRIC, "xfer: a transfer failed");
-	if (notes.load() - notes0 < done.load())
-		throw Error(HMEMREG_EFABRIC, "xfer: " + std::to_string(done.load() - (notes.load() - notes0)) +
+	if (const size_t seen = notes() - notes0; seen < done.load())
+		throw Error(HMEMREG_EFABRIC, "xfer: " + std::to_string(done.load() - seen) +
 						     " completed transfers were never notified at the target");
 	return {done.load(), el};
 }
@@ -506,7 +509,7 @@ public:
 	{
 		std::vector<uint8_t> pat(n);
 		for (size_t i = 0; i < n; i++)
-			pat[i] = pattern(i);
+			pat[i] = bench::pattern(i);
 		if (!o.cuda) {
 			dst_ = shared_dst;
 			if (posix_memalign(&src_, 4096, n) || (own_dst_ && posix_memalign(&dst_, 4096, n)))
@@ -622,6 +625,8 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 		cfg.node = "127.0.0.1";
 	if (prov.find("verbs") != std::string::npos && o.node.empty())
 		std::fprintf(stderr, "xfer: verbs: pass --node <address of the RDMA netdev>\n");
+	if (targets.remote_buffers() && o.node.empty() && over_tcp)
+		std::fprintf(stderr, "xfer: --connect: the engines here use 127.0.0.1 unless --node names this host's address\n");
 	// The engine's idle spinning (20000 empty turns, then short sleeps) never
 	// sleeps while transfers run, and it leaves the CPUs to the reference,
 	// measured between runs: forever-spinning progress threads starved
@@ -629,17 +634,20 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 	cfg.max_write = o.max_write;
 	cfg.post_more = o.more;
 
+	// A bench server elsewhere: iperf3 goes there too; the loopback stream
+	// ceiling and ib_write_bw (both sides here) do not apply.
+	const bool remote = targets.remote_buffers();
 	std::string ref_what;
 	double fixed_ref = 0;
 	bool per_size_memcpy = false;
 	bool per_size_iperf = false;
 	if (over_tcp) {
 		per_size_iperf = true;
-		ref_what = "iperf3-lo";
+		ref_what = remote ? "iperf3" : "iperf3-lo";
 	} else if (prov == "shm") {
 		per_size_memcpy = true;
 		ref_what = "memcpy";
-	} else if (prov.find("verbs") != std::string::npos) {
+	} else if (prov.find("verbs") != std::string::npos && !remote) {
 		ref_what = "ib_write_bw";
 	} else {
 		ref_what = "none";
@@ -714,9 +722,6 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 		}
 		pr.section("xfer " + prov);
 		const char *path = setups[0]->src->staged() || setups[0]->b.staged ? "staged" : "direct";
-		std::vector<uint8_t> pat(maxbuf);
-		for (size_t i = 0; i < maxbuf; i++)
-			pat[i] = pattern(i);
 
 		for (size_t size = o.min_size; size <= o.max_size; size *= 4) {
 			for (size_t nch : o.chunks) {
@@ -732,12 +737,12 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 					for (size_t m = 0; m < setups.size(); m++) {
 						Setup &S = *setups[m];
 						Result t = run_writes(*S.a, S.peer, *S.src, S.desc, size, nch, o.seconds, o.window,
-								      *S.b.notes);
+								      S.b.notes);
 						if (t.iters / t.seconds > r[m].iters / r[m].seconds)
 							r[m] = t;
 						if (o.cuda) {
 							Result h = run_writes(*S.a, S.peer, *S.hs, S.hdesc, size, nch, o.seconds,
-									      o.window, *S.b.notes);
+									      o.window, S.b.notes);
 							if (h.iters / h.seconds > host[m].iters / host[m].seconds)
 								host[m] = h;
 						}
@@ -749,9 +754,10 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 							       ib_write_bw_gbps(setups[0]->a->caps().rail_domains[0], size));
 					if (per_size_iperf) {
 						std::string w;
-						ref = std::max(k ? ref : 0.0, iperf3_gbps(w, rails));
-						ceiling = std::max(ceiling, concurrent_gbps(size, o.seconds / 2, rails,
-										      tcp_stream));
+						ref = std::max(k ? ref : 0.0, iperf3_gbps(w, rails, targets));
+						if (!remote)
+							ceiling = std::max(ceiling, concurrent_gbps(size, o.seconds / 2, rails,
+												      tcp_stream));
 					}
 					if (per_size_memcpy)
 						ceiling = std::max(ceiling, concurrent_gbps(size, o.seconds / 2, rails,
@@ -769,15 +775,20 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 					if (o.verify) {
 						// One more transfer into a cleared target, compared byte
 						// for byte with where each source chunk must land (the
-						// run waits for the target's notification).
-						buf.clear_dst(size);
-						run_writes(*S.a, S.peer, *S.src, S.desc, size, nch, 10, 1, *S.b.notes, 1);
-						std::vector<uint8_t> want(size);
-						for (const Chunk &c : layout(*S.src, size, nch))
-							std::memcpy(want.data() + c.remote_offset, pat.data() + c.local_offset, c.len);
-						if (buf.read_dst(size) != want)
+						// run waits for the target's notification); a remote
+						// target compares its own bytes.
+						std::string why;
+						if (remote)
+							targets.zero(S.b.slot, 0, size);
+						else
+							buf.clear_dst(size);
+						run_writes(*S.a, S.peer, *S.src, S.desc, size, nch, 10, 1, S.b.notes, 1);
+						const bool same = remote ? targets.verify(S.b.slot, 0, size, nch, why)
+									 : buf.read_dst(size) == bench::expected_target(size, nch);
+						if (!same)
 							throw Error(HMEMREG_EFABRIC, "xfer: verification failed at " + human(size) +
-											     " (notify " + notify_name(S.mode) + ")");
+											     " (notify " + notify_name(S.mode) + ")" +
+											     (why.empty() ? "" : ": " + why));
 					}
 					double bytes = static_cast<double>(size) * r[m].iters;
 					double gbps = bytes * 8 / r[m].seconds / 1e9;
@@ -788,7 +799,8 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 						row.add("bytes", static_cast<unsigned long long>(size));
 					else
 						row.add("bytes", human(size));
-					row.add("chunks", nch).add("rails", static_cast<int>(rails)).add("procs", static_cast<int>(o.procs));
+					row.add("chunks", nch).add("rails", static_cast<int>(rails))
+						.add("target", !o.connect.empty() ? "remote" : o.procs == 2 ? "child" : "in-process");
 					row.add("notify", !S.a->immediate_to(S.peer) ? "msg"
 							  : S.a->caps().imm_key_bytes == 4 ? "imm4" : "imm");
 					row.add("iov", S.a->caps().write_iov);
@@ -807,7 +819,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 								: ref_what);
 					row.add("ref_gbps", ref, 2);
 					row.add("pct_ref", ref > 0 ? 100.0 * gbps / ref : 0.0, 1);
-					if (per_size_iperf || per_size_memcpy) {
+					if ((per_size_iperf && !remote) || per_size_memcpy) {
 						row.add("ceiling", per_size_iperf ? "tcp-stream" : "cma");
 						row.add("ceiling_gbps", ceiling, 2);
 						row.add("pct_ceiling", ceiling > 0 ? 100.0 * gbps / ceiling : 0.0, 1);
@@ -836,9 +848,14 @@ int usage()
 		     "usage: hmemreg_bench xfer [--json] [--provider P[,P]] [--node ADDR] [--min SIZE] [--max SIZE]\n"
 		     "                          [--chunks N[,N]] [--rails R[,R]] [--window W] [--seconds S] [--repeat N] [--verify]\n"
 		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE] [--write-iov N[,N]] [--more]\n"
-		     "                          [--notify auto|immediate|immediate4|message[,...]] [--threads N] [--procs 1|2]\n"
+		     "                          [--notify auto|immediate|immediate4|message[,...]] [--threads N]\n"
+		     "                          [--procs 1|2 | --connect HOST:PORT]\n"
+		     "       hmemreg_bench xfer --serve [HOST]:PORT [--node ADDR]\n"
 		     "  --threads: progress threads per engine (default: one per rail);\n"
 		     "  --procs 2: the target engines run in a child process (host memory only);\n"
+		     "  --serve: be the target side for one --connect client, on another host or this one: it\n"
+		     "  sends the configuration, the server makes the engines (fabric address --node) and\n"
+		     "  buffers, verifies what landed, and starts iperf3 servers for the tcp reference;\n"
 		     "  --notify, --write-iov: several values run interleaved (one engine pair each), one row each;\n"
 		     "  sizes go up by 4x from --min (4k) to --max (64m; up to 1g); providers default tcp;ofi_rxm,shm;\n"
 		     "  each row is the best of --repeat runs of --seconds, the reference measured alongside\n");
@@ -905,6 +922,10 @@ int xfer_main(int argc, char **argv)
 			o.cuda = v == "cuda";
 		else if (a == "--procs" && (v == "1" || v == "2"))
 			o.procs = static_cast<unsigned>(std::atoi(v.c_str()));
+		else if (a == "--connect")
+			o.connect = v;
+		else if (a == "--serve")
+			o.serve = v;
 		else if (a == "--devices") {
 			auto d = split(v, ',');
 			o.src_dev = std::atoi(d[0].c_str());
@@ -915,21 +936,30 @@ int xfer_main(int argc, char **argv)
 	}
 	if (o.min_size == 0 || o.max_size < o.min_size)
 		return usage();
-	if (o.procs == 2 && o.cuda) {
-		std::fprintf(stderr, "xfer: --procs 2 moves host memory only (--mem host)\n");
+	if ((o.procs == 2 || !o.connect.empty() || !o.serve.empty()) && o.cuda) {
+		std::fprintf(stderr, "xfer: --procs 2, --connect and --serve move host memory only (--mem host)\n");
+		return 2;
+	}
+	if (!o.connect.empty() + !o.serve.empty() + (o.procs == 2) > 1) {
+		std::fprintf(stderr, "xfer: --procs 2, --connect and --serve exclude each other\n");
 		return 2;
 	}
 	bench::Printer pr(o.json);
 	try {
+		if (!o.serve.empty())
+			return bench::serve(o.serve, o.node);
 		// Forked before this process opens libfabric.
 		std::unique_ptr<bench::Targets> targets =
-			o.procs == 2 ? bench::Targets::child_process(o.max_size) : bench::Targets::in_process();
+			!o.connect.empty() ? bench::Targets::remote(o.connect)
+			: o.procs == 2	   ? bench::Targets::child_process(o.max_size)
+					   : bench::Targets::in_process();
 		for (const auto &p : o.providers)
 			run_provider(o, p, *targets, pr);
 		if (!targets->finish())
 			return 1;
 	} catch (const Error &e) {
-		std::fprintf(stderr, "xfer: %s\n", e.what());
+		const bool named = std::strncmp(e.what(), "xfer:", 5) == 0;
+		std::fprintf(stderr, "%s%s\n", named ? "" : "xfer: ", e.what());
 		return 1;
 	}
 	return 0;

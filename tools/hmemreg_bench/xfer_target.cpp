@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: MIT
 #include "xfer_target.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <string>
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -14,12 +19,57 @@
 #include <unistd.h>
 
 namespace hmemreg::bench {
+
+uint8_t pattern(size_t i)
+{
+	return static_cast<uint8_t>(i * 131 + 7 + (i >> 12));
+}
+
+std::vector<Placement> placements(size_t size, size_t nchunks)
+{
+	std::vector<Placement> v;
+	const size_t per = size / nchunks;
+	for (size_t k = 0; k < nchunks; k++) {
+		const size_t len = k + 1 == nchunks ? size - per * k : per;
+		v.push_back({per * k, len, nchunks == 1 ? 0 : size - per * k - len});
+	}
+	return v;
+}
+
+std::vector<uint8_t> expected_target(size_t size, size_t nchunks)
+{
+	std::vector<uint8_t> want(size);
+	for (const Placement &c : placements(size, nchunks))
+		for (size_t i = 0; i < c.len; i++)
+			want[c.remote + i] = pattern(c.local + i);
+	return want;
+}
+
+void Targets::zero(unsigned, unsigned, size_t)
+{
+	throw Error(HMEMREG_ENOTSUP, "xfer: only a remote target zeroes its buffers");
+}
+
+bool Targets::verify(unsigned, unsigned, size_t, size_t, std::string &)
+{
+	throw Error(HMEMREG_ENOTSUP, "xfer: only a remote target verifies its buffers");
+}
+
+std::string Targets::start_iperf3(int, unsigned)
+{
+	throw Error(HMEMREG_ENOTSUP, "xfer: only a remote target starts iperf3 servers");
+}
+
 namespace {
 
 using engine::Bytes;
 using engine::Config;
 using engine::Engine;
 using engine::RegionRef;
+
+struct FreeDeleter {
+	void operator()(void *p) const { std::free(p); }
+};
 
 // Engines and regions of one process's targets. Counters first: they
 // outlive the engines' notification callbacks.
@@ -28,53 +78,85 @@ public:
 	explicit Served(std::atomic<size_t> *counters, size_t ncounters) : counters_(counters), ncounters_(ncounters) {}
 	~Served() { clear(); }
 
+	// A region whose address is null is allocated here (page-aligned, zeroed).
 	TargetEngine make(const Config &cfg, std::span<const Targets::Span> regions)
 	{
 		const unsigned slot = static_cast<unsigned>(engines_.size());
-		std::atomic<size_t> *c;
-		if (counters_) {
-			if (slot >= ncounters_)
-				throw Error(HMEMREG_ENOMEM, "xfer: more than " + std::to_string(ncounters_) + " target engines");
-			c = &counters_[slot];
-			c->store(0);
-		} else {
-			c = &own_.emplace_back(0);
-		}
+		if (counters_ && slot >= ncounters_)
+			throw Error(HMEMREG_ENOMEM, "xfer: more than " + std::to_string(ncounters_) + " target engines");
+		if (!counters_ && own_.size() <= slot)
+			own_.emplace_back(0); // kept by a failed make(), for the next one
+		std::atomic<size_t> *c = counters_ ? &counters_[slot] : &own_[slot];
+		c->store(0);
 		auto e = std::make_unique<Engine>(cfg);
 		e->on_notify([c](const engine::Notification &) { c->fetch_add(1, std::memory_order_relaxed); });
-		TargetEngine t{slot, e->address(), {}, c};
+		TargetEngine t{slot, e->address(), {}, [c] { return c->load(); }};
 		// Kept only once all are registered: a failure midway drops this
 		// engine's regions (before it) and leaves the others as they were.
+		std::vector<std::unique_ptr<void, FreeDeleter>> mem;
+		std::vector<Targets::Span> spans;
 		std::vector<RegionRef> regs;
-		for (const auto &[p, n] : regions) {
+		for (auto [p, n] : regions) {
+			if (!p) {
+				if (n == 0 || posix_memalign(&p, 4096, n))
+					throw Error(HMEMREG_ENOMEM, "xfer: cannot allocate a target buffer of " +
+									    std::to_string(n) + " bytes");
+				mem.emplace_back(p);
+				std::memset(p, 0, n);
+			}
+			spans.push_back({p, n});
 			regs.push_back(e->register_region(p, n));
 			t.descriptors.push_back(e->descriptor(*regs.back()));
 			t.staged = t.staged || regs.back()->staged();
 		}
 		regions_.reserve(regions_.size() + regs.size());
 		engines_.reserve(engines_.size() + 1);
+		spans_.reserve(spans_.size() + 1);
+		mem_.reserve(mem_.size() + mem.size());
 		regions_.insert(regions_.end(), regs.begin(), regs.end());
+		for (auto &m : mem)
+			mem_.push_back(std::move(m));
+		spans_.push_back(std::move(spans));
 		engines_.push_back(std::move(e));
 		return t;
 	}
-	void add_peer(unsigned slot, const Bytes &writer)
+	void add_peer(unsigned slot, const Bytes &writer) { engine(slot).add_peer(writer); }
+	size_t notes(unsigned slot)
 	{
-		if (slot >= engines_.size())
-			throw Error(HMEMREG_EINVAL, "xfer: no target engine " + std::to_string(slot));
-		engines_[slot]->add_peer(writer);
+		engine(slot);
+		return counters_ ? counters_[slot].load() : own_[slot].load();
+	}
+	std::span<uint8_t> region(unsigned slot, unsigned i)
+	{
+		engine(slot);
+		if (i >= spans_[slot].size())
+			throw Error(HMEMREG_EINVAL, "xfer: target engine " + std::to_string(slot) + " has no region " +
+							    std::to_string(i));
+		return {static_cast<uint8_t *>(spans_[slot][i].first), spans_[slot][i].second};
 	}
 	void clear() noexcept
 	{
-		regions_.clear(); // registrations go before their engines
+		regions_.clear(); // registrations go before their engines, buffers after
 		engines_.clear();
+		spans_.clear();
+		mem_.clear();
 		own_.clear();
 	}
 
 private:
+	Engine &engine(unsigned slot)
+	{
+		if (slot >= engines_.size())
+			throw Error(HMEMREG_EINVAL, "xfer: no target engine " + std::to_string(slot));
+		return *engines_[slot];
+	}
+
 	std::atomic<size_t> *counters_;
 	size_t ncounters_;
 	std::deque<std::atomic<size_t>> own_;
+	std::vector<std::unique_ptr<void, FreeDeleter>> mem_;
 	std::vector<std::unique_ptr<Engine>> engines_;
+	std::vector<std::vector<Targets::Span>> spans_; // per engine
 	std::vector<RegionRef> regions_;
 };
 
@@ -89,9 +171,12 @@ private:
 	Served s_{nullptr, 0};
 };
 
-// ---- the child's protocol: one request, one reply, each a datagram of a
-// socket pair. Requests: 'M' make, 'P' add peer, 'C' clear. Replies: 'K'
-// and what was asked for, or 'E' and the error's text.
+// ---- the target protocol: one request, one reply, each a message framed by
+// its 32-bit length on a stream socket (a socket pair with the child, TCP
+// with a server). Requests: 'M' make, 'P' add peer, 'C' clear, 'N'
+// notifications so far, 'Z' zero a region, 'V' verify a region, 'I' start
+// iperf3 servers. Replies: 'K' and what was asked for, or 'E' and the
+// error's text.
 
 class Message {
 public:
@@ -159,23 +244,48 @@ void send_message(int fd, const Message &m)
 		throw Error(HMEMREG_EINVAL, "xfer: a message of " + std::to_string(m.data().size()) +
 						    " bytes for the other bench process (at most " +
 						    std::to_string(kMaxMessage) + ")");
-	if (::send(fd, m.data().data(), m.data().size(), MSG_NOSIGNAL) != static_cast<ssize_t>(m.data().size()))
-		throw Error(HMEMREG_ESYS, std::string("xfer: cannot reach the target process: ") + std::strerror(errno));
+	const uint32_t len = static_cast<uint32_t>(m.data().size());
+	std::string frame(reinterpret_cast<const char *>(&len), sizeof(len));
+	frame += m.data();
+	for (size_t at = 0; at < frame.size();) {
+		ssize_t n = ::send(fd, frame.data() + at, frame.size() - at, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			throw Error(HMEMREG_ESYS, std::string("xfer: cannot reach the target: ") + std::strerror(errno));
+		at += static_cast<size_t>(n);
+	}
+}
+
+// False at a clean end of the stream before the first byte.
+bool recv_exactly(int fd, char *p, size_t len)
+{
+	for (size_t at = 0; at < len;) {
+		ssize_t n = ::recv(fd, p + at, len - at, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 && at == 0)
+			return false;
+		if (n <= 0)
+			throw Error(HMEMREG_ESYS, "xfer: the other bench process left in the middle of a message");
+		at += static_cast<size_t>(n);
+	}
+	return true;
 }
 
 // Empty when the other side is gone.
 std::string recv_message(int fd)
 {
-	std::string b(kMaxMessage, '\0');
-	ssize_t n;
-	do // MSG_TRUNC: the datagram's real length, so a cut one is not parsed
-		n = ::recv(fd, b.data(), b.size(), MSG_TRUNC);
-	while (n < 0 && errno == EINTR);
-	if (n > static_cast<ssize_t>(kMaxMessage))
-		throw Error(HMEMREG_EINVAL, "xfer: a message of " + std::to_string(n) +
-						    " bytes between bench processes (at most " +
+	uint32_t len;
+	if (!recv_exactly(fd, reinterpret_cast<char *>(&len), sizeof(len)))
+		return {};
+	if (len == 0 || len > kMaxMessage)
+		throw Error(HMEMREG_EINVAL, "xfer: a message of " + std::to_string(len) +
+						    " bytes between bench processes (1 to " +
 						    std::to_string(kMaxMessage) + ")");
-	b.resize(n > 0 ? static_cast<size_t>(n) : 0);
+	std::string b(len, '\0');
+	if (!recv_exactly(fd, b.data(), len))
+		throw Error(HMEMREG_ESYS, "xfer: the other bench process left in the middle of a message");
 	return b;
 }
 
@@ -202,55 +312,199 @@ Config get_config(Message &m)
 	return c;
 }
 
+// One-shot iperf3 servers a remote client asked for; stopped at the next
+// request for new ones and at the end.
+class Iperf3Servers {
+public:
+	~Iperf3Servers() { stop(); }
+	void start(int port0, unsigned streams, const std::string &bind)
+	{
+		stop();
+		std::fflush(nullptr);
+		for (unsigned i = 0; i < streams; i++) {
+			const std::string port = std::to_string(port0 + static_cast<int>(i));
+			pid_t pid = ::fork();
+			if (pid == 0) {
+				if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
+					::_exit(127);
+				if (bind.empty())
+					::execlp("iperf3", "iperf3", "-s", "-1", "-p", port.c_str(), (char *)nullptr);
+				else
+					::execlp("iperf3", "iperf3", "-s", "-1", "-p", port.c_str(), "-B", bind.c_str(),
+						 (char *)nullptr);
+				::_exit(127);
+			}
+			if (pid < 0)
+				throw Error(HMEMREG_ESYS, std::string("xfer: fork (iperf3 server): ") + std::strerror(errno));
+			pids_.push_back(pid);
+		}
+	}
+	void stop() noexcept
+	{
+		for (pid_t pid : pids_) {
+			::kill(pid, SIGTERM); // one that got no client would wait forever
+			int st;
+			while (::waitpid(pid, &st, 0) < 0 && errno == EINTR)
+				;
+		}
+		pids_.clear();
+	}
+
+private:
+	std::vector<pid_t> pids_;
+};
+
+// One request. `node`: the fabric address of this side's engines (a server
+// on another host has its own; empty: the writer's, as both are local).
+void handle(Served &s, Iperf3Servers &iperf, const std::string &node, Message &req, Message &rep)
+{
+	const char op = req.get<char>();
+	if (op == 'M') {
+		Config cfg = get_config(req);
+		if (!node.empty())
+			cfg.node = node;
+		const size_t nregions = req.get_count(sizeof(uintptr_t) + sizeof(uint64_t));
+		std::vector<Targets::Span> regions(nregions);
+		for (auto &r : regions)
+			r = {reinterpret_cast<void *>(req.get<uintptr_t>()), req.get<uint64_t>()};
+		TargetEngine t = s.make(cfg, regions);
+		rep.put('K').put(t.slot).put(t.staged).put_bytes(t.address.data(), t.address.size());
+		for (const Bytes &d : t.descriptors)
+			rep.put_bytes(d.data(), d.size());
+	} else if (op == 'P') {
+		unsigned slot = req.get<unsigned>();
+		s.add_peer(slot, req.get_bytes());
+		rep.put('K');
+	} else if (op == 'C') {
+		s.clear();
+		rep.put('K');
+	} else if (op == 'N') {
+		rep.put('K').put(static_cast<uint64_t>(s.notes(req.get<unsigned>())));
+	} else if (op == 'Z' || op == 'V') {
+		const unsigned slot = req.get<unsigned>(), i = req.get<unsigned>();
+		const uint64_t size = req.get<uint64_t>();
+		std::span<uint8_t> r = s.region(slot, i);
+		if (size > r.size())
+			throw Error(HMEMREG_EINVAL, "xfer: " + std::to_string(size) + " bytes of a target region of " +
+							    std::to_string(r.size()));
+		if (op == 'Z') {
+			std::memset(r.data(), 0, size);
+		} else {
+			const uint64_t nchunks = req.get<uint64_t>();
+			if (nchunks == 0 || nchunks > size)
+				throw Error(HMEMREG_EINVAL, "xfer: verify " + std::to_string(nchunks) + " chunks of " +
+								    std::to_string(size) + " bytes");
+			std::vector<uint8_t> want = expected_target(size, nchunks);
+			auto at = std::mismatch(want.begin(), want.end(), r.begin()).first;
+			if (at != want.end())
+				throw Error(HMEMREG_EFABRIC, "xfer: the target's bytes differ from offset " +
+								     std::to_string(at - want.begin()));
+		}
+		rep.put('K');
+	} else if (op == 'I') {
+		const int port0 = req.get<int>();
+		const unsigned streams = req.get<unsigned>();
+		if (streams == 0 || streams > 64 || port0 <= 0 || port0 + static_cast<int>(streams) > 65536)
+			throw Error(HMEMREG_EINVAL, "xfer: iperf3 servers: bad ports");
+		iperf.start(port0, streams, node);
+		rep.put('K');
+	} else {
+		throw Error(HMEMREG_EINVAL, std::string("xfer: unknown request '") + op + "'");
+	}
+}
+
+// Requests from one writer until it leaves. Throws only when the connection
+// itself fails.
+void serve_connection(int fd, Served &s, const std::string &node)
+{
+	Iperf3Servers iperf;
+	for (;;) {
+		Message req(recv_message(fd));
+		if (req.data().empty())
+			return; // the writer is done (or gone)
+		Message rep;
+		try {
+			handle(s, iperf, node, req, rep);
+		} catch (const std::exception &e) {
+			rep = Message();
+			rep.put('E').put_string(e.what());
+		}
+		send_message(fd, rep);
+	}
+}
+
 // The child's whole life: it never returns, so nothing it throws can unwind
 // into the parent's code (which would run the bench a second time here).
-[[noreturn]] void serve(int fd, std::atomic<size_t> *counters, size_t ncounters) noexcept
+[[noreturn]] void serve_child(int fd, std::atomic<size_t> *counters, size_t ncounters) noexcept
 {
 	try {
 		Served s(counters, ncounters);
-		for (;;) {
-			Message req(recv_message(fd));
-			if (req.data().empty())
-				break; // the writer is done (or gone)
-			Message rep;
-			try {
-				const char op = req.get<char>();
-				if (op == 'M') {
-					Config cfg = get_config(req);
-					const size_t nregions = req.get_count(sizeof(uintptr_t) + sizeof(uint64_t));
-					std::vector<Targets::Span> regions(nregions);
-					for (auto &r : regions)
-						r = {reinterpret_cast<void *>(req.get<uintptr_t>()), req.get<uint64_t>()};
-					TargetEngine t = s.make(cfg, regions);
-					rep.put('K').put(t.slot).put(t.staged).put_bytes(t.address.data(), t.address.size());
-					for (const Bytes &d : t.descriptors)
-						rep.put_bytes(d.data(), d.size());
-				} else if (op == 'P') {
-					unsigned slot = req.get<unsigned>();
-					s.add_peer(slot, req.get_bytes());
-					rep.put('K');
-				} else if (op == 'C') {
-					s.clear();
-					rep.put('K');
-				} else {
-					throw Error(HMEMREG_EINVAL, std::string("xfer: unknown request '") + op + "'");
-				}
-			} catch (const std::exception &e) {
-				rep = Message();
-				rep.put('E').put_string(e.what());
-			}
-			try {
-				send_message(fd, rep);
-			} catch (const Error &) {
-				break;
-			}
-		}
+		serve_connection(fd, s, {});
 	} catch (const std::exception &e) {
 		std::fprintf(stderr, "xfer: target process: %s\n", e.what());
 		::_exit(1);
 	}
 	::_exit(0);
 }
+
+// The writer's side of the protocol, over a connected stream socket.
+class Client {
+public:
+	explicit Client(int fd) : fd_(fd) {}
+	Message call(const Message &m)
+	{
+		send_message(fd_, m);
+		Message rep(recv_message(fd_));
+		if (rep.data().empty())
+			throw Error(HMEMREG_ESYS, "xfer: the target is gone");
+		if (rep.get<char>() == 'E')
+			throw Error(HMEMREG_EFABRIC, "xfer: target: " + rep.get_string());
+		return rep;
+	}
+	TargetEngine make(const Config &cfg, std::span<const Targets::Span> regions)
+	{
+		Message m;
+		m.put('M');
+		put_config(m, cfg);
+		m.put(static_cast<uint64_t>(regions.size()));
+		for (const auto &[p, n] : regions)
+			m.put(reinterpret_cast<uintptr_t>(p)).put(static_cast<uint64_t>(n));
+		Message rep = call(m);
+		TargetEngine t;
+		t.slot = rep.get<unsigned>();
+		t.staged = rep.get<bool>();
+		t.address = rep.get_bytes();
+		for (size_t i = 0; i < regions.size(); i++)
+			t.descriptors.push_back(rep.get_bytes());
+		return t;
+	}
+	void add_peer(unsigned slot, const Bytes &writer)
+	{
+		Message m;
+		m.put('P').put(slot).put_bytes(writer.data(), writer.size());
+		call(m);
+	}
+	void clear() noexcept
+	{
+		try {
+			Message m;
+			m.put('C');
+			call(m);
+		} catch (const Error &e) {
+			std::fprintf(stderr, "%s\n", e.what());
+		}
+	}
+	int fd() const { return fd_; }
+	void close()
+	{
+		if (fd_ >= 0)
+			::close(fd_);
+		fd_ = -1;
+	}
+
+private:
+	int fd_;
+};
 
 class ChildProcess final : public Targets {
 public:
@@ -267,7 +521,7 @@ public:
 		}
 		counters_ = new (c) std::atomic<size_t>[kCounters]();
 		int sv[2];
-		if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 			unmap(c);
 			throw Error(HMEMREG_ESYS, std::string("xfer: socketpair: ") + std::strerror(errno));
 		}
@@ -279,15 +533,15 @@ public:
 			// Never outlive the writer, even one that died before this line.
 			if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || ::getppid() != parent)
 				::_exit(1);
-			serve(sv[1], counters_, kCounters);
+			serve_child(sv[1], counters_, kCounters);
 		}
 		::close(sv[1]);
-		fd_ = sv[0];
 		if (pid_ < 0) {
-			::close(fd_);
+			::close(sv[0]);
 			unmap(c);
 			throw Error(HMEMREG_ESYS, std::string("xfer: fork: ") + std::strerror(errno));
 		}
+		c_ = std::make_unique<Client>(sv[0]);
 	}
 	~ChildProcess() override
 	{
@@ -296,10 +550,9 @@ public:
 	}
 	bool finish() noexcept override
 	{
-		if (fd_ < 0)
+		if (c_->fd() < 0)
 			return ok_;
-		::close(fd_); // the child sees the end and exits
-		fd_ = -1;
+		c_->close(); // the child sees the end and exits
 		int st = 0;
 		while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR)
 			;
@@ -314,42 +567,16 @@ public:
 
 	TargetEngine make(const Config &cfg, std::span<const Span> regions) override
 	{
-		Message m;
-		m.put('M');
-		put_config(m, cfg);
-		m.put(static_cast<uint64_t>(regions.size()));
-		for (const auto &[p, n] : regions) {
+		for (const auto &[p, n] : regions)
 			if (static_cast<char *>(p) < static_cast<char *>(shared_) ||
 			    static_cast<char *>(p) + n > static_cast<char *>(shared_) + shared_len_)
 				throw Error(HMEMREG_EINVAL, "xfer: a target region outside the memory shared with the target process");
-			m.put(reinterpret_cast<uintptr_t>(p)).put(static_cast<uint64_t>(n));
-		}
-		Message rep = call(m);
-		TargetEngine t;
-		t.slot = rep.get<unsigned>();
-		t.staged = rep.get<bool>();
-		t.address = rep.get_bytes();
-		for (size_t i = 0; i < regions.size(); i++)
-			t.descriptors.push_back(rep.get_bytes());
-		t.notes = &counters_[t.slot];
+		TargetEngine t = c_->make(cfg, regions);
+		t.notes = [c = &counters_[t.slot]] { return c->load(); };
 		return t;
 	}
-	void add_peer(unsigned slot, const Bytes &writer) override
-	{
-		Message m;
-		m.put('P').put(slot).put_bytes(writer.data(), writer.size());
-		call(m);
-	}
-	void clear() noexcept override
-	{
-		try {
-			Message m;
-			m.put('C');
-			call(m);
-		} catch (const Error &e) {
-			std::fprintf(stderr, "%s\n", e.what());
-		}
-	}
+	void add_peer(unsigned slot, const Bytes &writer) override { c_->add_peer(slot, writer); }
+	void clear() noexcept override { c_->clear(); }
 	void *shared() const override { return shared_; }
 	const char *where() const override { return "in a child process"; }
 
@@ -359,16 +586,6 @@ private:
 	// lives wholly in its bytes (no lock of one process's own).
 	static_assert(std::atomic<size_t>::is_always_lock_free);
 
-	Message call(const Message &m)
-	{
-		send_message(fd_, m);
-		Message rep(recv_message(fd_));
-		if (rep.data().empty())
-			throw Error(HMEMREG_ESYS, "xfer: the target process is gone");
-		if (rep.get<char>() == 'E')
-			throw Error(HMEMREG_EFABRIC, "xfer: target process: " + rep.get_string());
-		return rep;
-	}
 	void unmap(void *counters)
 	{
 		if (shared_ != MAP_FAILED)
@@ -381,8 +598,114 @@ private:
 	size_t shared_len_ = 0, counters_len_ = 0;
 	std::atomic<size_t> *counters_ = nullptr;
 	pid_t pid_ = -1;
-	int fd_ = -1;
+	std::unique_ptr<Client> c_;
 	bool ok_ = true;
+};
+
+// "host:port", "[v6]:port", ":port" or "port" (any host for a server,
+// this host for a client).
+std::pair<std::string, std::string> split_host_port(const std::string &hp)
+{
+	if (!hp.empty() && hp.find_first_not_of("0123456789") == std::string::npos)
+		return {"", hp}; // a port alone
+	const size_t colon = hp.rfind(':');
+	if (colon == std::string::npos || colon + 1 == hp.size())
+		throw Error(HMEMREG_EINVAL, "xfer: '" + hp + "' is not HOST:PORT");
+	std::string host = hp.substr(0, colon);
+	if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+		host = host.substr(1, host.size() - 2);
+	return {host, hp.substr(colon + 1)};
+}
+
+// A connected (or, with `listen`, listening) TCP socket for HOST:PORT.
+int tcp_socket(const std::string &host_port, bool listen)
+{
+	auto [host, port] = split_host_port(host_port);
+	addrinfo hints{};
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = listen ? AI_PASSIVE : 0;
+	addrinfo *res = nullptr;
+	int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &res);
+	if (rc != 0)
+		throw Error(HMEMREG_EINVAL, "xfer: " + host_port + ": " + ::gai_strerror(rc));
+	std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> hold(res, ::freeaddrinfo);
+	int err = 0;
+	for (addrinfo *a = res; a; a = a->ai_next) {
+		int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd < 0) {
+			err = errno;
+			continue;
+		}
+		int one = 1;
+		::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); // small request/reply
+		if (listen)
+			::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (listen ? ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 1) == 0
+			   : ::connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+			return fd;
+		err = errno;
+		::close(fd);
+	}
+	throw Error(HMEMREG_ESYS, "xfer: cannot " + std::string(listen ? "listen on " : "connect to ") + host_port +
+					  ": " + std::strerror(err));
+}
+
+class Remote final : public Targets {
+public:
+	explicit Remote(const std::string &host_port)
+		: host_(split_host_port(host_port).first), where_("at " + host_port),
+		  c_(tcp_socket(host_port, false))
+	{
+	}
+	~Remote() override { c_.close(); }
+
+	TargetEngine make(const Config &cfg, std::span<const Span> regions) override
+	{
+		std::vector<Span> sizes;
+		for (const auto &[p, n] : regions)
+			sizes.push_back({nullptr, n}); // the server allocates them
+		TargetEngine t = c_.make(cfg, sizes);
+		t.notes = [this, slot = t.slot] {
+			Message m;
+			m.put('N').put(slot);
+			return static_cast<size_t>(c_.call(m).get<uint64_t>());
+		};
+		return t;
+	}
+	void add_peer(unsigned slot, const Bytes &writer) override { c_.add_peer(slot, writer); }
+	void clear() noexcept override { c_.clear(); }
+	const char *where() const override { return where_.c_str(); }
+	bool remote_buffers() const override { return true; }
+	void zero(unsigned slot, unsigned region, size_t n) override
+	{
+		Message m;
+		m.put('Z').put(slot).put(region).put(static_cast<uint64_t>(n));
+		c_.call(m);
+	}
+	bool verify(unsigned slot, unsigned region, size_t size, size_t nchunks, std::string &why) override
+	{
+		Message m;
+		m.put('V').put(slot).put(region).put(static_cast<uint64_t>(size)).put(static_cast<uint64_t>(nchunks));
+		try {
+			c_.call(m);
+		} catch (const Error &e) {
+			why = e.what();
+			return false;
+		}
+		return true;
+	}
+	std::string start_iperf3(int port0, unsigned streams) override
+	{
+		Message m;
+		m.put('I').put(port0).put(streams);
+		c_.call(m);
+		return host_;
+	}
+
+private:
+	std::string host_, where_;
+	Client c_;
 };
 
 } // namespace
@@ -395,6 +718,39 @@ std::unique_ptr<Targets> Targets::in_process()
 std::unique_ptr<Targets> Targets::child_process(size_t shared_bytes)
 {
 	return std::make_unique<ChildProcess>(shared_bytes);
+}
+
+std::unique_ptr<Targets> Targets::remote(const std::string &host_port)
+{
+	return std::make_unique<Remote>(host_port);
+}
+
+int serve(const std::string &host_port, const std::string &node)
+{
+	const int lfd = tcp_socket(host_port, true);
+	std::fprintf(stderr, "xfer: serving target engines on %s%s%s\n", host_port.c_str(),
+		     node.empty() ? "" : ", fabric address ", node.c_str());
+	int fd;
+	do
+		fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+	while (fd < 0 && errno == EINTR);
+	::close(lfd);
+	if (fd < 0)
+		throw Error(HMEMREG_ESYS, std::string("xfer: accept: ") + std::strerror(errno));
+	int one = 1;
+	::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	int rc = 0;
+	{
+		Served s(nullptr, 0);
+		try {
+			serve_connection(fd, s, node);
+		} catch (const Error &e) {
+			std::fprintf(stderr, "%s\n", e.what());
+			rc = 1;
+		}
+	}
+	::close(fd);
+	return rc;
 }
 
 } // namespace hmemreg::bench

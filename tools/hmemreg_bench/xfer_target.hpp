@@ -1,24 +1,38 @@
 // SPDX-License-Identifier: MIT
 // hmemreg_bench xfer: the engines writes land in, either in the bench's own
-// process or in a child process (--procs 2) that serves them over a socket
-// pair, the way a transfer engine's client and server really run.
+// process, in a child process (--procs 2) that serves them over a socket
+// pair, or in a bench server on another host (--serve on it, --connect
+// here) that serves them over TCP: the way a transfer engine's client and
+// server really run.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 
 #include "engine/engine.hpp"
 
 namespace hmemreg::bench {
 
+// The bench's source bytes, and where each chunk of a size-byte transfer in
+// `nchunks` chunks goes (scattered: chunk k lands in reverse order).
+uint8_t pattern(size_t i);
+struct Placement {
+	size_t local, len, remote;
+};
+std::vector<Placement> placements(size_t size, size_t nchunks);
+// The target's first `size` bytes once such a transfer landed.
+std::vector<uint8_t> expected_target(size_t size, size_t nchunks);
+
 // What the writer needs of one target engine.
 struct TargetEngine {
 	unsigned slot = 0;
 	engine::Bytes address;                  // its peer blob
 	std::vector<engine::Bytes> descriptors; // one per region passed to make()
-	const std::atomic<size_t> *notes = nullptr; // notifications it received so far
+	std::function<size_t()> notes;          // notifications it received so far
 	bool staged = false; // a region is staged through host memory at the target
 };
 
@@ -31,6 +45,9 @@ public:
 	// `shared_bytes` of memory shared with the child (same address in both)
 	// hold the target buffers, so the writer can verify what landed.
 	static std::unique_ptr<Targets> child_process(size_t shared_bytes);
+	// A bench server (serve()) at HOST:PORT. It owns the target buffers:
+	// make() takes their sizes only, and zero()/verify() reach them.
+	static std::unique_ptr<Targets> remote(const std::string &host_port);
 	virtual ~Targets() = default;
 
 	// A target engine with the writer's configuration, `regions` registered.
@@ -45,6 +62,22 @@ public:
 	// The shared target memory (child process), or nullptr.
 	virtual void *shared() const { return nullptr; }
 	virtual const char *where() const = 0;
+
+	// Remote targets only: the server owns the buffers.
+	virtual bool remote_buffers() const { return false; }
+	// Zeroes the first n bytes of a target region.
+	virtual void zero(unsigned slot, unsigned region, size_t n);
+	// Whether the region's first `size` bytes are expected_target(size,
+	// nchunks); `why` says where not.
+	virtual bool verify(unsigned slot, unsigned region, size_t size, size_t nchunks, std::string &why);
+	// Starts `streams` one-shot iperf3 servers on ports port0.. at the
+	// target's host, for the tcp reference across hosts; the host to reach.
+	virtual std::string start_iperf3(int port0, unsigned streams);
 };
+
+// Runs a bench server: listens on [HOST:]PORT, serves one client's target
+// engines (host memory, `node` as their fabric address if not empty), and
+// returns the exit status once the client is done.
+int serve(const std::string &host_port, const std::string &node);
 
 } // namespace hmemreg::bench
