@@ -82,8 +82,21 @@ public:
 	TargetEngine make(const Config &cfg, std::span<const Targets::Span> regions)
 	{
 		const unsigned slot = static_cast<unsigned>(engines_.size());
-		if (counters_ && slot >= ncounters_)
-			throw Error(HMEMREG_ENOMEM, "xfer: more than " + std::to_string(ncounters_) + " target engines");
+		if (slot >= (counters_ ? ncounters_ : kMaxEngines))
+			throw Error(HMEMREG_ENOMEM, "xfer: more than " +
+							    std::to_string(counters_ ? ncounters_ : kMaxEngines) +
+							    " target engines");
+		// What this side allocates: bounded, whoever asks (a remote client
+		// may be anything that reached the port).
+		size_t alloc = 0;
+		for (const auto &[p, n] : regions)
+			if (!p && (n == 0 || n > max_owned() - owned_ - alloc))
+				throw Error(HMEMREG_ENOMEM, "xfer: a target buffer of " + std::to_string(n) +
+								    " bytes (" + std::to_string(owned_ + alloc) +
+								    " held, at most " + std::to_string(max_owned()) +
+								    ": half this host's memory)");
+			else if (!p)
+				alloc += n;
 		if (!counters_ && own_.size() <= slot)
 			own_.emplace_back(0); // kept by a failed make(), for the next one
 		std::atomic<size_t> *c = counters_ ? &counters_[slot] : &own_[slot];
@@ -98,7 +111,7 @@ public:
 		std::vector<RegionRef> regs;
 		for (auto [p, n] : regions) {
 			if (!p) {
-				if (n == 0 || posix_memalign(&p, 4096, n))
+				if (posix_memalign(&p, 4096, n))
 					throw Error(HMEMREG_ENOMEM, "xfer: cannot allocate a target buffer of " +
 									    std::to_string(n) + " bytes");
 				mem.emplace_back(p);
@@ -118,6 +131,7 @@ public:
 			mem_.push_back(std::move(m));
 		spans_.push_back(std::move(spans));
 		engines_.push_back(std::move(e));
+		owned_ += alloc;
 		return t;
 	}
 	void add_peer(unsigned slot, const Bytes &writer) { engine(slot).add_peer(writer); }
@@ -141,6 +155,7 @@ public:
 		spans_.clear();
 		mem_.clear();
 		own_.clear();
+		owned_ = 0;
 	}
 
 private:
@@ -151,8 +166,16 @@ private:
 		return *engines_[slot];
 	}
 
+	static constexpr size_t kMaxEngines = 256;
+	static size_t max_owned()
+	{
+		const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+		return pages > 0 && page > 0 ? static_cast<size_t>(pages) / 2 * static_cast<size_t>(page) : size_t{1} << 30;
+	}
+
 	std::atomic<size_t> *counters_;
 	size_t ncounters_;
+	size_t owned_ = 0; // bytes of mem_
 	std::deque<std::atomic<size_t>> own_;
 	std::vector<std::unique_ptr<void, FreeDeleter>> mem_;
 	std::vector<std::unique_ptr<Engine>> engines_;
@@ -294,7 +317,7 @@ void put_config(Message &m, const Config &c)
 {
 	m.put_string(c.provider).put_string(c.node);
 	m.put(c.rails).put(c.progress_threads).put(c.notify).put(c.imm_data_bytes);
-	m.put(c.write_iov).put(c.max_write).put(c.post_more);
+	m.put(c.write_iov).put(c.max_write).put(static_cast<uint8_t>(c.post_more));
 }
 
 Config get_config(Message &m)
@@ -308,7 +331,16 @@ Config get_config(Message &m)
 	c.imm_data_bytes = m.get<decltype(c.imm_data_bytes)>();
 	c.write_iov = m.get<decltype(c.write_iov)>();
 	c.max_write = m.get<decltype(c.max_write)>();
-	c.post_more = m.get<decltype(c.post_more)>();
+	c.post_more = m.get<uint8_t>() != 0; // any byte is a valid one, not so a bool
+	// Threads and endpoints a client may make this side open: bounded.
+	constexpr unsigned kMaxRails = 64;
+	if (c.rails > kMaxRails || c.progress_threads > kMaxRails)
+		throw Error(HMEMREG_EINVAL, "xfer: " + std::to_string(c.rails) + " rails, " +
+						    std::to_string(c.progress_threads) + " progress threads (at most " +
+						    std::to_string(kMaxRails) + ")");
+	if (c.notify != Config::Notify::Auto && c.notify != Config::Notify::Immediate &&
+	    c.notify != Config::Notify::Message)
+		throw Error(HMEMREG_EINVAL, "xfer: unknown notification mode");
 	return c;
 }
 
@@ -356,7 +388,9 @@ private:
 
 // One request. `node`: the fabric address of this side's engines (a server
 // on another host has its own; empty: the writer's, as both are local).
-void handle(Served &s, Iperf3Servers &iperf, const std::string &node, Message &req, Message &rep)
+// `remote`: the writer is across TCP, so it has no say in this process's
+// addresses: every region is allocated here.
+void handle(Served &s, Iperf3Servers &iperf, const std::string &node, bool remote, Message &req, Message &rep)
 {
 	const char op = req.get<char>();
 	if (op == 'M') {
@@ -364,11 +398,20 @@ void handle(Served &s, Iperf3Servers &iperf, const std::string &node, Message &r
 		if (!node.empty())
 			cfg.node = node;
 		const size_t nregions = req.get_count(sizeof(uintptr_t) + sizeof(uint64_t));
+		constexpr size_t kMaxRegions = 8;
+		if (nregions == 0 || nregions > kMaxRegions)
+			throw Error(HMEMREG_EINVAL, "xfer: a target engine with " + std::to_string(nregions) +
+							    " regions (1 to " + std::to_string(kMaxRegions) + ")");
 		std::vector<Targets::Span> regions(nregions);
-		for (auto &r : regions)
-			r = {reinterpret_cast<void *>(req.get<uintptr_t>()), req.get<uint64_t>()};
+		for (auto &r : regions) {
+			const uintptr_t p = req.get<uintptr_t>();
+			const uint64_t n = req.get<uint64_t>();
+			if (remote && p)
+				throw Error(HMEMREG_EINVAL, "xfer: a region at an address a remote writer chose (the server allocates its buffers)");
+			r = {reinterpret_cast<void *>(p), static_cast<size_t>(n)};
+		}
 		TargetEngine t = s.make(cfg, regions);
-		rep.put('K').put(t.slot).put(t.staged).put_bytes(t.address.data(), t.address.size());
+		rep.put('K').put(t.slot).put(static_cast<uint8_t>(t.staged)).put_bytes(t.address.data(), t.address.size());
 		for (const Bytes &d : t.descriptors)
 			rep.put_bytes(d.data(), d.size());
 	} else if (op == 'P') {
@@ -390,8 +433,10 @@ void handle(Served &s, Iperf3Servers &iperf, const std::string &node, Message &r
 		if (op == 'Z') {
 			std::memset(r.data(), 0, size);
 		} else {
+			// The bench verifies chunks of 64 bytes or more; more chunks would
+			// cost more memory than the region (placements()).
 			const uint64_t nchunks = req.get<uint64_t>();
-			if (nchunks == 0 || nchunks > size)
+			if (nchunks == 0 || nchunks > size / 64)
 				throw Error(HMEMREG_EINVAL, "xfer: verify " + std::to_string(nchunks) + " chunks of " +
 								    std::to_string(size) + " bytes");
 			std::vector<uint8_t> want = expected_target(size, nchunks);
@@ -415,7 +460,7 @@ void handle(Served &s, Iperf3Servers &iperf, const std::string &node, Message &r
 
 // Requests from one writer until it leaves. Throws only when the connection
 // itself fails.
-void serve_connection(int fd, Served &s, const std::string &node)
+void serve_connection(int fd, Served &s, const std::string &node, bool remote)
 {
 	Iperf3Servers iperf;
 	for (;;) {
@@ -424,7 +469,7 @@ void serve_connection(int fd, Served &s, const std::string &node)
 			return; // the writer is done (or gone)
 		Message rep;
 		try {
-			handle(s, iperf, node, req, rep);
+			handle(s, iperf, node, remote, req, rep);
 		} catch (const std::exception &e) {
 			rep = Message();
 			rep.put('E').put_string(e.what());
@@ -439,7 +484,7 @@ void serve_connection(int fd, Served &s, const std::string &node)
 {
 	try {
 		Served s(counters, ncounters);
-		serve_connection(fd, s, {});
+		serve_connection(fd, s, {}, false);
 	} catch (const std::exception &e) {
 		std::fprintf(stderr, "xfer: target process: %s\n", e.what());
 		::_exit(1);
@@ -472,7 +517,7 @@ public:
 		Message rep = call(m);
 		TargetEngine t;
 		t.slot = rep.get<unsigned>();
-		t.staged = rep.get<bool>();
+		t.staged = rep.get<uint8_t>() != 0;
 		t.address = rep.get_bytes();
 		for (size_t i = 0; i < regions.size(); i++)
 			t.descriptors.push_back(rep.get_bytes());
@@ -743,7 +788,7 @@ int serve(const std::string &host_port, const std::string &node)
 	{
 		Served s(nullptr, 0);
 		try {
-			serve_connection(fd, s, node);
+			serve_connection(fd, s, node, true);
 		} catch (const Error &e) {
 			std::fprintf(stderr, "%s\n", e.what());
 			rc = 1;
