@@ -275,7 +275,8 @@ void send_message(int fd, const Message &m)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			throw Error(HMEMREG_ESYS, std::string("xfer: cannot reach the target: ") + std::strerror(errno));
+			throw Error(HMEMREG_ESYS, std::string("xfer: cannot send to the other bench process: ") +
+							  std::strerror(errno));
 		at += static_cast<size_t>(n);
 	}
 }
@@ -289,7 +290,9 @@ bool recv_exactly(int fd, char *p, size_t len)
 			continue;
 		if (n == 0 && at == 0)
 			return false;
-		if (n <= 0)
+		if (n < 0)
+			throw Error(HMEMREG_ESYS, std::string("xfer: from the other bench process: ") + std::strerror(errno));
+		if (n == 0)
 			throw Error(HMEMREG_ESYS, "xfer: the other bench process left in the middle of a message");
 		at += static_cast<size_t>(n);
 	}
@@ -310,6 +313,12 @@ std::string recv_message(int fd)
 	if (!recv_exactly(fd, b.data(), len))
 		throw Error(HMEMREG_ESYS, "xfer: the other bench process left in the middle of a message");
 	return b;
+}
+
+// An error's text without its "xfer: ", to be quoted after another.
+std::string unprefixed(const std::string &what)
+{
+	return what.rfind("xfer: ", 0) == 0 ? what.substr(6) : what;
 }
 
 // The fields of Config the bench sets, on the wire.
@@ -486,7 +495,7 @@ void serve_connection(int fd, Served &s, const std::string &node, bool remote)
 		Served s(counters, ncounters);
 		serve_connection(fd, s, {}, false);
 	} catch (const std::exception &e) {
-		std::fprintf(stderr, "xfer: target process: %s\n", e.what());
+		std::fprintf(stderr, "xfer: target process: %s\n", unprefixed(e.what()).c_str());
 		::_exit(1);
 	}
 	::_exit(0);
@@ -503,7 +512,7 @@ public:
 		if (rep.data().empty())
 			throw Error(HMEMREG_ESYS, "xfer: the target is gone");
 		if (rep.get<char>() == 'E')
-			throw Error(HMEMREG_EFABRIC, "xfer: target: " + rep.get_string());
+			throw Error(HMEMREG_EFABRIC, "xfer: target: " + unprefixed(rep.get_string()));
 		return rep;
 	}
 	TargetEngine make(const Config &cfg, std::span<const Targets::Span> regions)
@@ -735,7 +744,7 @@ public:
 		try {
 			c_.call(m);
 		} catch (const Error &e) {
-			why = e.what();
+			why = unprefixed(e.what());
 			return false;
 		}
 		return true;
