@@ -179,21 +179,23 @@ double iperf3_gbps(std::string &what, unsigned streams, bench::Targets &targets)
 	std::string host = "127.0.0.1";
 	unsigned remote_servers = 0;
 	if (targets.remote_buffers()) {
-		host = targets.start_iperf3(port0, streams);
+		try {
+			host = targets.start_iperf3(port0, streams);
+		} catch (const Error &e) {
+			std::fprintf(stderr, "%s\n", e.what()); // no reference, as without iperf3 here
+			what = "iperf3";
+			return 0;
+		}
 		remote_servers = streams;
 	}
 	std::vector<pid_t> servers;
 	for (unsigned i = 0; i < streams && !remote_servers; i++) {
-		pid_t srv = fork();
-		if (srv == 0) {
-			std::string p = std::to_string(port0 + static_cast<int>(i));
-			if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
-				_exit(127);
-			execlp("iperf3", "iperf3", "-s", "-1", "-p", p.c_str(), "-B", "127.0.0.1", (char *)nullptr);
-			_exit(127);
+		try {
+			servers.push_back(bench::spawn_quiet(
+				{"iperf3", "-s", "-1", "-p", std::to_string(port0 + static_cast<int>(i)), "-B", "127.0.0.1"}));
+		} catch (const Error &) {
+			break; // no iperf3: no reference
 		}
-		if (srv > 0)
-			servers.push_back(srv);
 	}
 	std::vector<double> g(remote_servers ? remote_servers : servers.size(), 0);
 	std::vector<std::thread> clients;

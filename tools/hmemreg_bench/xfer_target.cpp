@@ -11,12 +11,16 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 namespace hmemreg::bench {
 
@@ -43,6 +47,28 @@ std::vector<uint8_t> expected_target(size_t size, size_t nchunks)
 		for (size_t i = 0; i < c.len; i++)
 			want[c.remote + i] = pattern(c.local + i);
 	return want;
+}
+
+pid_t spawn_quiet(std::vector<std::string> args)
+{
+	posix_spawn_file_actions_t fa;
+	if (int e = posix_spawn_file_actions_init(&fa))
+		throw Error(HMEMREG_ESYS, std::string("xfer: posix_spawn: ") + std::strerror(e));
+	std::unique_ptr<posix_spawn_file_actions_t, int (*)(posix_spawn_file_actions_t *)> hold(
+		&fa, posix_spawn_file_actions_destroy);
+	int e = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	if (!e)
+		e = posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	if (e)
+		throw Error(HMEMREG_ESYS, std::string("xfer: posix_spawn: ") + std::strerror(e));
+	std::vector<char *> argv;
+	for (std::string &a : args)
+		argv.push_back(a.data());
+	argv.push_back(nullptr);
+	pid_t pid;
+	if ((e = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ)))
+		throw Error(HMEMREG_ESYS, "xfer: cannot start " + args[0] + ": " + std::strerror(e));
+	return pid;
 }
 
 void Targets::zero(unsigned, unsigned, size_t)
@@ -361,23 +387,11 @@ public:
 	void start(int port0, unsigned streams, const std::string &bind)
 	{
 		stop();
-		std::fflush(nullptr);
 		for (unsigned i = 0; i < streams; i++) {
-			const std::string port = std::to_string(port0 + static_cast<int>(i));
-			pid_t pid = ::fork();
-			if (pid == 0) {
-				if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
-					::_exit(127);
-				if (bind.empty())
-					::execlp("iperf3", "iperf3", "-s", "-1", "-p", port.c_str(), (char *)nullptr);
-				else
-					::execlp("iperf3", "iperf3", "-s", "-1", "-p", port.c_str(), "-B", bind.c_str(),
-						 (char *)nullptr);
-				::_exit(127);
-			}
-			if (pid < 0)
-				throw Error(HMEMREG_ESYS, std::string("xfer: fork (iperf3 server): ") + std::strerror(errno));
-			pids_.push_back(pid);
+			std::vector<std::string> args{"iperf3", "-s", "-1", "-p", std::to_string(port0 + static_cast<int>(i))};
+			if (!bind.empty())
+				args.insert(args.end(), {"-B", bind});
+			pids_.push_back(spawn_quiet(args));
 		}
 	}
 	void stop() noexcept
@@ -461,7 +475,7 @@ void handle(Served &s, Iperf3Servers &iperf, const std::string &node, bool remot
 		if (streams == 0 || streams > 64 || port0 <= 0 || port0 + static_cast<int>(streams) > 65536)
 			throw Error(HMEMREG_EINVAL, "xfer: iperf3 servers: bad ports");
 		iperf.start(port0, streams, node);
-		rep.put('K');
+		rep.put('K').put_string(node); // bound there if not empty
 	} else {
 		throw Error(HMEMREG_EINVAL, std::string("xfer: unknown request '") + op + "'");
 	}
@@ -753,8 +767,16 @@ public:
 	{
 		Message m;
 		m.put('I').put(port0).put(streams);
-		c_.call(m);
-		return host_;
+		// Where the server bound them (its fabric address), else the host
+		// this connection reached (no host: this one).
+		std::string host = c_.call(m).get_string();
+		if (host.empty())
+			host = !host_.empty() ? host_ : "localhost";
+		// It goes into iperf3's command line.
+		if (host.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.:-_%") !=
+		    std::string::npos)
+			throw Error(HMEMREG_EINVAL, "xfer: the target's iperf3 host '" + host + "' is not a host name");
+		return host;
 	}
 
 private:

@@ -12,6 +12,9 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include <sys/types.h>
 
 #include "engine/engine.hpp"
 
@@ -74,6 +77,11 @@ public:
 	// target's host, for the tcp reference across hosts; the host to reach.
 	virtual std::string start_iperf3(int port0, unsigned streams);
 };
+
+// Starts argv[0] (searched in PATH) with argv, its output to /dev/null:
+// spawned, not forked, from a process with libfabric's threads and
+// registered memory (a fork would copy them and run our code in the child).
+pid_t spawn_quiet(std::vector<std::string> argv);
 
 // Runs a bench server: listens on [HOST:]PORT, serves one client's target
 // engines (host memory, `node` as their fabric address if not empty), and
