@@ -52,3 +52,43 @@ soft_roce() {
 		ip link set "${veth}0" up && ip link set "${veth}1" up &&
 		rdma link add "$rxe" type rxe netdev "${veth}0"
 }
+
+# bench_serve LOG CMD...: starts CMD (an `hmemreg_bench xfer --serve`, maybe
+# under ip netns exec) in the background, output to LOG, and waits until it
+# listens: sets $server (its pid) and $served (the HOST:PORT it bound, port 0
+# resolved); $served stays empty if it exited first or took over 30 s.
+bench_serve() {
+	local log=$1 i
+	shift
+	"$@" >"$log" 2>&1 &
+	server=$! served=""
+	for i in $(seq 300); do
+		served=$(sed -n 's/^xfer: serving target engines on \([^ ,]*\).*/\1/p' "$log")
+		[ -n "$served" ] && return 0
+		kill -0 "$server" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# bench_serve_end LOG: the server's exit status, once it exited; a server
+# still running 30 s on (no client reached it, or one hung) is killed and
+# fails, rather than hang the lane. Prints LOG when not 0.
+bench_serve_end() {
+	local i rc
+	for i in $(seq 300); do
+		kill -0 "$server" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$server" 2>/dev/null; then
+		kill "$server"
+		wait "$server"
+		echo "the bench server was still running 30 s after its client; killed"
+		cat "$1"
+		return 124
+	fi
+	wait "$server"
+	rc=$?
+	[ $rc = 0 ] || cat "$1"
+	return $rc
+}

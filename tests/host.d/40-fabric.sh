@@ -41,17 +41,12 @@ HMEMREG_NETNS_PEER=$nsb HMEMREG_NETNS_ADDR=10.213.0.1 HMEMREG_NETNS_PEER_ADDR=10
 echo "---- hmemreg_bench xfer --serve ($nsb) / --connect ($nsa)"
 bench=$HMEMREG_BUILD/tools/hmemreg_bench
 log=$(mktemp)
-ip netns exec "$nsb" "$bench" xfer --serve 10.213.0.2:7470 --node 10.213.0.2 >"$log" 2>&1 &
-server=$!
 out="" rc=1
-for _ in $(seq 50); do # until it listens
-	out=$(ip netns exec "$nsa" "$bench" xfer --connect 10.213.0.2:7470 --node 10.213.0.1 --provider 'tcp;ofi_rxm' \
+if bench_serve "$log" ip netns exec "$nsb" "$bench" xfer --serve 10.213.0.2:7470 --node 10.213.0.2; then
+	out=$(ip netns exec "$nsa" "$bench" xfer --connect "$served" --node 10.213.0.1 --provider 'tcp;ofi_rxm' \
 		--json --min 64k --max 1m --chunks 1,16 --repeat 1 --seconds 0.1 --verify 2>&1)
 	rc=$?
-	[ $rc = 0 ] && break
-	grep -q "cannot connect" <<<"$out" || break
-	sleep 0.1
-done
+fi
 rows=$(grep '^{"bench": "xfer"' <<<"$out" | grep '"target": "remote"' | grep '"verified": "yes"' |
 	grep '"ref": "iperf3"' | grep -vc '"ref_gbps": 0.00,')
 if [ $rc != 0 ] || [ "$rows" != 6 ]; then
@@ -61,6 +56,6 @@ if [ $rc != 0 ] || [ "$rows" != 6 ]; then
 else
 	echo "ok   6 rows verified across the veth"
 fi
-wait $server || { echo "FAIL: the bench server exited with $?"; cat "$log"; bad=1; }
+bench_serve_end "$log" || { echo "FAIL: the bench server exited with $?"; bad=1; }
 rm -f "$log"
 exit $bad

@@ -33,20 +33,19 @@ for procs in 1 2; do
 	check "--procs $procs" "$([ $procs = 1 ] && echo in-process || echo child)" "$out" $?
 done
 
-port=$((20000 + $$ % 20000))
-"$bench" xfer --serve 127.0.0.1:$port >/tmp/hmemreg-serve-$$.log 2>&1 &
-server=$!
-out="" rc=1
-for _ in $(seq 50); do # until it listens
-	out=$("$bench" xfer --connect 127.0.0.1:$port "${args[@]}" 2>&1)
-	rc=$?
-	[ $rc = 0 ] && break
-	grep -q "cannot connect" <<<"$out" || break
-	sleep 0.1
-done
-check "--serve/--connect" remote "$out" $rc
-wait $server || { echo "FAIL the bench server exited with $?"; cat /tmp/hmemreg-serve-$$.log; bad=1; }
-rm -f /tmp/hmemreg-serve-$$.log
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# A server on a port it picks (one chosen here may be taken on a shared
+# machine), then one client.
+if ! bench_serve "$log" "$bench" xfer --serve 127.0.0.1:0; then
+	echo "FAIL the bench server did not listen"
+	cat "$log"
+	bad=1
+else
+	out=$("$bench" xfer --connect "$served" "${args[@]}" 2>&1)
+	check "--serve/--connect" remote "$out" $?
+	bench_serve_end "$log" || { echo "FAIL the bench server exited with $?"; bad=1; }
+fi
 
 # Bad input: a clear message and a non-zero exit.
 if "$bench" xfer --procs 2 --mem cuda 2>/dev/null; then

@@ -804,7 +804,17 @@ std::unique_ptr<Targets> Targets::remote(const std::string &host_port)
 int serve(const std::string &host_port, const std::string &node)
 {
 	const int lfd = tcp_socket(host_port, true);
-	std::fprintf(stderr, "xfer: serving target engines on %s%s%s\n", host_port.c_str(),
+	// The address bound, port 0 resolved: a script may pick no port itself
+	// and read it here.
+	std::string bound = host_port;
+	sockaddr_storage sa{};
+	socklen_t salen = sizeof(sa);
+	char h[NI_MAXHOST], p[NI_MAXSERV];
+	if (::getsockname(lfd, reinterpret_cast<sockaddr *>(&sa), &salen) == 0 &&
+	    ::getnameinfo(reinterpret_cast<sockaddr *>(&sa), salen, h, sizeof(h), p, sizeof(p),
+			  NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+		bound = (sa.ss_family == AF_INET6 ? "[" + std::string(h) + "]" : std::string(h)) + ":" + p;
+	std::fprintf(stderr, "xfer: serving target engines on %s%s%s\n", bound.c_str(),
 		     node.empty() ? "" : ", fabric address ", node.c_str());
 	int fd;
 	do
