@@ -47,6 +47,47 @@ else
 	bench_serve_end "$log" || { echo "FAIL the bench server exited with $?"; bad=1; }
 fi
 
+# A hostile client: the server refuses what it must not do (register memory
+# at an address the client chose; allocate 4 EiB), replies with the reason,
+# and leaves with a clear error and exit 1 (no crash) at a frame whose length
+# is garbage.
+# le N BYTES: N little-endian, as printf %b escapes.
+le() {
+	local i s=""
+	for ((i = 0; i < $2; i++)); do s+=$(printf '\\x%02x' $((($1 >> (8 * i)) & 255))); done
+	printf '%s' "$s"
+}
+# make_request ADDR SIZE: an 'M' request (81 bytes, framed) for one target
+# region: provider "tcp", node "", 1 rail, 1 thread, notify auto, imm 0,
+# write_iov 0, max_write 0, post_more 0.
+make_request() {
+	printf '%s' "$(le 81 4)M$(le 3 8)tcp$(le 0 8)$(le 1 4)$(le 1 4)$(le 0 4)$(le 0 8)$(le 0 8)$(le 0 8)$(le 0 1)"
+	printf '%s' "$(le 1 8)$(le $1 8)$(le $2 8)"
+}
+if ! bench_serve "$log" "$bench" xfer --serve 127.0.0.1:0; then
+	echo "FAIL the bench server did not listen"
+	cat "$log"
+	bad=1
+else
+	reply=$(
+		exec 3<>"/dev/tcp/${served%:*}/${served##*:}" || exit 1
+		printf '%b' "$(make_request 4096 4096)$(make_request 0 $((1 << 62)))GET " >&3
+		timeout 30 cat <&3 | tr -d '\0'
+	)
+	bench_serve_end "$log" >/dev/null
+	rc=$?
+	if [ $rc != 1 ] || ! grep -q "a region at an address a remote writer chose" <<<"$reply" ||
+		! grep -q "a target buffer of 4611686018427387904 bytes" <<<"$reply" ||
+		! grep -q "^xfer: a message of 542393671 bytes between bench processes (1 to 65536)$" "$log"; then
+		echo "FAIL a hostile client: server exit $rc, replies:"
+		echo "$reply"
+		cat "$log"
+		bad=1
+	else
+		echo "ok   xfer --serve: a hostile client is refused, the server exits 1"
+	fi
+fi
+
 # Bad input: a clear message and a non-zero exit.
 if "$bench" xfer --procs 2 --mem cuda 2>/dev/null; then
 	echo "FAIL xfer --procs 2 --mem cuda was accepted"
