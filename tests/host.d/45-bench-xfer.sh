@@ -48,7 +48,8 @@ else
 fi
 
 # A hostile client: the server refuses what it must not do (register memory
-# at an address the client chose; allocate 4 EiB), replies with the reason,
+# at an address the client chose; allocate 4 EiB) and a request with bytes
+# left over (a client framing it differently), replies with the reason,
 # and leaves with a clear error and exit 1 (no crash) at a frame whose length
 # is garbage.
 # le N BYTES: N little-endian, as printf %b escapes.
@@ -71,13 +72,14 @@ if ! bench_serve "$log" "$bench" xfer --serve 127.0.0.1:0; then
 else
 	reply=$(
 		exec 3<>"/dev/tcp/${served%:*}/${served##*:}" || exit 1
-		printf '%b' "$(make_request 4096 4096)$(make_request 0 $((1 << 62)))GET " >&3
+		printf '%b' "$(make_request 4096 4096)$(make_request 0 $((1 << 62)))$(le 2 4)C$(le 0 1)GET " >&3
 		timeout 30 cat <&3 | tr -d '\0'
 	)
 	bench_serve_end "$log" >/dev/null
 	rc=$?
 	if [ $rc != 1 ] || ! grep -q "a region at an address a remote writer chose" <<<"$reply" ||
 		! grep -q "a target buffer of 4611686018427387904 bytes" <<<"$reply" ||
+		! grep -q "1 bytes too many in a message" <<<"$reply" ||
 		! grep -q "^xfer: a message of 542393671 bytes between bench processes (1 to 65536)$" "$log"; then
 		echo "FAIL a hostile client: server exit $rc, replies:"
 		echo "$reply"

@@ -274,6 +274,15 @@ public:
 		return Bytes(s.begin(), s.end());
 	}
 	const std::string &data() const { return b_; }
+	// All read: bytes left over mean the two sides frame a request
+	// differently (bench builds of different versions), not a request.
+	void end() const
+	{
+		if (at_ != b_.size())
+			throw Error(HMEMREG_EINVAL, "xfer: " + std::to_string(b_.size() - at_) +
+							    " bytes too many in a message between bench processes"
+							    " (both sides the same build?)");
+	}
 
 private:
 	void need(size_t n) const
@@ -433,22 +442,32 @@ void handle(Served &s, Iperf3Servers &iperf, const std::string &node, bool remot
 				throw Error(HMEMREG_EINVAL, "xfer: a region at an address a remote writer chose (the server allocates its buffers)");
 			r = {reinterpret_cast<void *>(p), static_cast<size_t>(n)};
 		}
+		req.end();
 		TargetEngine t = s.make(cfg, regions);
 		rep.put('K').put(t.slot).put(static_cast<uint8_t>(t.staged)).put_bytes(t.address.data(), t.address.size());
 		for (const Bytes &d : t.descriptors)
 			rep.put_bytes(d.data(), d.size());
 	} else if (op == 'P') {
-		unsigned slot = req.get<unsigned>();
-		s.add_peer(slot, req.get_bytes());
+		const unsigned slot = req.get<unsigned>();
+		const Bytes writer = req.get_bytes();
+		req.end();
+		s.add_peer(slot, writer);
 		rep.put('K');
 	} else if (op == 'C') {
+		req.end();
 		s.clear();
 		rep.put('K');
 	} else if (op == 'N') {
-		rep.put('K').put(static_cast<uint64_t>(s.notes(req.get<unsigned>())));
+		const unsigned slot = req.get<unsigned>();
+		req.end();
+		rep.put('K').put(static_cast<uint64_t>(s.notes(slot)));
 	} else if (op == 'Z' || op == 'V') {
 		const unsigned slot = req.get<unsigned>(), i = req.get<unsigned>();
 		const uint64_t size = req.get<uint64_t>();
+		// The bench verifies chunks of 64 bytes or more; more chunks would
+		// cost more memory than the region (placements()).
+		const uint64_t nchunks = op == 'V' ? req.get<uint64_t>() : 0;
+		req.end();
 		std::span<uint8_t> r = s.region(slot, i);
 		if (size > r.size())
 			throw Error(HMEMREG_EINVAL, "xfer: " + std::to_string(size) + " bytes of a target region of " +
@@ -456,9 +475,6 @@ void handle(Served &s, Iperf3Servers &iperf, const std::string &node, bool remot
 		if (op == 'Z') {
 			std::memset(r.data(), 0, size);
 		} else {
-			// The bench verifies chunks of 64 bytes or more; more chunks would
-			// cost more memory than the region (placements()).
-			const uint64_t nchunks = req.get<uint64_t>();
 			if (nchunks == 0 || nchunks > size / 64)
 				throw Error(HMEMREG_EINVAL, "xfer: verify " + std::to_string(nchunks) + " chunks of " +
 								    std::to_string(size) + " bytes");
@@ -472,6 +488,7 @@ void handle(Served &s, Iperf3Servers &iperf, const std::string &node, bool remot
 	} else if (op == 'I') {
 		const int port0 = req.get<int>();
 		const unsigned streams = req.get<unsigned>();
+		req.end();
 		if (streams == 0 || streams > 64 || port0 <= 0 || port0 + static_cast<int>(streams) > 65536)
 			throw Error(HMEMREG_EINVAL, "xfer: iperf3 servers: bad ports");
 		iperf.start(port0, streams, node);
