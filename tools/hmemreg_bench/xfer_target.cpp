@@ -833,6 +833,9 @@ int serve(const std::string &host_port, const std::string &node)
 		bound = (sa.ss_family == AF_INET6 ? "[" + std::string(h) + "]" : std::string(h)) + ":" + p;
 	std::fprintf(stderr, "xfer: serving target engines on %s%s%s\n", bound.c_str(),
 		     node.empty() ? "" : ", fabric address ", node.c_str());
+	if (node.empty())
+		std::fprintf(stderr, "xfer: --serve without --node: the engines take the client's fabric address, "
+				     "right only with the client on this host\n");
 	int fd;
 	do
 		fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
