@@ -857,7 +857,8 @@ int usage()
 		     "  --procs 2: the target engines run in a child process (host memory only);\n"
 		     "  --serve: be the target side for one --connect client, on another host or this one: it\n"
 		     "  sends the configuration, the server makes the engines (fabric address --node) and\n"
-		     "  buffers, verifies what landed, and starts iperf3 servers for the tcp reference;\n"
+		     "  buffers, verifies what landed, and starts iperf3 servers for the tcp reference; it\n"
+		     "  prints the address it listens on (PORT 0: one the kernel picks) and exits after the client;\n"
 		     "  --notify, --write-iov: several values run interleaved (one engine pair each), one row each;\n"
 		     "  sizes go up by 4x from --min (4k) to --max (64m; up to 1g); providers default tcp;ofi_rxm,shm;\n"
 		     "  each row is the best of --repeat runs of --seconds, the reference measured alongside\n");
