@@ -715,8 +715,15 @@ int tcp_socket(const std::string &host_port, bool listen)
 	if (rc != 0)
 		throw Error(HMEMREG_EINVAL, "xfer: " + host_port + ": " + ::gai_strerror(rc));
 	std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> hold(res, ::freeaddrinfo);
+	// Any host: IPv6's any address first, which takes IPv4 clients too
+	// (0.0.0.0, first in getaddrinfo's list, would shut out IPv6 ones).
+	std::vector<addrinfo *> order;
+	for (addrinfo *a = res; a; a = a->ai_next)
+		order.push_back(a);
+	if (listen && host.empty())
+		std::stable_partition(order.begin(), order.end(), [](addrinfo *a) { return a->ai_family == AF_INET6; });
 	int err = 0;
-	for (addrinfo *a = res; a; a = a->ai_next) {
+	for (addrinfo *a : order) {
 		int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
 		if (fd < 0) {
 			err = errno;
@@ -726,6 +733,10 @@ int tcp_socket(const std::string &host_port, bool listen)
 		::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); // small request/reply
 		if (listen)
 			::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (listen && a->ai_family == AF_INET6) {
+			int zero = 0; // IPv4 too, whatever net.ipv6.bindv6only says
+			::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+		}
 		if (listen ? ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 1) == 0
 			   : ::connect(fd, a->ai_addr, a->ai_addrlen) == 0)
 			return fd;
