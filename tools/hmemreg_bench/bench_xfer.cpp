@@ -469,7 +469,7 @@ Result run_writes(Engine &a, PeerId peer, const Region &src, const Bytes &desc, 
 	while (done.load() < posted.load() && !failed.load())
 		std::this_thread::sleep_for(std::chrono::microseconds(20));
 	auto give_up = Clock::now() + std::chrono::seconds(30);
-	while (notes() - notes0 < done.load() && !failed.load() && Clock::now() < give_up)
+	while (!failed.load() && notes() - notes0 < done.load() && Clock::now() < give_up)
 		std::this_thread::sleep_for(std::chrono::microseconds(20));
 	double el = std::chrono::duration<double>(Clock::now() - t0).count();
 	if (failed.load())
@@ -506,8 +506,10 @@ void use(int device)
 class Buffers {
 public:
 	// shared_dst: the target buffer, in memory shared with the target's
-	// process (host memory only), else allocated here.
-	Buffers(const Options &o, size_t n, void *shared_dst) : o_(o), n_(n), own_dst_(!shared_dst)
+	// process (host memory only), else allocated here unless the target is
+	// remote (`no_dst`: its server holds it).
+	Buffers(const Options &o, size_t n, void *shared_dst, bool no_dst)
+		: o_(o), n_(n), own_dst_(!shared_dst && !no_dst)
 	{
 		std::vector<uint8_t> pat(n);
 		for (size_t i = 0; i < n; i++)
@@ -678,7 +680,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 		cfg.rails = rails;
 		cfg.progress_threads = o.threads ? o.threads : rails;
 		size_t maxbuf = o.max_size;
-		Buffers buf(o, maxbuf, targets.shared());
+		Buffers buf(o, maxbuf, targets.shared(), targets.remote_buffers());
 		// --mem cuda: host buffers too, for the same transfer between host memory.
 		std::vector<uint8_t> hsrc(o.cuda ? maxbuf : 0, 0x5a), hdst(o.cuda ? maxbuf : 0);
 		ClearTargets clear_targets{targets};
