@@ -40,13 +40,10 @@
 #include <thread>
 #include <vector>
 
-#include <csignal>
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.hpp"
@@ -176,28 +173,20 @@ double iperf3_gbps(std::string &what, unsigned streams, bench::Targets &targets)
 {
 	const int port0 = 5201 + static_cast<int>(getpid() % 2000) * 8;
 	std::fflush(stdout);
+	const bool remote = targets.remote_buffers();
+	what = remote ? "iperf3" : "iperf3-lo";
 	std::string host = "127.0.0.1";
-	unsigned remote_servers = 0;
-	if (targets.remote_buffers()) {
-		try {
+	bench::Spawned local; // ended on return
+	try {
+		if (remote)
 			host = targets.start_iperf3(port0, streams);
-		} catch (const Error &e) {
-			std::fprintf(stderr, "%s\n", e.what()); // no reference, as without iperf3 here
-			what = "iperf3";
-			return 0;
-		}
-		remote_servers = streams;
+		else
+			bench::start_iperf3_servers(local, port0, streams, host);
+	} catch (const Error &e) {
+		std::fprintf(stderr, "%s\n", e.what()); // no iperf3: no reference
+		return 0;
 	}
-	std::vector<pid_t> servers;
-	for (unsigned i = 0; i < streams && !remote_servers; i++) {
-		try {
-			servers.push_back(bench::spawn_quiet(
-				{"iperf3", "-s", "-1", "-p", std::to_string(port0 + static_cast<int>(i)), "-B", "127.0.0.1"}));
-		} catch (const Error &) {
-			break; // no iperf3: no reference
-		}
-	}
-	std::vector<double> g(remote_servers ? remote_servers : servers.size(), 0);
+	std::vector<double> g(streams, 0);
 	std::vector<std::thread> clients;
 	for (size_t i = 0; i < g.size(); i++)
 		clients.emplace_back([&, i] {
@@ -212,12 +201,6 @@ double iperf3_gbps(std::string &what, unsigned streams, bench::Targets &targets)
 		});
 	for (auto &c : clients)
 		c.join();
-	for (pid_t srv : servers) {
-		kill(srv, SIGTERM); // never wait on a server that got no client
-		int st;
-		waitpid(srv, &st, 0);
-	}
-	what = remote_servers ? "iperf3" : "iperf3-lo";
 	double sum = 0;
 	for (double x : g) {
 		if (x <= 0)
@@ -232,25 +215,25 @@ double iperf3_gbps(std::string &what, unsigned streams, bench::Targets &targets)
 double ib_write_bw_gbps(const std::string &device, size_t size)
 {
 	const std::string port = std::to_string(18515 + getpid() % 2000);
-	const std::string common = "ib_write_bw -d " + device + " -p " + port + " -s " + std::to_string(size) +
-				   " -n 200 -F --report_gbits";
-	std::fflush(stdout);
-	pid_t srv = fork();
-	if (srv == 0) {
-		if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
-			_exit(127);
-		execl("/bin/sh", "sh", "-c", common.c_str(), (char *)nullptr);
-		_exit(127);
+	const std::vector<std::string> args{"ib_write_bw", "-d", device, "-p", port, "-s", std::to_string(size),
+					    "-n", "200", "-F", "--report_gbits"};
+	bench::Spawned server; // ended on return
+	try {
+		server.start(args);
+	} catch (const Error &e) {
+		std::fprintf(stderr, "%s\n", e.what());
+		return 0;
 	}
+	std::string common;
+	for (const std::string &a : args)
+		common += a + " ";
 	std::string out;
 	// The server takes seconds to listen in an emulated VM: retry for 30 s.
 	for (int attempt = 0; attempt < 60 && out.find("#bytes") == std::string::npos; attempt++) {
 		std::this_thread::sleep_for(std::chrono::milliseconds(500));
-		out = capture(common + " 127.0.0.1 2>/dev/null");
+		out = capture(common + "127.0.0.1 2>/dev/null");
 	}
-	kill(srv, SIGTERM);
-	int st;
-	waitpid(srv, &st, 0);
+	server.stop();
 	// The row after the "#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec]" header.
 	bool next = false;
 	for (const auto &line : split(out, '\n')) {

@@ -71,6 +71,32 @@ pid_t spawn_quiet(std::vector<std::string> args)
 	return pid;
 }
 
+void Spawned::start(std::vector<std::string> argv)
+{
+	pids_.push_back(spawn_quiet(std::move(argv)));
+}
+
+void Spawned::stop() noexcept
+{
+	for (pid_t pid : pids_) {
+		::kill(pid, SIGTERM); // a server that got no client would wait forever
+		int st;
+		while (::waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	pids_.clear();
+}
+
+void start_iperf3_servers(Spawned &s, int port0, unsigned streams, const std::string &bind)
+{
+	for (unsigned i = 0; i < streams; i++) {
+		std::vector<std::string> args{"iperf3", "-s", "-1", "-p", std::to_string(port0 + static_cast<int>(i))};
+		if (!bind.empty())
+			args.insert(args.end(), {"-B", bind});
+		s.start(std::move(args));
+	}
+}
+
 void Targets::zero(unsigned, unsigned, size_t)
 {
 	throw Error(HMEMREG_ENOTSUP, "xfer: only a remote target zeroes its buffers");
@@ -388,41 +414,11 @@ Config get_config(Message &m)
 	return c;
 }
 
-// One-shot iperf3 servers a remote client asked for; stopped at the next
-// request for new ones and at the end.
-class Iperf3Servers {
-public:
-	~Iperf3Servers() { stop(); }
-	void start(int port0, unsigned streams, const std::string &bind)
-	{
-		stop();
-		for (unsigned i = 0; i < streams; i++) {
-			std::vector<std::string> args{"iperf3", "-s", "-1", "-p", std::to_string(port0 + static_cast<int>(i))};
-			if (!bind.empty())
-				args.insert(args.end(), {"-B", bind});
-			pids_.push_back(spawn_quiet(args));
-		}
-	}
-	void stop() noexcept
-	{
-		for (pid_t pid : pids_) {
-			::kill(pid, SIGTERM); // one that got no client would wait forever
-			int st;
-			while (::waitpid(pid, &st, 0) < 0 && errno == EINTR)
-				;
-		}
-		pids_.clear();
-	}
-
-private:
-	std::vector<pid_t> pids_;
-};
-
 // One request. `node`: the fabric address of this side's engines (a server
 // on another host has its own; empty: the writer's, as both are local).
 // `remote`: the writer is across TCP, so it has no say in this process's
 // addresses: every region is allocated here.
-void handle(Served &s, Iperf3Servers &iperf, const std::string &node, bool remote, Message &req, Message &rep)
+void handle(Served &s, Spawned &iperf, const std::string &node, bool remote, Message &req, Message &rep)
 {
 	const char op = req.get<char>();
 	if (op == 'M') {
@@ -491,7 +487,8 @@ void handle(Served &s, Iperf3Servers &iperf, const std::string &node, bool remot
 		req.end();
 		if (streams == 0 || streams > 64 || port0 <= 0 || port0 + static_cast<int>(streams) > 65536)
 			throw Error(HMEMREG_EINVAL, "xfer: iperf3 servers: bad ports");
-		iperf.start(port0, streams, node);
+		iperf.stop(); // the previous row's
+		start_iperf3_servers(iperf, port0, streams, node);
 		rep.put('K').put_string(node); // bound there if not empty
 	} else {
 		throw Error(HMEMREG_EINVAL, std::string("xfer: unknown request '") + op + "'");
@@ -502,7 +499,7 @@ void handle(Served &s, Iperf3Servers &iperf, const std::string &node, bool remot
 // itself fails.
 void serve_connection(int fd, Served &s, const std::string &node, bool remote)
 {
-	Iperf3Servers iperf;
+	Spawned iperf; // iperf3 servers the writer asked for
 	for (;;) {
 		Message req(recv_message(fd));
 		if (req.data().empty())

@@ -83,6 +83,24 @@ public:
 // registered memory (a fork would copy them and run our code in the child).
 pid_t spawn_quiet(std::vector<std::string> argv);
 
+// Processes started quiet, ended (SIGTERM, reaped) by stop() and at the
+// latest on destruction: servers that may never get their client.
+class Spawned {
+public:
+	Spawned() = default;
+	Spawned(const Spawned &) = delete;
+	Spawned &operator=(const Spawned &) = delete;
+	~Spawned() { stop(); }
+	void start(std::vector<std::string> argv); // throws when it cannot start
+	void stop() noexcept;
+
+private:
+	std::vector<pid_t> pids_;
+};
+
+// `streams` one-shot iperf3 servers on ports port0.., bound to `bind` if set.
+void start_iperf3_servers(Spawned &s, int port0, unsigned streams, const std::string &bind);
+
 // Runs a bench server: listens on [HOST:]PORT, serves one client's target
 // engines (host memory, `node` as their fabric address if not empty), and
 // returns the exit status once the client is done.
