@@ -63,7 +63,4 @@ private:
 	bool header_due_ = true;
 };
 
-// True when argv holds --json (and removes it).
-bool take_flag(int &argc, char **argv, std::string_view flag);
-
 } // namespace hmemreg::bench

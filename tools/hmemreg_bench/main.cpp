@@ -81,18 +81,6 @@ void Printer::print(const Row &row)
 	std::fflush(stdout);
 }
 
-bool take_flag(int &argc, char **argv, std::string_view flag)
-{
-	for (int i = 1; i < argc; i++) {
-		if (flag == argv[i]) {
-			std::memmove(&argv[i], &argv[i + 1], sizeof(char *) * (argc - i));
-			argc--;
-			return true;
-		}
-	}
-	return false;
-}
-
 } // namespace hmemreg::bench
 
 static int usage(FILE *f)
