@@ -229,7 +229,7 @@ const ChangeCase kChanges[] = {
 	 }},
 	{"mremap MREMAP_DONTUNMAP", anon_area,
 	 [](Area &a) {
-		 void *q = ::mremap(a.p, a.len, a.len, MREMAP_MAYMOVE | 4 /* MREMAP_DONTUNMAP */);
+		 void *q = ::mremap(a.p, a.len, a.len, MREMAP_MAYMOVE | 4 /* MREMAP_DONTUNMAP */, nullptr);
 		 cr_assert_neq(q, MAP_FAILED, "%s", strerror(errno));
 		 a.extra = static_cast<uint8_t *>(q);
 	 }},

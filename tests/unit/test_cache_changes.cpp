@@ -383,7 +383,7 @@ Test(cache_changes, mremap_dontunmap)
 		size_t len = kPages * page();
 		char *p = anon(len);
 		cached(m, p, len, "anonymous");
-		char *q = static_cast<char *>(::mremap(p, len, len, MREMAP_MAYMOVE | 4 /* MREMAP_DONTUNMAP */));
+		char *q = static_cast<char *>(::mremap(p, len, len, MREMAP_MAYMOVE | 4 /* MREMAP_DONTUNMAP */, nullptr));
 		if (q == MAP_FAILED)
 			cr_skip_test("MREMAP_DONTUNMAP: %s", strerror(errno));
 		check(m, p, len, "the old range after MREMAP_DONTUNMAP (mapped, pages gone)");

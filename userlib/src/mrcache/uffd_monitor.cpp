@@ -142,28 +142,48 @@ int UffdMonitor::subscribe(Entry &e)
 {
 	if (e.iface != Iface::host)
 		return -HMEMREG_ENOTSUP;
+	uintptr_t s = e.range.start, end = e.range.end;
+	std::lock_guard g(reg_mu_);
+	uint64_t gen = unmap_gen_.load(std::memory_order_acquire);
+	if (gen != registered_gen_) {
+		registered_.clear();
+		registered_gen_ = gen;
+	}
+	auto it = registered_.upper_bound(s);
+	if (it != registered_.begin() && std::prev(it)->second >= end)
+		return 0; // registered and private anonymous, nothing replaced since
+	// Registering an already registered range with the same uffd changes
+	// nothing. Ranges are never unregistered (another entry may share the
+	// VMA): the registration ends with the mapping.
 	uffdio_register r{};
-	r.range.start = e.range.start;
-	r.range.len = e.range.size();
+	r.range.start = s;
+	r.range.len = end - s;
 	r.mode = UFFDIO_REGISTER_MODE_WP;
-	// Register every time, even a range registered before: the mapping
-	// there may have been replaced unseen since (shmat, remap_file_pages)
-	// and the new one is not registered. Registering a registered range
-	// again changes nothing. Ranges are never unregistered (another entry
-	// may share the VMA): the registration ends with the mapping.
 	const bool registered = ::ioctl(uffd_.get(), UFFDIO_REGISTER, &r) == 0;
 	// Then look at what is mapped (after registering: a mapping replaced
-	// in between was registered, so its unmap raced with this miss and
-	// the cache does not keep the entry).
-	switch (probe_backing(e.range.start, e.range.end)) {
+	// in between was registered, so its unmap raced with this miss and the
+	// cache does not keep the entry).
+	switch (probe_backing(s, end)) {
 	case Backing::private_anon:
-		return registered ? 0 : -HMEMREG_ENOTSUP;
+		break;
 	case Backing::shared_or_file:
 		return kUnwatchable;
 	case Backing::unmapped:
-		break;
+		return -HMEMREG_ENOTSUP; // a hole: the registrar will say what is wrong
 	}
-	return -HMEMREG_ENOTSUP; // a hole: the registrar will say what is wrong
+	if (!registered)
+		return -HMEMREG_ENOTSUP;
+	// Merge [s, end) into the disjoint set.
+	it = registered_.upper_bound(s);
+	if (it != registered_.begin() && std::prev(it)->second >= s)
+		--it;
+	while (it != registered_.end() && it->first <= end) {
+		s = std::min(s, it->first);
+		end = std::max(end, it->second);
+		it = registered_.erase(it);
+	}
+	registered_.emplace(s, end);
+	return 0;
 }
 
 void UffdMonitor::sync(Cache &)
@@ -208,6 +228,8 @@ void UffdMonitor::run()
 			std::lock_guard g(cb_mu_);
 			for (size_t i = 0; i < static_cast<size_t>(n) / sizeof(uffd_msg); i++) {
 				const uffd_msg &m = msgs[i];
+				if (m.event == UFFD_EVENT_UNMAP || m.event == UFFD_EVENT_REMAP)
+					unmap_gen_.fetch_add(1, std::memory_order_release); // before busy_ drops
 				switch (m.event) {
 				case UFFD_EVENT_UNMAP:
 					dispatch(m.arg.remove.start, m.arg.remove.end, HMEMREG_INVAL_UNMAP);
@@ -238,6 +260,7 @@ std::shared_ptr<UffdMonitor> UffdMonitor::running()
 
 void UffdMonitor::replaced(uintptr_t start, uintptr_t end)
 {
+	unmap_gen_.fetch_add(1, std::memory_order_release); // what is there now is not registered
 	std::lock_guard g(cb_mu_);
 	dispatch(start, end, HMEMREG_INVAL_UNMAP);
 }

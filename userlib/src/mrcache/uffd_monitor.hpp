@@ -19,11 +19,13 @@
 //   event: libhmemreg defines both (mapping_hooks.cpp) and reports the
 //   range through replaced(); a raw system call bypasses that;
 // - the mapping such a call left is not registered with the userfaultfd:
-//   every subscribe registers its range again (no memory of earlier
-//   registrations), so whatever is mapped there now is watched.
+//   the ranges known registered (and private anonymous) are forgotten at
+//   every unmap or remap event and at every interposed call, so the next
+//   subscribe there registers and checks again.
 #pragma once
 
 #include <array>
+#include <map>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -67,6 +69,15 @@ private:
 	std::atomic<uint64_t> busy_{0};
 	std::mutex cb_mu_; // guards caches_ against dispatch
 	std::array<Cache *, kMaxCaches> caches_{};
+	// Ranges registered with the userfaultfd and found private anonymous
+	// since the last unmap/remap event or interposed call: a miss there
+	// (after an eviction) skips the ioctl and the probe. Only those can
+	// change what is mapped there, and each bumps unmap_gen_ (the reader
+	// thread never takes reg_mu_); the next subscribe forgets the set.
+	std::mutex reg_mu_;
+	std::map<uintptr_t, uintptr_t> registered_; // start -> end, disjoint
+	uint64_t registered_gen_ = 0;
+	std::atomic<uint64_t> unmap_gen_{0};
 	std::thread thread_;
 	pid_t owner_; // the process whose thread serves this monitor
 };
