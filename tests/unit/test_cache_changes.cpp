@@ -9,6 +9,7 @@
 // stale (RDMA would go to the old pages). What must not be cached at all
 // (uffd: shared and file-backed mappings) is checked through the stats.
 #include <criterion/criterion.h>
+#include <cstdlib>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <malloc.h>
@@ -102,6 +103,15 @@ std::vector<Monitored> caches()
 	}
 	if (out.empty())
 		cr_skip_test("neither userfaultfd nor hmemreg.ko usable here");
+	// The VM lane says which monitors must be there (so none is skipped unseen).
+	if (const char *want = std::getenv("HMEMREG_TEST_EXPECT_MONITORS")) {
+		std::string have;
+		for (auto &m : out)
+			have += std::string(" ") + m.name;
+		for (const char *n : {"uffd", "kmod"})
+			cr_assert(!std::strstr(want, n) || have.find(n) != std::string::npos,
+				  "monitor %s expected (HMEMREG_TEST_EXPECT_MONITORS=%s), have:%s", n, want, have.c_str());
+	}
 	return out;
 }
 
