@@ -153,6 +153,52 @@ int hmemreg_stats_block_check(const struct hmemreg_stats_block *block, size_t le
 /* Sum one slot of a block into @out (no process needs to be alive). */
 void hmemreg_stats_sum(const struct hmemreg_stats_cache *slot, struct hmemreg_cache_stats *out);
 
+/*
+ * Shared-memory files left by dead processes.
+ *
+ * A process using libhmemreg owns two kinds of files in /dev/shm: its stats
+ * block (hmemreg-stats.<pid>) and, for libfabric's shm provider, one region
+ * per endpoint (hmemreg_<pid>_<random>, named by the engine). It holds a
+ * shared flock(2) on each for as long as it uses it, and removes them when it
+ * exits normally; a killed process leaves them behind. hmemreg_shm_gc()
+ * removes a file only when nobody holds its lock and its process is gone
+ * (stats blocks: hmemreg_stats_block_check(); regions: no such pid, or a pid
+ * started after the file was made). libhmemreg runs it once per process, on
+ * its first stats block or shm endpoint; mr_cache_stat --gc runs it on demand.
+ */
+enum hmemreg_shm_kind {
+	HMEMREG_SHM_STATS_BLOCK = 0,   /* hmemreg-stats.<pid> */
+	HMEMREG_SHM_FABRIC_REGION = 1, /* hmemreg_<pid>_<n> (libfabric shm provider) */
+};
+
+enum hmemreg_shm_verdict {
+	HMEMREG_SHM_LIVE = 0,    /* its process runs (or may run): kept */
+	HMEMREG_SHM_REMOVED = 1, /* stale and removed */
+	HMEMREG_SHM_STALE = 2,   /* stale, left in place (HMEMREG_SHM_GC_DRY_RUN) */
+	HMEMREG_SHM_FAILED = 3,  /* stale, but could not be removed (@error: errno) */
+};
+
+struct hmemreg_shm_file {
+	const char *name;  /* file name inside the folder */
+	int kind;          /* enum hmemreg_shm_kind */
+	int pid;           /* from the name */
+	uint64_t bytes;    /* file size */
+	int verdict;       /* enum hmemreg_shm_verdict */
+	int error;         /* errno with HMEMREG_SHM_FAILED, else 0 */
+};
+
+#define HMEMREG_SHM_GC_DRY_RUN 1u /* decide, remove nothing */
+
+typedef void (*hmemreg_shm_gc_fn)(const struct hmemreg_shm_file *file, void *arg);
+
+/*
+ * Look at every hmemreg file in @dir (NULL: /dev/shm) and remove those of dead
+ * processes; @each (may be NULL) is called once per file looked at. Returns
+ * the number of stale files (removed, or that would be with DRY_RUN), or
+ * -HMEMREG_EINVAL (unknown @flags) or -HMEMREG_ESYS (@dir unreadable; errno).
+ */
+int hmemreg_shm_gc(const char *dir, unsigned flags, hmemreg_shm_gc_fn each, void *arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -68,4 +68,9 @@ std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> ra
 	return std::make_unique<CachedRegistration>(std::move(refs));
 }
 
+void name_rail_cache(RailCache &rc, const std::string &name)
+{
+	rc.cache().set_name(name);
+}
+
 } // namespace hmemreg::engine

@@ -102,6 +102,12 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 	stats_->set_label(s->count_fence, sizeof(s->count_fence), count_fence_name());
 }
 
+void Cache::set_name(const std::string &name)
+{
+	std::snprintf(cfg_.name, sizeof(cfg_.name), "%s", name.c_str());
+	stats_->set_label(stats_->raw()->name, sizeof(stats_->raw()->name), cfg_.name);
+}
+
 Cache::~Cache()
 {
 	fork_registry_remove(this);

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "hmemreg/cache.h"
@@ -137,6 +138,9 @@ public:
 	hmemreg_monitor monitor_kind() const { return monitor_->kind(); }
 	Registrar &registrar() { return *registrar_; }
 	const hmemreg_cache_config &config() const { return cfg_; }
+	// The name its stats slot shows (the engine: "rail0 tcp;ofi_rxm lo");
+	// call before the cache is used.
+	void set_name(const std::string &name);
 
 	// Device memory kinds (CUDA issue): entries of `iface` are watched and
 	// validated by this monitor; without one they are registered uncached.
