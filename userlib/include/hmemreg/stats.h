@@ -179,7 +179,7 @@ enum hmemreg_shm_verdict {
 };
 
 struct hmemreg_shm_file {
-	const char *name;  /* file name inside the folder */
+	const char *name;  /* file name inside the folder (valid during the callback) */
 	int kind;          /* enum hmemreg_shm_kind */
 	int pid;           /* from the name */
 	uint64_t bytes;    /* file size */
