@@ -106,7 +106,11 @@ void hmemreg_provider_unregister(struct hmemreg_provider *prov);
 struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 			       const struct hmemreg_export_desc *desc, u64 *id);
 
-/* Helpers for providers whose memory is a page array. */
+/*
+ * Helpers for providers whose memory is a page array. Map builds segments
+ * within what @dev declares (max segment size, segment boundary) and what
+ * its DMA path maps in one piece (dma_max_mapping_size(): swiotlb).
+ */
 struct sg_table *hmemreg_pages_map(struct page **pages, unsigned long npages,
 				   struct device *dev,
 				   enum dma_data_direction dir);
