@@ -2,8 +2,8 @@
 /*
  * DMA-BUF export over memory providers: one dma-buf per exported range,
  * complete dma_buf_ops that forward to the provider and record every
- * attachment, pin and map in the ledger, the provider registry (exported to
- * other modules), and the export ioctl, which publishes its fd last.
+ * attachment, pin and map in the ledger, and the export ioctl, which finds
+ * the provider by id in the registry and publishes its fd last.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -43,15 +43,6 @@ struct hmemreg_exp {
  * meanwhile. Taken under ctx->lock, before reservation locks.
  */
 static DEFINE_MUTEX(hmemreg_link_lock);
-
-static DEFINE_MUTEX(hmemreg_providers_lock);
-static LIST_HEAD(hmemreg_providers);
-static u32 hmemreg_next_provider_id = HMEMREG_PROVIDER_DYNAMIC;
-
-static bool hmemreg_is_builtin(const struct hmemreg_provider *prov)
-{
-	return prov == &hmemreg_host_provider || prov == &hmemreg_devmem_provider;
-}
 
 static int hmemreg_exp_attach(struct dma_buf *dmabuf,
 			      struct dma_buf_attachment *attach)
@@ -229,7 +220,7 @@ static void hmemreg_exp_release(struct dma_buf *dmabuf)
 	mutex_unlock(&hmemreg_link_lock);
 	hmemreg_ledger_del(&exp->rec);
 	prov->ops->release(exp->priv);
-	if (!hmemreg_is_builtin(prov))
+	if (!hmemreg_provider_builtin(prov))
 		module_put(prov->owner);
 	kfree(exp);
 }
@@ -298,16 +289,20 @@ static const struct dma_buf_ops hmemreg_dmabuf_ops = {
 	 */
 };
 
-/* Extra HMEMREG_EXP_STATE_* bits from the export's provider. */
-u32 hmemreg_export_state(const struct hmemreg_ledger_exp *rec)
+/* The ledger asks: extra HMEMREG_EXP_STATE_* bits, the provider's among them. */
+static u32 hmemreg_exp_ledger_state(const struct hmemreg_ledger_exp *rec)
 {
 	const struct hmemreg_exp *exp = container_of(rec, struct hmemreg_exp, rec);
 	u32 state = READ_ONCE(exp->stale) ? HMEMREG_EXP_STATE_STALE : 0;
 
-	if (exp->prov == &hmemreg_devmem_provider)
-		state |= hmemreg_devmem_state(exp->priv);
+	if (exp->prov->ops->state)
+		state |= exp->prov->ops->state(exp->priv);
 	return state;
 }
+
+static const struct hmemreg_ledger_exp_ops hmemreg_exp_ledger_ops = {
+	.state = hmemreg_exp_ledger_state,
+};
 
 /**
  * hmemreg_export_link() - tie an export to the watch armed for it
@@ -385,12 +380,13 @@ struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 	exp = kzalloc(sizeof(*exp), GFP_KERNEL_ACCOUNT);
 	if (!exp)
 		return ERR_PTR(-ENOMEM);
-	if (!hmemreg_is_builtin(prov) && !try_module_get(prov->owner)) {
+	if (!hmemreg_provider_builtin(prov) && !try_module_get(prov->owner)) {
 		kfree(exp);
 		return ERR_PTR(-ENODEV);
 	}
 	exp->prov = prov;
 	exp->priv = priv;
+	exp->rec.ops = &hmemreg_exp_ledger_ops;
 	exp->rec.provider = prov->id;
 	exp->rec.addr = desc->addr;
 	exp->rec.len = desc->len;
@@ -406,7 +402,7 @@ struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 	info.priv = exp;
 	dmabuf = dma_buf_export(&info);
 	if (IS_ERR(dmabuf)) {
-		if (!hmemreg_is_builtin(prov))
+		if (!hmemreg_provider_builtin(prov))
 			module_put(prov->owner);
 		kfree(exp);
 		return dmabuf;
@@ -440,21 +436,13 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 	if (a->len > (u64)hmemreg_max_export_mb << 20)
 		return -ENOSPC;
 
-	switch (a->provider) {
-	case HMEMREG_PROVIDER_HOST:
-		if (a->handle)
-			return -EINVAL;
-		prov = &hmemreg_host_provider;
-		break;
-	case HMEMREG_PROVIDER_DEVMEM:
-		if (watch)
-			return -EINVAL;
-		if (!hmemreg_devmem_enabled())
-			return -EOPNOTSUPP;
-		prov = &hmemreg_devmem_provider;
-		break;
-	default:
+	prov = hmemreg_provider_get(a->provider);
+	if (!prov)
 		return -EINVAL;
+	if (prov->ops->check) {
+		ret = prov->ops->check(ctx, &desc, watch);
+		if (ret)
+			goto out;
 	}
 
 	/*
@@ -468,12 +456,9 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 					HMEMREG_EVF_EXPORT, &a->watch_slot,
 					&a->watch_gen);
 		if (ret)
-			return ret;
+			goto out;
 	}
-	if (prov == &hmemreg_host_provider)
-		priv = hmemreg_host_create(a->addr, a->len, desc.writable);
-	else
-		priv = hmemreg_devmem_slice(ctx, a->handle, a->addr, a->len);
+	priv = prov->ops->create(ctx, &desc);
 	if (IS_ERR(priv)) {
 		ret = PTR_ERR(priv);
 		goto err_watch;
@@ -506,6 +491,7 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 	}
 	/* Publish last: after this the dma-buf may be gone at any time. */
 	fd_install(fd, dmabuf->file);
+	hmemreg_provider_put(prov);
 	return 0;
 
 err_put:
@@ -515,179 +501,7 @@ err_fd:
 err_watch:
 	if (watch)
 		hmemreg_watch_disarm(ctx, a->watch_slot, a->watch_gen);
+out:
+	hmemreg_provider_put(prov);
 	return ret;
-}
-
-/* What one DMA segment may be for @dev: a length and a boundary it may not cross. */
-struct hmemreg_seg_limits {
-	unsigned int max;
-	unsigned long boundary;
-};
-
-/*
- * The device's own segment size, and what its DMA path can map in one piece
- * (the swiotlb slot limit when it bounces: SEV/TDX guests, swiotlb=force,
- * devices that cannot reach all memory), whichever is smaller. Page-sized
- * or larger limits are kept whole pages, as RDMA importers want segments
- * that start and end on page boundaries.
- */
-static struct hmemreg_seg_limits hmemreg_seg_limits(struct device *dev)
-{
-	size_t mapping = dma_max_mapping_size(dev);
-	struct hmemreg_seg_limits lim = {
-		.max = dma_get_max_seg_size(dev),
-		.boundary = dma_get_seg_boundary(dev),
-	};
-
-	/* 0 means no limit (as drm_prime reads it). */
-	if (mapping && mapping < lim.max)
-		lim.max = mapping;
-	if (lim.max >= PAGE_SIZE)
-		lim.max &= PAGE_MASK;
-	return lim;
-}
-
-/* Bytes a segment starting at @phys may hold. */
-static unsigned int hmemreg_seg_room(phys_addr_t phys,
-				     const struct hmemreg_seg_limits *lim)
-{
-	/* 0 when the boundary is the whole address space. */
-	unsigned long to_boundary = lim->boundary - (phys & lim->boundary) + 1;
-
-	return min_not_zero(to_boundary, (unsigned long)lim->max);
-}
-
-/*
- * Split @pages into DMA segments: physically contiguous pages share one as
- * long as it stays within @lim, as the block layer builds its segments.
- * The boundary is applied to physical addresses, as there: dma-direct maps
- * them to bus addresses as they are (or at a boundary-aligned offset), and
- * swiotlb and IOMMUs place what they map within the boundary themselves.
- * Fill @sgl if not NULL; return the number of segments either way.
- */
-static unsigned long hmemreg_pages_segments(struct page **pages,
-					    unsigned long npages,
-					    const struct hmemreg_seg_limits *lim,
-					    struct scatterlist *sgl)
-{
-	struct scatterlist *sg = sgl;
-	unsigned long nents = 0, i = 0;
-
-	while (i < npages) {
-		unsigned long first = i, off, bytes;
-		phys_addr_t phys = page_to_phys(pages[first]);
-		unsigned int len;
-
-		for (i++; i < npages; i++)
-			if (page_to_pfn(pages[i]) != page_to_pfn(pages[i - 1]) + 1)
-				break;
-		bytes = (i - first) << PAGE_SHIFT;
-		for (off = 0; off < bytes; off += len) {
-			len = min_t(unsigned long, bytes - off,
-				    hmemreg_seg_room(phys + off, lim));
-			if (sg) {
-				sg_set_page(sg, pages[first + (off >> PAGE_SHIFT)],
-					    len, offset_in_page(off));
-				sg = sg_next(sg);
-			}
-			nents++;
-		}
-	}
-	return nents;
-}
-
-/*
- * One dma-buf is mapped by every importer that attaches (one per rail, say),
- * so its pages can be in several writable DMA mappings at once. The DMA API
- * allows that only with DMA_ATTR_SKIP_CPU_SYNC (as drm_prime does); each
- * mapping still gets its own cache and bounce-buffer syncs, explicitly, so
- * it behaves exactly as a plain mapping would.
- */
-struct sg_table *hmemreg_pages_map(struct page **pages, unsigned long npages,
-				   struct device *dev, enum dma_data_direction dir)
-{
-	struct hmemreg_seg_limits lim = hmemreg_seg_limits(dev);
-	unsigned long nents;
-	struct sg_table *sgt;
-	int ret;
-
-	if (hmemreg_should_fail(HMEMREG_FAIL_MAP))
-		return ERR_PTR(-ENOMEM);
-	nents = hmemreg_pages_segments(pages, npages, &lim, NULL);
-	if (!nents || nents > UINT_MAX)
-		return ERR_PTR(-EINVAL);
-	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
-	if (!sgt)
-		return ERR_PTR(-ENOMEM);
-	ret = sg_alloc_table(sgt, nents, GFP_KERNEL);
-	if (ret)
-		goto err_free;
-	hmemreg_pages_segments(pages, npages, &lim, sgt->sgl);
-	ret = dma_map_sgtable(dev, sgt, dir, DMA_ATTR_SKIP_CPU_SYNC);
-	if (ret)
-		goto err_table;
-	dma_sync_sgtable_for_device(dev, sgt, dir);
-	return sgt;
-
-err_table:
-	sg_free_table(sgt);
-err_free:
-	kfree(sgt);
-	return ERR_PTR(ret);
-}
-EXPORT_SYMBOL_GPL(hmemreg_pages_map);
-
-void hmemreg_pages_unmap(struct device *dev, struct sg_table *sgt,
-			 enum dma_data_direction dir)
-{
-	dma_sync_sgtable_for_cpu(dev, sgt, dir);
-	dma_unmap_sgtable(dev, sgt, dir, DMA_ATTR_SKIP_CPU_SYNC);
-	sg_free_table(sgt);
-	kfree(sgt);
-}
-EXPORT_SYMBOL_GPL(hmemreg_pages_unmap);
-
-int hmemreg_provider_register(struct hmemreg_provider *prov)
-{
-	if (!prov->ops || !prov->ops->map || !prov->ops->unmap || !prov->ops->release)
-		return -EINVAL;
-	mutex_lock(&hmemreg_providers_lock);
-	if (!hmemreg_is_builtin(prov))
-		prov->id = hmemreg_next_provider_id++;
-	list_add_tail(&prov->node, &hmemreg_providers);
-	mutex_unlock(&hmemreg_providers_lock);
-	pr_info("provider %s registered as %u\n", prov->name, prov->id);
-	return 0;
-}
-EXPORT_SYMBOL_GPL(hmemreg_provider_register);
-
-/*
- * The caller's module cannot be unloaded while its exports exist (each
- * holds a module reference), so nothing refers to @prov afterwards.
- */
-void hmemreg_provider_unregister(struct hmemreg_provider *prov)
-{
-	mutex_lock(&hmemreg_providers_lock);
-	list_del(&prov->node);
-	mutex_unlock(&hmemreg_providers_lock);
-}
-EXPORT_SYMBOL_GPL(hmemreg_provider_unregister);
-
-int hmemreg_export_init(void)
-{
-	int ret;
-
-	ret = hmemreg_provider_register(&hmemreg_host_provider);
-	if (ret)
-		return ret;
-	ret = hmemreg_provider_register(&hmemreg_devmem_provider);
-	if (ret)
-		hmemreg_provider_unregister(&hmemreg_host_provider);
-	return ret;
-}
-
-void hmemreg_export_exit(void)
-{
-	hmemreg_provider_unregister(&hmemreg_devmem_provider);
-	hmemreg_provider_unregister(&hmemreg_host_provider);
 }
