@@ -38,6 +38,19 @@ struct Options {
 
 const char *const kCauses[HMEMREG_INVAL_MAX] = {"unmap",   "clear",    "remap", "explicit", "stale",
 						"overflow", "replaced", "fork",  "other"};
+const char *const kUncached[HMEMREG_UNCACHED_MAX] = {"limit", "unwatchable", "refused", "raced", "asked"};
+
+// What a monitor cannot see (hmemreg(3), MONITORS), for the text output.
+const char *blind_spots(const std::string &monitor)
+{
+	if (monitor == "uffd")
+		return "caches private anonymous memory only (shared/file-backed: uncached)";
+	if (monitor == "none")
+		return "sees nothing: the application invalidates";
+	if (monitor == "unavailable")
+		return "no monitor: nothing cached";
+	return nullptr;
+}
 
 void usage(FILE *f)
 {
@@ -121,6 +134,14 @@ void print_processes_text(const Scan &scan, double dt)
 						causes += std::string(" ") + kCauses[i] + "=" + std::to_string(s.invalidations[i]);
 				if (!causes.empty())
 					std::printf("%-8s invalidations:%s\n", "", causes.c_str());
+				std::string why;
+				for (int i = 0; i < HMEMREG_UNCACHED_MAX; i++)
+					if (s.uncached_by[i])
+						why += std::string(" ") + kUncached[i] + "=" + std::to_string(s.uncached_by[i]);
+				if (!why.empty())
+					std::printf("%-8s uncached registrations:%s\n", "", why.c_str());
+				if (const char *b = blind_spots(c.monitor))
+					std::printf("%-8s monitor %s: %s\n", "", c.monitor.c_str(), b);
 				auto it = g_prev.find({p.pid, c.name});
 				if (dt > 0 && it != g_prev.end()) {
 					const auto &o = it->second;
@@ -195,6 +216,9 @@ std::string processes_json(const Scan &scan)
 			     ",\"invalidations\":{";
 			for (int k = 0; k < HMEMREG_INVAL_MAX; k++)
 				o += (k ? "," : "") + json_str(kCauses[k]) + ":" + std::to_string(s.invalidations[k]);
+			o += "},\"uncached_by\":{";
+			for (int k = 0; k < HMEMREG_UNCACHED_MAX; k++)
+				o += (k ? "," : "") + json_str(kUncached[k]) + ":" + std::to_string(s.uncached_by[k]);
 			o += "}}";
 		}
 		o += "]}";
