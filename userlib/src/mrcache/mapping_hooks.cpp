@@ -73,14 +73,24 @@ extern "C" __attribute__((visibility("default"))) void *shmat(int shmid, const v
 	// occupied range fails with EINVAL).
 	if (!addr || !(flags & SHM_REMAP))
 		return call();
-	shmid_ds ds{};
-	uintptr_t len = 0;
-	if (::shmctl(shmid, IPC_STAT, &ds) == 0)
-		len = (static_cast<uintptr_t>(ds.shm_segsz) + page_size() - 1) & ~(page_size() - 1);
+	auto segment_len = [shmid]() -> uintptr_t {
+		shmid_ds ds{};
+		if (::shmctl(shmid, IPC_STAT, &ds) != 0)
+			return 0;
+		return (static_cast<uintptr_t>(ds.shm_segsz) + page_size() - 1) & ~(page_size() - 1);
+	};
+	uintptr_t len = segment_len();
 	Replacement r;
 	void *p = call();
-	if (p != reinterpret_cast<void *>(-1))
-		r.done(reinterpret_cast<uintptr_t>(p), len);
+	if (p == reinterpret_cast<void *>(-1))
+		return p;
+	if (!len)
+		len = segment_len();
+	const auto at = reinterpret_cast<uintptr_t>(p);
+	if (len)
+		r.done(at, len);
+	else
+		r.done(at, ~uintptr_t{0} - at); // size unknown (removed meanwhile): everything above
 	return p;
 }
 
