@@ -124,9 +124,15 @@ for _ in $(seq 50); do
 	[ -n "$region" ] && break
 	sleep 0.1
 done
+# fi_enable makes the region, the engine locks it next: give it a moment.
+locked=0
+for _ in $(seq 30); do
+	[ -n "$region" ] && ! flock -n -x "$region" true && { locked=1; break; }
+	sleep 0.05
+done
 if [ -z "$region" ]; then
 	fail "the shm engine made no /dev/shm/hmemreg_${bp}_* region"
-elif flock -n -x "$region" true; then
+elif [ $locked = 0 ]; then
 	fail "$region is not locked by its live process"
 elif "$stat" --gc >/dev/null && [ -e "$region" ]; then
 	ok "a live engine's shm region is locked and --gc keeps it"
