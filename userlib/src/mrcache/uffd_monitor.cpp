@@ -100,6 +100,7 @@ UffdMonitor::UffdMonitor(UniqueFd uffd, UniqueFd stop)
 
 UffdMonitor::~UffdMonitor()
 {
+	release_backing_probe();
 	if (::getpid() != owner_) {
 		// A fork child's copy: the thread is the parent's and the eventfd
 		// is shared with it; signalling would stop the parent's monitor.

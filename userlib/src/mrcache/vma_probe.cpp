@@ -167,4 +167,11 @@ const char *backing_probe_name()
 	return state().name;
 }
 
+void release_backing_probe()
+{
+	ProbeState &st = state();
+	std::lock_guard g(st.mu);
+	st.fd = UniqueFd();
+}
+
 } // namespace hmemreg::mr

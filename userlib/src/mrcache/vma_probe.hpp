@@ -26,4 +26,9 @@ Backing probe_backing(uintptr_t start, uintptr_t end);
 // "procmap_query" or "maps": which probe this kernel gave (after a probe).
 const char *backing_probe_name();
 
+// Closes the descriptor PROCMAP_QUERY keeps open; the next probe reopens it.
+// The uffd monitor calls it when it goes, so a process without caches holds
+// no descriptor of ours.
+void release_backing_probe();
+
 } // namespace hmemreg::mr
