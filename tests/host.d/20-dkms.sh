@@ -5,7 +5,7 @@ set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 command -v dkms >/dev/null || { echo "SKIP: dkms not installed"; exit 77; }
 kver=$(make -s -C "$HMEMREG_TOP/kmod" print-kver)
-ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$HMEMREG_TOP/dkms.conf")
+ver=$(cat "$HMEMREG_TOP/VERSION")
 work=$(mktemp -d)
 mkdir -p "$work/dkms"
 trap 'rm -rf "$work"' EXIT

@@ -16,6 +16,7 @@
 #include <map>
 #include <string>
 
+#include <hmemreg/common.h>
 #include <linux/hmemreg.h>
 
 #include "kernel_ledger.hpp"
@@ -43,7 +44,8 @@ void usage(FILE *f)
 			"  -w SECONDS   repeat every SECONDS, with rates since the last sample\n"
 			"  --json       one JSON document per sample (schema in mr_cache_stat(1))\n"
 			"  --kernel     the kernel's pin ledger only\n"
-			"  --check      exit 3 when the kernel holds orphaned exports or unbalanced pins\n");
+			"  --check      exit 3 when the kernel holds orphaned exports or unbalanced pins\n"
+			"  --version    print the version and exit\n");
 }
 
 std::string json_str(const std::string &s)
@@ -273,6 +275,7 @@ int main(int argc, char **argv)
 	static const option longs[] = {
 		{"json", no_argument, nullptr, 'j'},	{"kernel", no_argument, nullptr, 'k'},
 		{"check", no_argument, nullptr, 'c'},	{"help", no_argument, nullptr, 'h'},
+		{"version", no_argument, nullptr, 'V'},
 		{"pid", required_argument, nullptr, 'p'}, {"watch", required_argument, nullptr, 'w'},
 		{nullptr, 0, nullptr, 0},
 	};
@@ -298,6 +301,7 @@ int main(int argc, char **argv)
 		case 'k': opt.kernel_only = true; break;
 		case 'c': opt.check = true; break;
 		case 'h': usage(stdout); return 0;
+		case 'V': std::printf("mr_cache_stat %s\n", HMEMREG_VERSION_STRING); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
