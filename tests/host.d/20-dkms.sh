@@ -15,4 +15,5 @@ ko=$(find "$work/dkms" -name 'hmemreg.ko*' | head -n1)
 [ -n "$ko" ] || { echo "dkms build produced no hmemreg.ko"; exit 1; }
 modinfo "$ko" | grep -E "^(vermagic|depends|license)"
 modinfo -F vermagic "$ko" | grep -q "^$kver " || { echo "built for the wrong kernel"; exit 1; }
+[ "$(modinfo -F version "$ko")" = "$ver" ] || { echo "modinfo says version $(modinfo -F version "$ko"), VERSION $ver"; exit 1; }
 echo "dkms build OK for $kver"
