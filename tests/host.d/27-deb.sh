@@ -128,4 +128,14 @@ if left=$(comm -13 "$work/before" "$work/after") && [ -n "$left" ]; then
 else
 	echo "ok: nothing left after purge"
 fi
+
+# `make install`'s last step on a real root (this disposable one): ldconfig.
+echo "---- cmake --install (make install) into the root"
+if [ -f "$HMEMREG_BUILD/CMakeCache.txt" ] && grep -q '^CMAKE_INSTALL_PREFIX:PATH=/usr/local$' "$HMEMREG_BUILD/CMakeCache.txt"; then
+	check "make install ran ldconfig: the library and the plugin are in the loader's cache" sh -c \
+		"cmake --install '$HMEMREG_BUILD' | grep -i ldconfig && ldconfig -p | grep -q 'libhmemreg.so.0 .*/usr/local/lib/' &&
+		ldconfig -p | grep -q 'libnccl-net-hmemreg.so .*/usr/local/lib/'"
+else
+	echo "skipped: $HMEMREG_BUILD is not configured for PREFIX=/usr/local"
+fi
 exit $bad
