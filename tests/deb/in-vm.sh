@@ -14,7 +14,7 @@ m=$(mktemp -d /tmp/deb-vm.XXXXXX)
 # Layers must not overlap: the installed layer lives in a tmpfs of its own.
 mount -t tmpfs tmpfs "$m"
 mkdir "$m"/{layer,upper,work,root}
-tar -C "$m/layer" --xattrs --xattrs-include='trusted.overlay.*' -xf "$layer"
+tar -C "$m/layer" --xattrs --xattrs-include='trusted.overlay.opaque' -xf "$layer"
 mount -t overlay overlay -o "lowerdir=$m/layer:/,upperdir=$m/upper,workdir=$m/work" "$m/root"
 r=$m/root
 mount -t proc proc "$r/proc"
