@@ -31,21 +31,23 @@ work=$HMEMREG_BUILD/deb-lane
 rm -rf "$work"
 mkdir -p "$work"/{upper,ovl,root,lane}
 trap 'umount -R "$work/root" 2>/dev/null || true' EXIT
+t0=$(date +%s)
+step() { echo "---- $* (at $(($(date +%s) - t0)) s)"; }
 
 # HMEMREG_DEBS=DIR: packages already built by `make deb` (DIR/*.deb) instead.
 if [ -n "${HMEMREG_DEBS:-}" ]; then
-	echo "---- packages from $HMEMREG_DEBS (not rebuilt, not linted here)"
+	step "packages from $HMEMREG_DEBS (not rebuilt, not linted here)"
 	mkdir -p "$work/lane/debs"
 	cp "$HMEMREG_DEBS"/*.deb "$work/lane/debs/"
 else
-	echo "---- make deb"
+	step "make deb"
 	"$HMEMREG_TOP/tools/make-deb" "$work/lane/debs" > "$work/make-deb.log" 2>&1 ||
 		{ tail -n 40 "$work/make-deb.log"; echo "FAIL: make deb"; exit 1; }
 	grep -E '^(make-deb:|dpkg-deb: building)' "$work/make-deb.log"
 fi
 rm -f "$work/lane/debs/"*-dbgsym_*.deb
 
-echo "---- clean root (overlay over /)"
+step "clean root (overlay over /)"
 mount -t overlay overlay -o "lowerdir=/,upperdir=$work/upper,workdir=$work/ovl" "$work/root"
 r=$work/root
 mount -t proc proc "$r/proc"
@@ -68,8 +70,9 @@ fi
 
 # Upper entries that differ from the host's root, less the files package
 # managers rewrite anyway (their databases, caches, logs, the loader cache,
-# depmod's indexes, the user database's backups).
-state='^(var/lib/dpkg/(status|status-old|available|available-old|lock.*|triggers(/.*)?|diversions.*|statoverride.*)|var/lib/apt(/.*)?|var/cache(/.*)?|var/log(/.*)?|etc/ld\.so\.cache|(usr/)?lib/modules/[^/]+/modules\.[a-z.]+|etc/(group|gshadow|passwd|shadow)-)$'
+# depmod's indexes, the user database's backups, and DKMS's machine-owner
+# signing key: made at its first build, shared by every DKMS module).
+state='^(var/lib/dpkg/(status|status-old|available|available-old|lock.*|triggers(/.*)?|diversions.*|statoverride.*)|var/lib/apt(/.*)?|var/cache(/.*)?|var/log(/.*)?|etc/ld\.so\.cache|(usr/)?lib/modules/[^/]+/modules\.[a-z.]+|etc/(group|gshadow|passwd|shadow)-|var/lib/dkms/mok\.(key|pub))$'
 changes() {
 	(cd "$work/upper" && find . -mindepth 1 -printf '%y %P\n') | sort -k2 | while read -r t p; do
 		[[ $p =~ $state ]] && continue
@@ -85,9 +88,11 @@ changes() {
 }
 changes | sort > "$work/before"
 
-echo "---- apt-get install"
+step "apt-get install"
 apt_opts=(-y --no-install-recommends -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=)
-inroot apt-get install "${apt_opts[@]}" /tmp/lane/debs/*.deb > "$work/apt-install.log" 2>&1 ||
+debs=()
+for d in "$work/lane/debs/"*.deb; do debs+=("/tmp/lane/debs/${d##*/}"); done
+inroot apt-get install "${apt_opts[@]}" "${debs[@]}" > "$work/apt-install.log" 2>&1 ||
 	{ tail -n 40 "$work/apt-install.log"; echo "FAIL: apt-get install"; exit 1; }
 grep -E '^(Setting up|Building for|Building initial|Done|depmod)' "$work/apt-install.log" || true
 bad=0
@@ -117,7 +122,7 @@ check "a program builds with pkg-config --static (libhmemreg.a) and runs" sh -c 
 	! readelf -d prog-static | grep -q "NEEDED.*libhmemreg" && ./prog-static'
 check "man pages" sh -c 'man -w mr_cache_stat >/dev/null && man -w hmemreg >/dev/null'
 
-echo "---- in the VM: load the module from this root"
+step "in the VM: load the module from this root"
 # What the packages changed, for the guest to lay over its own view of /.
 tar -C "$work/upper" --xattrs --xattrs-include='trusted.overlay.opaque' \
 	--exclude=./var/cache --exclude=./var/log --exclude=./var/lib/apt -cf "$work/lane/layer.tar" .
@@ -125,7 +130,7 @@ if ! "$HMEMREG_TOP/tests/vm/run" -t 600 "$HMEMREG_TOP/tests/deb/in-vm.sh" "$work
 	echo "FAIL: in the VM"; bad=$((bad + 1))
 fi
 
-echo "---- apt-get purge"
+step "apt-get purge"
 inroot apt-get purge "${apt_opts[@]}" hmemreg-dkms libhmemreg0 libhmemreg-dev hmemreg-tools libnccl-net-hmemreg \
 	> "$work/apt-purge.log" 2>&1 || { tail -n 40 "$work/apt-purge.log"; echo "FAIL: apt-get purge"; exit 1; }
 check "group hmemreg gone" sh -c '! getent group hmemreg'
@@ -138,7 +143,7 @@ else
 fi
 
 # `make install`'s last step on a real root (this disposable one): ldconfig.
-echo "---- cmake --install (make install) into the root"
+step "cmake --install (make install) into the root"
 if [ -f "$HMEMREG_BUILD/CMakeCache.txt" ] && grep -q '^CMAKE_INSTALL_PREFIX:PATH=/usr/local$' "$HMEMREG_BUILD/CMakeCache.txt"; then
 	check "make install ran ldconfig: the library and the plugin are in the loader's cache" sh -c \
 		"cmake --install '$HMEMREG_BUILD' | grep -i ldconfig && ldconfig -p | grep -q 'libhmemreg.so.0 .*/usr/local/lib/' &&
@@ -146,4 +151,5 @@ if [ -f "$HMEMREG_BUILD/CMakeCache.txt" ] && grep -q '^CMAKE_INSTALL_PREFIX:PATH
 else
 	echo "skipped: $HMEMREG_BUILD is not configured for PREFIX=/usr/local"
 fi
+step "done"
 exit $bad
