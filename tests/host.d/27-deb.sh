@@ -29,8 +29,13 @@ ver=$(cat "$HMEMREG_TOP/VERSION")
 kver=$(make -s -C "$HMEMREG_TOP/kmod" print-kver)
 work=$HMEMREG_BUILD/deb-lane
 rm -rf "$work"
-mkdir -p "$work"/{upper,ovl,root,lane}
-trap 'umount -R "$work/root" 2>/dev/null || true' EXIT
+mkdir -p "$work"/{changes,root,lane}
+# The overlay's upper and work folders live on a tmpfs of this namespace, as
+# the checkout may be on an overlayfs (a container's /), which cannot be one.
+mount -t tmpfs tmpfs "$work/changes"
+mkdir "$work/changes/upper" "$work/changes/work"
+upper=$work/changes/upper
+trap 'umount -R "$work/root" 2>/dev/null; umount "$work/changes" 2>/dev/null || true' EXIT
 t0=$(date +%s)
 step() { echo "---- $* (at $(($(date +%s) - t0)) s)"; }
 
@@ -48,7 +53,7 @@ fi
 rm -f "$work/lane/debs/"*-dbgsym_*.deb
 
 step "clean root (overlay over /)"
-mount -t overlay overlay -o "lowerdir=/,upperdir=$work/upper,workdir=$work/ovl" "$work/root"
+mount -t overlay overlay -o "lowerdir=/,upperdir=$upper,workdir=$work/changes/work" "$work/root"
 r=$work/root
 mount -t proc proc "$r/proc"
 mount --rbind /sys "$r/sys"
@@ -74,13 +79,13 @@ fi
 # signing key: made at its first build, shared by every DKMS module).
 state='^(var/lib/dpkg/(status|status-old|available|available-old|lock.*|triggers(/.*)?|diversions.*|statoverride.*)|var/lib/apt(/.*)?|var/cache(/.*)?|var/log(/.*)?|etc/ld\.so\.cache|(usr/)?lib/modules/[^/]+/modules\.[a-z.]+|etc/(group|gshadow|passwd|shadow)-|var/lib/dkms/mok\.(key|pub))$'
 changes() {
-	(cd "$work/upper" && find . -mindepth 1 -printf '%y %P\n') | sort -k2 | while read -r t p; do
+	(cd "$upper" && find . -mindepth 1 -printf '%y %P\n') | sort -k2 | while read -r t p; do
 		[[ $p =~ $state ]] && continue
 		case $t in
 		d) [ -d "/$p" ] && [ ! -L "/$p" ] && continue ;;
-		f) [ -f "/$p" ] && cmp -s "$work/upper/$p" "/$p" && continue
-		   t="f $(sha256sum < "$work/upper/$p" | cut -c1-16)" ;;
-		l) [ "$(readlink "$work/upper/$p")" = "$(readlink "/$p" 2>/dev/null)" ] && continue ;;
+		f) [ -f "/$p" ] && cmp -s "$upper/$p" "/$p" && continue
+		   t="f $(sha256sum < "$upper/$p" | cut -c1-16)" ;;
+		l) [ "$(readlink "$upper/$p")" = "$(readlink "/$p" 2>/dev/null)" ] && continue ;;
 		c) t="removed" ;;
 		esac
 		echo "$t $p"
@@ -124,7 +129,7 @@ check "man pages" sh -c 'man -w mr_cache_stat >/dev/null && man -w hmemreg >/dev
 
 step "in the VM: load the module from this root"
 # What the packages changed, for the guest to lay over its own view of /.
-tar -C "$work/upper" --xattrs --xattrs-include='trusted.overlay.opaque' \
+tar -C "$upper" --xattrs --xattrs-include='trusted.overlay.opaque' \
 	--exclude=./var/cache --exclude=./var/log --exclude=./var/lib/apt -cf "$work/lane/layer.tar" .
 if ! "$HMEMREG_TOP/tests/vm/run" -t 600 "$HMEMREG_TOP/tests/deb/in-vm.sh" "$work/lane/layer.tar" "$ver" "$work/lane"; then
 	echo "FAIL: in the VM"; bad=$((bad + 1))
