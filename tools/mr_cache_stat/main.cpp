@@ -2,6 +2,7 @@
 // mr_cache_stat: what is registered and pinned, per process and in the kernel.
 //
 //   mr_cache_stat [-p PID] [-w SECONDS] [--json] [--kernel] [--check]
+//   mr_cache_stat --env [--json]
 //
 // Exit status: 0 fine; 1 error (e.g. --kernel and the module is not loaded);
 // 2 usage; 3 with --check, the kernel holds exports of dead processes
@@ -21,6 +22,7 @@
 
 #include "kernel_ledger.hpp"
 #include "process_stats.hpp"
+#include "settings_view.hpp"
 
 using namespace mr_cache_stat;
 
@@ -32,6 +34,7 @@ struct Options {
 	bool json = false;
 	bool kernel_only = false;
 	bool check = false;
+	bool env = false;
 };
 
 const char *const kCauses[HMEMREG_INVAL_MAX] = {"unmap",   "clear",    "remap", "explicit", "stale",
@@ -45,6 +48,7 @@ void usage(FILE *f)
 			"  --json       one JSON document per sample (schema in mr_cache_stat(1))\n"
 			"  --kernel     the kernel's pin ledger only\n"
 			"  --check      exit 3 when the kernel holds orphaned exports or unbalanced pins\n"
+			"  --env        every HMEMREG_* setting: default, value here, meaning\n"
 			"  --version    print the version and exit\n");
 }
 
@@ -274,7 +278,7 @@ int main(int argc, char **argv)
 	Options opt;
 	static const option longs[] = {
 		{"json", no_argument, nullptr, 'j'},	{"kernel", no_argument, nullptr, 'k'},
-		{"check", no_argument, nullptr, 'c'},	{"help", no_argument, nullptr, 'h'},
+		{"check", no_argument, nullptr, 'c'},	{"env", no_argument, nullptr, 'e'},	{"help", no_argument, nullptr, 'h'},
 		{"version", no_argument, nullptr, 'V'},
 		{"pid", required_argument, nullptr, 'p'}, {"watch", required_argument, nullptr, 'w'},
 		{nullptr, 0, nullptr, 0},
@@ -300,6 +304,7 @@ int main(int argc, char **argv)
 		case 'j': opt.json = true; break;
 		case 'k': opt.kernel_only = true; break;
 		case 'c': opt.check = true; break;
+		case 'e': opt.env = true; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': std::printf("mr_cache_stat %s\n", HMEMREG_VERSION_STRING); return 0;
 		default: usage(stderr); return 2;
@@ -309,6 +314,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (opt.env)
+		return print_settings(opt.json);
 	int rc = sample(opt, 0);
 	while (opt.interval > 0) {
 		usleep(static_cast<useconds_t>(opt.interval * 1e6));

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache.hpp"
 #include "mrcache/count_fence.hpp"
@@ -108,7 +109,7 @@ Cache::~Cache()
 	Index all;
 	lock_.lock();
 	if (orphan_count_ || in_use_locked())
-		std::fprintf(stderr, "hmemreg: cache '%s' destroyed with registrations in use\n", cfg_.name);
+		log::write(HMEMREG_LOG_WARN, "cache", "cache '%s' destroyed with registrations in use", cfg_.name);
 	all.merge(index_);
 	all.merge(orphans_);
 	all.merge(dead_);
