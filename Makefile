@@ -8,6 +8,7 @@
 #   make demo       the end-to-end demo (VM with the module)
 #   make check-kmod checkpatch --strict, sparse (C=1) and W=1 on the module
 #   make install / dkms-install / dkms-uninstall
+#   make deb        Debian packages (debhelper, dh-dkms) in $(BUILD)/deb, lintian-checked
 # Knobs: KVER/KDIR (kernel to build for), BUILD (userspace build folder),
 # PREFIX/DESTDIR (install).
 
@@ -25,7 +26,8 @@ DEPS := build-essential cmake pkg-config file cpio xz-utils kmod iproute2 \
 	libnl-3-dev libnl-genl-3-dev libcriterion-dev dkms sparse \
 	libucx-dev libhwloc-dev libnuma-dev iperf3 perftest \
 	flex bison bc libelf-dev libssl-dev \
-	nlohmann-json3-dev libcli11-dev jq gnuplot-nox
+	nlohmann-json3-dev libcli11-dev jq gnuplot-nox \
+	debhelper dh-dkms lintian
 
 all: kmod user
 
@@ -79,20 +81,29 @@ demo: deps
 check-kmod:
 	kmod/check-style $(KVER)
 
-# Userspace install (libraries, headers, pkg-config, tools, udev rule, man
-# pages). PREFIX is baked into hmemreg.pc; DESTDIR stages for packaging.
-install: user
+# Userspace install (libraries, the NCCL plugin, headers, pkg-config, tools,
+# udev rule, modprobe.d file, man pages), then ldconfig unless DESTDIR is
+# set. PREFIX is baked into hmemreg.pc and into where hmemreg_bench looks for
+# the plugin, hence the rebuild; DESTDIR stages for packaging. The libraries
+# go to GNUInstallDirs' libdir (lib/<multiarch> under PREFIX=/usr).
+install: $(BUILD)/Makefile
 	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
+
+# Debian packages: hmemreg-dkms, libhmemreg0, libhmemreg-dev, hmemreg-tools,
+# libnccl-net-hmemreg (tools/make-deb; lintian warnings fail it).
+deb:
+	tools/make-deb $(BUILD)/deb
 
 clean:
 	$(MAKE) -C kmod clean
 	$(MAKE) -C tests/kmod/importer clean
 	rm -rf $(BUILD)
 
-.PHONY: all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod install clean
+.PHONY: all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod install deb clean
 
-DKMS_VER := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
+DKMS_VER := $(shell cat VERSION)
 dkms-install:
 	tools/dkms-stage $(DESTDIR)/usr/src/hmemreg-$(DKMS_VER)
 	dkms add -m hmemreg -v $(DKMS_VER) || true

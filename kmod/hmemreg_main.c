@@ -21,9 +21,9 @@ unsigned int hmemreg_ring_events = 4096;
 module_param_named(ring_events, hmemreg_ring_events, uint, 0444);
 MODULE_PARM_DESC(ring_events, "event ring capacity per open file, in records (default 4096)");
 
-unsigned int hmemreg_devmem_mb = 64;
+unsigned int hmemreg_devmem_mb;
 module_param_named(devmem_mb, hmemreg_devmem_mb, uint, 0444);
-MODULE_PARM_DESC(devmem_mb, "emulated device memory pool in MiB, 0 = off (default 64)");
+MODULE_PARM_DESC(devmem_mb, "emulated device memory pool in MiB for tests, 0 = off (default 0)");
 
 unsigned int hmemreg_max_export_mb = 1024;
 module_param_named(max_export_mb, hmemreg_max_export_mb, uint, 0444);
@@ -267,5 +267,5 @@ module_exit(hmemreg_exit);
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("DMA-BUF export, pin ledger and invalidation events for RDMA registration caches");
 MODULE_AUTHOR("hmemreg developers");
-MODULE_VERSION("0.2");
+MODULE_VERSION(HMEMREG_VERSION);
 HMEMREG_IMPORT_DMA_BUF_NS();

@@ -44,16 +44,23 @@ struct Options {
 	std::vector<uint64_t> sizes = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
 };
 
+// The plugin beside this binary: the build tree's (tools/../plugins/nccl/),
+// else the installed one (bindir/../libdir, from CMake), else by name through
+// the loader's search path, as NCCL itself finds it.
 std::string default_plugin()
 {
+	static const char kName[] = "libnccl-net-hmemreg.so";
 	char exe[4096];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0)
-		return "libnccl-net-hmemreg.so";
+		return kName;
 	exe[n] = 0;
 	std::string dir(exe);
 	dir = dir.substr(0, dir.rfind('/'));
-	return dir + "/../plugins/nccl/libnccl-net-hmemreg.so";
+	for (const std::string &p : {dir + "/../plugins/nccl/" + kName, dir + "/" HMEMREG_BENCH_BIN_TO_LIBDIR "/" + kName})
+		if (access(p.c_str(), R_OK) == 0)
+			return p;
+	return kName;
 }
 
 bool xfer(int fd, void *p, size_t n, bool out)

@@ -22,6 +22,8 @@
 #include <string>
 #include <thread>
 
+#include <hmemreg/common.h>
+
 #include "gc.hpp"
 #include "json_view.hpp"
 #include "sample.hpp"
@@ -61,7 +63,8 @@ void usage(FILE *f)
 			"               4 when it cannot tell (hmemreg.ko not loaded)\n"
 			"  --gc         remove the stats blocks and libfabric shm regions of dead processes\n"
 			"  --dry-run    with --gc: list them, remove nothing\n"
-			"  --env        every HMEMREG_* setting: default, value here, meaning\n");
+			"  --env        every HMEMREG_* setting: default, value here, meaning\n"
+			"  --version    print the version and exit\n");
 }
 
 double clock_seconds(clockid_t id)
@@ -113,7 +116,7 @@ bool parse_args(int argc, char **argv, Options &opt, int &status)
 		{"gc", no_argument, nullptr, 'g'},	  {"dry-run", no_argument, nullptr, 'n'},
 		{"pid", required_argument, nullptr, 'p'}, {"watch", required_argument, nullptr, 'w'},
 		{"count", required_argument, nullptr, 'c'}, {"env", no_argument, nullptr, 'e'},
-		{nullptr, 0, nullptr, 0},
+		{"version", no_argument, nullptr, 'V'},	  {nullptr, 0, nullptr, 0},
 	};
 	status = kExitUsage;
 	int c;
@@ -151,6 +154,10 @@ bool parse_args(int argc, char **argv, Options &opt, int &status)
 		case 'e': opt.env = true; break;
 		case 'h':
 			usage(stdout);
+			status = 0;
+			return false;
+		case 'V':
+			std::printf("mr_cache_stat %s\n", HMEMREG_VERSION_STRING);
 			status = 0;
 			return false;
 		default: usage(stderr); return false;
