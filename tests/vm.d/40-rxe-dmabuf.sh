@@ -24,8 +24,15 @@ export LD_LIBRARY_PATH=$verbs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bad=0
 echo "---- test_rxe_dmabuf"
 # One test at a time: they read the ledger's global counters.
-"$HMEMREG_BUILD/tests/rxe/test_rxe_dmabuf" --jobs 1 ${HMEMREG_RXE_FILTER:+--filter "$HMEMREG_RXE_FILTER"} ||
+"$HMEMREG_BUILD/tests/rxe/test_rxe_dmabuf" --jobs 1 --verbose ${HMEMREG_RXE_FILTER:+--filter "$HMEMREG_RXE_FILTER"} ||
 	bad=$((bad + 1))
+echo "---- libfabric: verbs;ofi_rxm registers devmem by dma-buf fd (FI_MR_DMABUF), writes devmem -> devmem"
+if [ -x "$HMEMREG_BUILD/tests/rxe/fi_dmabuf_write" ]; then
+	FI_DMABUF_LEDGER="$HMEMREG_BUILD/tools/mr_cache_stat --kernel" \
+		FI_LOG_LEVEL=warn "$HMEMREG_BUILD/tests/rxe/fi_dmabuf_write" rxe0 8 10.217.0.1 || bad=$((bad + 1))
+else
+	echo "not built: no libfabric >= 1.20 (HMEMREG_LIBFABRIC2_PREFIX, or build the vendored 2.6.0)"
+fi
 echo "---- ledger after the suite (must be idle)"
 "$HMEMREG_BUILD/tests/kmod/hmemreg_ledger_dump" --idle || bad=$((bad + 1))
 rdma link delete rxe0
