@@ -39,14 +39,16 @@ importer_load() {
 }
 
 # rxe_load: rdma_rxe with dma-buf MRs (softroce/build-rxe) when it is built
-# for this kernel, else (or with HMEMREG_STOCK_RXE=1) Debian's own; says which.
+# for the running kernel, else (or with HMEMREG_STOCK_RXE=1, or rxe already
+# there: built in, as in the debug kernel) the kernel's own; says which.
 rxe_load() {
 	local dir
-	if [ "${HMEMREG_STOCK_RXE:-0}" != 1 ] && dir=$("$HMEMREG_TOP/softroce/build-rxe" --built); then
+	if [ "${HMEMREG_STOCK_RXE:-0}" != 1 ] && [ ! -d /sys/module/rdma_rxe ] &&
+		dir=$(KVER=$(uname -r) "$HMEMREG_TOP/softroce/build-rxe" --built 2>/dev/null); then
 		echo "rdma_rxe: hmemreg's, with dma-buf MRs ($dir)"
 		modprobe -a ib_uverbs udp_tunnel ip6_udp_tunnel && insmod "$dir/rdma_rxe.ko"
 	else
-		echo "rdma_rxe: Debian's"
+		echo "rdma_rxe: the kernel's own"
 		modprobe rdma_rxe
 	fi
 }
