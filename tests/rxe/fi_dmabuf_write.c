@@ -2,8 +2,10 @@
 // libfabric (>= 1.20, FI_MR_DMABUF) over hmemreg's Soft-RoCE: two endpoints
 // of verbs;ofi_rxm on one rxe device register hmemreg devmem exports by their
 // dma-buf fds and RDMA-write devmem -> devmem; the devmem mmaps check it.
-//   fi_dmabuf_write [DOMAIN [MIB [NODE]]]   (defaults rxe0, 8, none; NODE: the
-//   device's IPv4 address, which rxm's listener binds)
+//   fi_dmabuf_write [DOMAIN [MIB [NODE [bench]]]]   (defaults rxe0, 8, none; NODE:
+//   the device's IPv4 address, which rxm's listener binds). "bench" then also
+//   measures devmem -> devmem (dma-buf MRs) against host -> host (ordinary
+//   MRs) of the same sizes over the same endpoints, in alternating rounds.
 // Exit 0: bytes verified; 1: failure (says which step); 77: no such provider.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,6 +16,8 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <time.h>
+
+#define BENCH_WINDOW 8
 #include <unistd.h>
 
 #include <linux/hmemreg.h>
@@ -124,6 +128,80 @@ static void wait_cq(struct fid_cq *cq, struct fid_cq *other)
 	}
 }
 
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+// Seconds for `count` writes of `size` from src to dst, BENCH_WINDOW in flight.
+static double timed_writes(struct fid_ep *a, struct fid_cq *cqa, struct fid_cq *cqb,
+			   fi_addr_t to, char *src, void *desc, char *dst, uint64_t key,
+			   size_t size, size_t span, int count)
+{
+	int posted = 0, done = 0;
+	double t0 = now();
+
+	while (done < count) {
+		while (posted < count && posted - done < BENCH_WINDOW) {
+			size_t off = (size_t)posted * size % span;
+			ssize_t ret = fi_write(a, src + off, size, desc, to,
+					       (uint64_t)(uintptr_t)(dst + off), key, NULL);
+
+			if (ret == -FI_EAGAIN)
+				break;
+			CHECK((int)ret);
+			posted++;
+		}
+		struct fi_cq_entry ent[BENCH_WINDOW];
+		ssize_t n = fi_cq_read(cqa, ent, BENCH_WINDOW);
+
+		if (n > 0)
+			done += (int)n;
+		else if (n != -FI_EAGAIN)
+			CHECK((int)n);
+		fi_cq_read(cqb, ent, 0);
+	}
+	return now() - t0;
+}
+
+static void bench(struct fid_domain *dom, struct fid_ep *a, struct fid_cq *cqa,
+		  struct fid_cq *cqb, fi_addr_t to, struct devbuf *src, struct devbuf *dst)
+{
+	size_t span = src->len, sizes[] = { 64 << 10, 1 << 20 };
+	char *hsrc = aligned_alloc(4096, span), *hdst = aligned_alloc(4096, span);
+	struct fid_mr *hsmr, *hdmr;
+
+	if (!hsrc || !hdst)
+		die("aligned_alloc");
+	memset(hsrc, 1, span);
+	memset(hdst, 0, span);
+	CHECK(fi_mr_reg(dom, hsrc, span, FI_WRITE | FI_READ, 0, 0, 0, &hsmr, NULL));
+	CHECK(fi_mr_reg(dom, hdst, span, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 0, 0, &hdmr, NULL));
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t size = sizes[i];
+		int count = (int)((64u << 20) / size);
+		double tdev = 0, thost = 0;
+
+		for (int round = 0; round < 3; round++) {	// alternate, so both see the same machine
+			tdev += timed_writes(a, cqa, cqb, to, src->map, fi_mr_desc(src->mr), dst->map,
+					     fi_mr_key(dst->mr), size, span, count);
+			thost += timed_writes(a, cqa, cqb, to, hsrc, fi_mr_desc(hsmr), hdst,
+					      fi_mr_key(hdmr), size, span, count);
+		}
+		double mb = 3.0 * count * size / 1e6;
+
+		printf("bench: %7zu B writes x %d x 3 rounds: devmem dma-buf MR %.1f MB/s, host MR %.1f MB/s, ratio %.3f\n",
+		       size, count, mb / tdev, mb / thost, thost / tdev);
+	}
+	fi_close(&hsmr->fid);
+	fi_close(&hdmr->fid);
+	free(hsrc);
+	free(hdst);
+}
+
 int main(int argc, char **argv)
 {
 	const char *domain = argc > 1 ? argv[1] : "rxe0";
@@ -204,6 +282,8 @@ int main(int argc, char **argv)
 	}
 	printf("wrote %zu MiB devmem -> devmem through %s, verified through the devmem mmap\n",
 	       len >> 20, fi->domain_attr->name);
+	if (argc > 4 && !strcmp(argv[4], "bench"))
+		bench(dom, a, cqa, cqb, to_b, &src, &dst);
 	fi_close(&src.mr->fid);
 	fi_close(&dst.mr->fid);
 	fi_close(&a->fid);
