@@ -2,6 +2,7 @@
 // mr_cache_stat: what is registered and pinned, per process and in the kernel.
 //
 //   mr_cache_stat [-p PID] [-w SECONDS] [--json] [--kernel] [--check]
+//   mr_cache_stat --env [--json]
 //
 // Exit status: 0 fine; 1 error (e.g. --kernel and the module is not loaded);
 // 2 usage; 3 with --check, the kernel holds exports of dead processes
@@ -20,6 +21,7 @@
 
 #include "kernel_ledger.hpp"
 #include "process_stats.hpp"
+#include "settings_view.hpp"
 
 using namespace mr_cache_stat;
 
@@ -31,10 +33,24 @@ struct Options {
 	bool json = false;
 	bool kernel_only = false;
 	bool check = false;
+	bool env = false;
 };
 
 const char *const kCauses[HMEMREG_INVAL_MAX] = {"unmap",   "clear",    "remap", "explicit", "stale",
 						"overflow", "replaced", "fork",  "other"};
+const char *const kUncached[HMEMREG_UNCACHED_MAX] = {"limit", "unwatchable", "refused", "raced", "asked"};
+
+// What a monitor cannot see (hmemreg(3), MONITORS), for the text output.
+const char *blind_spots(const std::string &monitor)
+{
+	if (monitor == "uffd")
+		return "caches private anonymous memory only (shared/file-backed: uncached)";
+	if (monitor == "none")
+		return "sees nothing: the application invalidates";
+	if (monitor == "unavailable")
+		return "no monitor: nothing cached";
+	return nullptr;
+}
 
 void usage(FILE *f)
 {
@@ -43,7 +59,8 @@ void usage(FILE *f)
 			"  -w SECONDS   repeat every SECONDS, with rates since the last sample\n"
 			"  --json       one JSON document per sample (schema in mr_cache_stat(1))\n"
 			"  --kernel     the kernel's pin ledger only\n"
-			"  --check      exit 3 when the kernel holds orphaned exports or unbalanced pins\n");
+			"  --check      exit 3 when the kernel holds orphaned exports or unbalanced pins\n"
+			"  --env        every HMEMREG_* setting: default, value here, meaning\n");
 }
 
 std::string json_str(const std::string &s)
@@ -117,6 +134,14 @@ void print_processes_text(const Scan &scan, double dt)
 						causes += std::string(" ") + kCauses[i] + "=" + std::to_string(s.invalidations[i]);
 				if (!causes.empty())
 					std::printf("%-8s invalidations:%s\n", "", causes.c_str());
+				std::string why;
+				for (int i = 0; i < HMEMREG_UNCACHED_MAX; i++)
+					if (s.uncached_by[i])
+						why += std::string(" ") + kUncached[i] + "=" + std::to_string(s.uncached_by[i]);
+				if (!why.empty())
+					std::printf("%-8s uncached registrations:%s\n", "", why.c_str());
+				if (const char *b = blind_spots(c.monitor))
+					std::printf("%-8s monitor %s: %s\n", "", c.monitor.c_str(), b);
 				auto it = g_prev.find({p.pid, c.name});
 				if (dt > 0 && it != g_prev.end()) {
 					const auto &o = it->second;
@@ -191,6 +216,9 @@ std::string processes_json(const Scan &scan)
 			     ",\"invalidations\":{";
 			for (int k = 0; k < HMEMREG_INVAL_MAX; k++)
 				o += (k ? "," : "") + json_str(kCauses[k]) + ":" + std::to_string(s.invalidations[k]);
+			o += "},\"uncached_by\":{";
+			for (int k = 0; k < HMEMREG_UNCACHED_MAX; k++)
+				o += (k ? "," : "") + json_str(kUncached[k]) + ":" + std::to_string(s.uncached_by[k]);
 			o += "}}";
 		}
 		o += "]}";
@@ -272,7 +300,7 @@ int main(int argc, char **argv)
 	Options opt;
 	static const option longs[] = {
 		{"json", no_argument, nullptr, 'j'},	{"kernel", no_argument, nullptr, 'k'},
-		{"check", no_argument, nullptr, 'c'},	{"help", no_argument, nullptr, 'h'},
+		{"check", no_argument, nullptr, 'c'},	{"env", no_argument, nullptr, 'e'},	{"help", no_argument, nullptr, 'h'},
 		{"pid", required_argument, nullptr, 'p'}, {"watch", required_argument, nullptr, 'w'},
 		{nullptr, 0, nullptr, 0},
 	};
@@ -297,6 +325,7 @@ int main(int argc, char **argv)
 		case 'j': opt.json = true; break;
 		case 'k': opt.kernel_only = true; break;
 		case 'c': opt.check = true; break;
+		case 'e': opt.env = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -305,6 +334,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (opt.env)
+		return print_settings(opt.json);
 	int rc = sample(opt, 0);
 	while (opt.interval > 0) {
 		usleep(static_cast<useconds_t>(opt.interval * 1e6));

@@ -30,7 +30,9 @@ extern "C" {
 #endif
 
 #define HMEMREG_STATS_MAGIC 0x54415453524d4846ULL /* "FHMRSTAT" little endian */
-#define HMEMREG_STATS_VERSION 1
+/* 2: uncached_by[] (was reserved); a reader accepts 1 (reads zeros there) and 2 */
+#define HMEMREG_STATS_VERSION 2
+#define HMEMREG_STATS_VERSION_MIN 1
 #define HMEMREG_STATS_SHM_PREFIX "/hmemreg-stats."
 #define HMEMREG_STATS_MAX_CACHES 16
 #define HMEMREG_STATS_HIT_SHARDS 32
@@ -48,6 +50,18 @@ enum hmemreg_inval_cause {
 	HMEMREG_INVAL_FORK = 7,     /* purged before fork() */
 	HMEMREG_INVAL_OTHER = 8,
 	HMEMREG_INVAL_MAX = 9
+};
+
+/* Why a registration was handed out uncached: index of uncached_by[]. */
+enum hmemreg_uncached_reason {
+	HMEMREG_UNCACHED_LIMIT = 0,       /* over a size limit, max_count 0, or every entry in use */
+	HMEMREG_UNCACHED_UNWATCHABLE = 1, /* its memory can change unseen by the monitor
+					     (uffd: shared or file-backed mappings) */
+	HMEMREG_UNCACHED_REFUSED = 2,     /* the monitor cannot watch it (none usable, device
+					     memory without a device monitor, uffd refused) */
+	HMEMREG_UNCACHED_RACED = 3,       /* its memory changed while it was being registered */
+	HMEMREG_UNCACHED_ASKED = 4,       /* HMEMREG_MR_NO_CACHE, or in a fork child */
+	HMEMREG_UNCACHED_MAX = 5
 };
 
 /*
@@ -82,7 +96,8 @@ struct hmemreg_stats_cache {
 	uint64_t races;         /* lost insert races (duplicate dropped) */
 	uint64_t invalidations[HMEMREG_INVAL_MAX];
 	char count_fence[16];   /* how counts are ordered: "membarrier" or "seq_cst" */
-	uint64_t reserved[6];
+	uint64_t uncached_by[HMEMREG_UNCACHED_MAX]; /* uncached_registrations by reason (version 2) */
+	uint64_t reserved[1];
 	/* registrations by duration: bucket i counts those that took
 	 * [2^i, 2^(i+1)) ns (the last bucket also takes anything longer);
 	 * mr_cache_stat derives the p99 from it */
@@ -124,6 +139,7 @@ struct hmemreg_cache_stats {
 	uint64_t invalidations[HMEMREG_INVAL_MAX];
 	char monitor[16];
 	char registrar[24];
+	uint64_t uncached_by[HMEMREG_UNCACHED_MAX]; /* enum hmemreg_uncached_reason */
 };
 
 /*

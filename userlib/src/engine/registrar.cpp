@@ -29,7 +29,8 @@ std::string RailCache::describe() const
 	case HMEMREG_MONITOR_KMOD:
 		return "registration cache, monitor hmemreg.ko";
 	case HMEMREG_MONITOR_UFFD:
-		return "registration cache, monitor userfaultfd";
+		return "registration cache, monitor userfaultfd (caches private anonymous memory only; "
+		       "shared and file-backed memory registered uncached)";
 	case HMEMREG_MONITOR_NONE:
 		return "registration cache, no monitor (explicit invalidation)";
 	default:

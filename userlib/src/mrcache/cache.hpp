@@ -182,7 +182,8 @@ private:
 	static void lease_of(Entry *c, Lease &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
 	int miss(const Request &req, Lease &out);
-	int register_uncached(const Request &req, Lease &out);
+	int register_uncached(const Request &req, Lease &out, hmemreg_uncached_reason why);
+	void count_uncached(hmemreg_uncached_reason why);
 	int do_register(const Request &req, Range r, Registration &out);
 	Node make_node(const Request &req, Range r);
 	void unlink_locked(Index::iterator it, Cause cause);

@@ -186,6 +186,8 @@ extern "C" void hmemreg_stats_sum(const struct hmemreg_stats_cache *s, struct hm
 	o->races = ld(s->races);
 	for (unsigned i = 0; i < HMEMREG_INVAL_MAX; i++)
 		o->invalidations[i] = ld(s->invalidations[i]);
+	for (unsigned i = 0; i < HMEMREG_UNCACHED_MAX; i++)
+		o->uncached_by[i] = ld(s->uncached_by[i]);
 	std::memcpy(o->monitor, s->monitor, sizeof(o->monitor));
 	std::memcpy(o->registrar, s->registrar, sizeof(o->registrar));
 	o->monitor[sizeof(o->monitor) - 1] = 0;
@@ -196,7 +198,8 @@ extern "C" int hmemreg_stats_block_check(const struct hmemreg_stats_block *b, si
 {
 	if (!b || len < offsetof(hmemreg_stats_block, caches))
 		return -HMEMREG_EINVAL;
-	if (b->magic != HMEMREG_STATS_MAGIC || b->version != HMEMREG_STATS_VERSION ||
+	if (b->magic != HMEMREG_STATS_MAGIC || b->version < HMEMREG_STATS_VERSION_MIN ||
+	    b->version > HMEMREG_STATS_VERSION ||
 	    b->block_size < sizeof(hmemreg_stats_block) || len < sizeof(hmemreg_stats_block))
 		return -HMEMREG_EABI;
 	char boot[40];
