@@ -29,11 +29,17 @@ DEPS := build-essential cmake pkg-config file cpio xz-utils kmod iproute2 \
 	nlohmann-json3-dev libcli11-dev jq gnuplot-nox \
 	debhelper dh-dkms lintian
 
-all: kmod user
+all: kmod user softroce
 
 kmod:
 	$(MAKE) -C kmod KVER=$(KVER) KDIR=$(KDIR)
 	$(MAKE) -C tests/kmod/importer KVER=$(KVER) KDIR=$(KDIR)
+
+# Soft-RoCE with dma-buf MRs (rdma_rxe.ko + rdma-core's rxe provider), cached
+# in /var/cache/hmemreg: a few minutes the first time, then a key check.
+softroce:
+	KVER=$(KVER) softroce/build-rxe
+	softroce/build-rdma-core
 
 $(BUILD)/Makefile: CMakeLists.txt
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -101,7 +107,7 @@ clean:
 	$(MAKE) -C tests/kmod/importer clean
 	rm -rf $(BUILD)
 
-.PHONY: all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod install deb clean
+.PHONY: softroce all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod install deb clean
 
 DKMS_VER := $(shell cat VERSION)
 dkms-install:
