@@ -7,6 +7,8 @@
 #   make test-debug-broken  deliberately broken modules must fail that lane
 #   make demo       the end-to-end demo (VM with the module)
 #   make check-kmod checkpatch --strict, sparse (C=1) and W=1 on the module
+#   make libfabric2 libfabric 2.6.0 (+ fabtests, CUDA HMEM where a toolkit is) from
+#                   ../shared/vendor into /var/cache/hmemreg (once; prints the prefix)
 #   make install / dkms-install / dkms-uninstall
 # Knobs: KVER/KDIR (kernel to build for), BUILD (userspace build folder),
 # PREFIX/DESTDIR (install).
@@ -24,7 +26,8 @@ DEPS := build-essential cmake pkg-config file cpio xz-utils kmod iproute2 \
 	libfabric-dev libfabric-bin rdma-core libibverbs-dev ibverbs-utils \
 	libnl-3-dev libnl-genl-3-dev libcriterion-dev dkms sparse \
 	libucx-dev libhwloc-dev libnuma-dev iperf3 perftest \
-	flex bison bc libelf-dev libssl-dev
+	flex bison bc libelf-dev libssl-dev \
+	autoconf automake libtool librdmacm-dev
 
 all: kmod user
 
@@ -78,6 +81,9 @@ demo: deps
 check-kmod:
 	kmod/check-style $(KVER)
 
+libfabric2:
+	tools/vendor/build-libfabric
+
 # Userspace install (libraries, headers, pkg-config, tools, udev rule, man
 # pages). PREFIX is baked into hmemreg.pc; DESTDIR stages for packaging.
 install: user
@@ -89,7 +95,7 @@ clean:
 	$(MAKE) -C tests/kmod/importer clean
 	rm -rf $(BUILD)
 
-.PHONY: all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod install clean
+.PHONY: all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod libfabric2 install clean
 
 DKMS_VER := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 dkms-install:
