@@ -200,9 +200,27 @@ GPU_TEST(nccl_plugin, regmr_on_cuda_memory_matches_ptr_support)
 		GPU_ASSERT(r == ncclInvalidUsage && mh == nullptr,
 			   "(ptrSupport lacks CUDA: regMr must fail with ncclInvalidUsage, got %d)", r);
 	}
+	// The run on libfabric 2.6.0 over shm (HMEMREG_GPU_DIRECT) must offer
+	// device pointers: silently staying host-only would pass the rest.
+	const char *direct = std::getenv("HMEMREG_GPU_DIRECT");
+	const char *prov = std::getenv("HMEMREG_NCCL_PROVIDER");
+	if (direct && prov && std::strstr(direct, prov))
+		GPU_ASSERT((props.ptrSupport & (NCCL_PTR_CUDA | NCCL_PTR_DMABUF)) == (NCCL_PTR_CUDA | NCCL_PTR_DMABUF),
+			   "(provider %s with FI_HMEM: ptrSupport %#x lacks CUDA|DMABUF)", prov, props.ptrSupport);
 	if (!(props.ptrSupport & NCCL_PTR_DMABUF)) {
 		r = net->regMrDmaBuf(sc, reinterpret_cast<void *>(d), len, NCCL_PTR_CUDA, 0, 0, &mh);
 		GPU_ASSERT(r == ncclInvalidUsage, "(regMrDmaBuf without DMA-BUF support returned %d)", r);
+	} else {
+		// NCCL's fd is not needed (the engine exports the allocation itself);
+		// a second registration of part of the buffer is a cache hit.
+		r = net->regMrDmaBuf(sc, reinterpret_cast<void *>(d + 4096), len - 4096, NCCL_PTR_CUDA, 4096, -1, &mh);
+		GPU_ASSERT(r == ncclSuccess && mh != nullptr, "(regMrDmaBuf returned %d)", r);
+		GPU_ASSERT(net->deregMr(sc, mh) == ncclSuccess);
+		hmemreg_nccl_counters st{};
+		auto *stats = reinterpret_cast<int (*)(hmemreg_nccl_counters *)>(dlsym(lib, "hmemreg_nccl_stats"));
+		GPU_ASSERT(stats && stats(&st) == 0);
+		GPU_LOG("device registrations through the plugin: %llu", (unsigned long long)st.device_regs);
+		GPU_ASSERT(st.device_regs == 2);
 	}
 	// Host memory registers in this CUDA process all the same.
 	void *host = std::malloc(len);

@@ -5,6 +5,9 @@
 #include <new>
 #include <unistd.h>
 
+#include <rdma/fabric.h>
+
+#include "fabric/info.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache.hpp"
 #include "mrcache/fabric_registrar.hpp"
@@ -69,6 +72,30 @@ extern "C" int hmemreg_cache_create_fabric(struct fid_domain *domain, const stru
 	} catch (const std::bad_alloc &) {
 		return -HMEMREG_ENOMEM;
 	}
+}
+
+extern "C" int hmemreg_cache_create_fabric_info(struct fid_domain *domain, const struct fi_info *info,
+						const struct hmemreg_cache_config *cfg, struct hmemreg_cache **out)
+{
+	if (!out)
+		return -HMEMREG_EINVAL;
+	*out = nullptr;
+	if (!FabricRegistrar::is_domain(domain) || !info || !info->fabric_attr || !info->fabric_attr->api_version ||
+	    info->fabric_attr->api_version > fi_version())
+		return -HMEMREG_EINVAL;
+	try {
+		FabricRegistrar::Facts f;
+		f.api_version = info->fabric_attr->api_version;
+		f.hmem = (info->caps & FI_HMEM) ? FabricRegistrar::Facts::yes : FabricRegistrar::Facts::no;
+		return make(std::make_unique<FabricRegistrar>(domain, 0, nullptr, f), cfg, out);
+	} catch (const std::bad_alloc &) {
+		return -HMEMREG_ENOMEM;
+	}
+}
+
+extern "C" uint32_t hmemreg_fabric_api_version(void)
+{
+	return hmemreg::fabric::api_version();
 }
 
 extern "C" int hmemreg_cache_create_memory(const struct hmemreg_cache_config *cfg, struct hmemreg_cache **out)
