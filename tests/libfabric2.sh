@@ -5,9 +5,9 @@
 #                       or HMEMREG_LIBFABRIC2=none
 #   libfabric2_env_end  restore LD_LIBRARY_PATH
 #   libfabric_version   the version the loaded libfabric reports ("1.17.0", "2.6.0")
-libfabric2_saved_ld=${LD_LIBRARY_PATH-}
 libfabric2_env() {
 	local p=${HMEMREG_LIBFABRIC2:-}
+	libfabric2_saved_ld=${LD_LIBRARY_PATH-}
 	[ "$p" = none ] && return 1
 	if [ -z "$p" ]; then
 		p=$("${HMEMREG_TOP:-$(dirname "${BASH_SOURCE[0]}")/..}/tools/vendor/build-libfabric") || {

@@ -13,7 +13,7 @@ bad=0
 suites() {
 	for t in "$HMEMREG_BUILD"/tests/gpu/test_gpu_*; do
 		echo "---- $(basename "$t") ($1)"
-		"$t" || bad=$((bad + 1))
+		timeout "${HMEMREG_GPU_SUITE_TIMEOUT:-240}" "$t" || { echo "FAIL: $(basename "$t") exit $?"; bad=$((bad + 1)); }
 	done
 }
 suites "system libfabric $(libfabric_version), staged"

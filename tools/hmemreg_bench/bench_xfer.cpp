@@ -49,6 +49,7 @@
 #include "bench.hpp"
 #include "engine/engine.hpp"
 #include "hmem/cuda_driver.hpp"
+#include "xfer_cuda_procs.hpp"
 #include "xfer_target.hpp"
 
 using namespace hmemreg;
@@ -839,7 +840,8 @@ int usage()
 		     "                          [--procs 1|2 | --connect HOST:PORT]\n"
 		     "       hmemreg_bench xfer --serve [HOST]:PORT [--node ADDR]\n"
 		     "  --threads: progress threads per engine (default: one per rail);\n"
-		     "  --procs 2: the target engines run in a child process (host memory only);\n"
+		     "  --procs 2: the target engines run in a child process (with --mem cuda: device memory on\n"
+		     "            GPU 0 in both processes, one provider, one chunk, sizes doubling);\n"
 		     "  --serve: be the target side for one --connect client, on another host or this one: it\n"
 		     "  sends the configuration, the server makes the engines (fabric address --node) and\n"
 		     "  buffers, verifies what landed, and starts iperf3 servers for the tcp reference; it\n"
@@ -924,9 +926,32 @@ int xfer_main(int argc, char **argv)
 	}
 	if (o.min_size == 0 || o.max_size < o.min_size)
 		return usage();
-	if ((o.procs == 2 || !o.connect.empty() || !o.serve.empty()) && o.cuda) {
-		std::fprintf(stderr, "xfer: --procs 2, --connect and --serve move host memory only (--mem host)\n");
+	if ((!o.connect.empty() || !o.serve.empty()) && o.cuda) {
+		std::fprintf(stderr, "xfer: --connect and --serve move host memory only (--mem host)\n");
 		return 2;
+	}
+	if (o.procs == 2 && o.cuda) {
+		// Device memory between two processes (shm's CUDA IPC needs two):
+		// xfer_cuda_procs.cpp, GPU 0 on both sides, one provider, 1 chunk.
+		if (o.providers.size() != 1 || o.src_dev || o.dst_dev) {
+			std::fprintf(stderr, "xfer: --mem cuda --procs 2 takes one --provider and GPU 0 on both sides\n");
+			return 2;
+		}
+		bench::CudaProcsOptions c;
+		c.provider = o.providers[0];
+		c.min_size = o.min_size;
+		c.max_size = o.max_size;
+		c.window = static_cast<unsigned>(std::min<size_t>(o.window, 64));
+		c.repeat = o.repeat;
+		c.seconds = o.seconds;
+		c.verify = o.verify;
+		c.json = o.json;
+		try {
+			return bench::xfer_cuda_two_processes(c);
+		} catch (const Error &e) {
+			std::fprintf(stderr, "xfer: %s\n", e.what());
+			return 1;
+		}
 	}
 	if (!o.connect.empty() + !o.serve.empty() + (o.procs == 2) > 1) {
 		std::fprintf(stderr, "xfer: --procs 2, --connect and --serve exclude each other\n");

@@ -248,6 +248,18 @@ void Engine::Impl::open_rails()
 		caps.rail_domains.push_back(info->domain_attr->name);
 	}
 	caps.notes.push_back("local memory: " + rails.front()->cache()->describe());
+	// FI_HMEM is no promise of CUDA (1.17's shm offers it without): one
+	// probe registration decides between the direct and the staged path.
+	if (caps.hmem && cuda::available()) {
+		std::string why;
+		if (!provider_registers_cuda(rails.front()->domain(), &why)) {
+			caps.hmem = false;
+			caps.dmabuf = false;
+			caps.hmem_why_not = "provider " + prov + " offers FI_HMEM but does not register CUDA memory: " + why;
+			if (cfg.require_hmem)
+				throw Error(HMEMREG_ENOTSUP, "engine: " + caps.hmem_why_not);
+		}
+	}
 }
 
 // Immediate keys of 8 bytes where the provider carries them, else of 4

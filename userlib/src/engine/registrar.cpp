@@ -71,6 +71,11 @@ private:
 
 } // namespace
 
+bool provider_registers_cuda(fid_domain *domain, std::string *why)
+{
+	return mr::FabricRegistrar::registers_cuda(domain, why);
+}
+
 std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> rails, const void *addr, size_t len,
 						  MemoryKind kind)
 {

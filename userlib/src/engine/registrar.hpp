@@ -59,6 +59,10 @@ struct MemoryKind {
 	uint64_t device = 0;
 };
 
+// Whether the domain's provider registers CUDA memory (one probe
+// registration; see mr::FabricRegistrar::registers_cuda).
+bool provider_registers_cuda(fid_domain *domain, std::string *why);
+
 // Throws hmemreg::Error.
 std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> rails, const void *addr, size_t len,
 						  MemoryKind kind = {});

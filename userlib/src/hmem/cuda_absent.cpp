@@ -106,4 +106,13 @@ int finish_legacy_copies(int, std::string *why)
 	return -HMEMREG_ENOTSUP;
 }
 
+ProbeAllocation::~ProbeAllocation() = default;
+
+int ProbeAllocation::alloc(int, size_t, std::string *why)
+{
+	if (why)
+		*why = unavailable_reason();
+	return -HMEMREG_ENOTSUP;
+}
+
 } // namespace hmemreg::cuda

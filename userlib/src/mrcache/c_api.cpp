@@ -8,6 +8,7 @@
 #include <rdma/fabric.h>
 
 #include "fabric/info.hpp"
+#include "hmem/cuda_memory.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache.hpp"
 #include "mrcache/fabric_registrar.hpp"
@@ -87,6 +88,10 @@ extern "C" int hmemreg_cache_create_fabric_info(struct fid_domain *domain, const
 		FabricRegistrar::Facts f;
 		f.api_version = info->fabric_attr->api_version;
 		f.hmem = (info->caps & FI_HMEM) ? FabricRegistrar::Facts::yes : FabricRegistrar::Facts::no;
+		// FI_HMEM without CUDA in this libfabric: CUDA memory is refused here.
+		if (f.hmem == FabricRegistrar::Facts::yes && hmemreg::cuda::available() &&
+		    !FabricRegistrar::registers_cuda(domain, nullptr))
+			f.hmem = FabricRegistrar::Facts::no;
 		return make(std::make_unique<FabricRegistrar>(domain, 0, nullptr, f), cfg, out);
 	} catch (const std::bad_alloc &) {
 		return -HMEMREG_ENOMEM;

@@ -66,6 +66,35 @@ bool FabricRegistrar::is_domain(const fid_domain *domain)
 	return domain && domain->fid.fclass == FI_CLASS_DOMAIN && domain->mr && domain->mr->regattr;
 }
 
+bool FabricRegistrar::registers_cuda(fid_domain *domain, std::string *why)
+{
+	cuda::ProbeAllocation probe;
+	std::string w;
+	if (probe.alloc(0, 2u << 20, &w) < 0) {
+		if (why)
+			*why = "no CUDA memory to probe with: " + w;
+		return false;
+	}
+	iovec iov{probe.ptr(), probe.size()};
+	fabric::MrAttr storage;
+	storage.attr.mr_iov = &iov;
+	storage.attr.iov_count = 1;
+	storage.attr.access = FI_REMOTE_WRITE | FI_WRITE | FI_SEND | FI_RECV;
+	storage.attr.requested_key = 0x7ffffff0; // a key no cache registration asks for
+	storage.attr.iface = FI_HMEM_CUDA;
+	storage.attr.device.cuda = 0;
+	fid_mr *mr = nullptr;
+	int rc = fi_mr_regattr(domain, &storage.attr, 0, &mr);
+	if (rc) {
+		if (why)
+			*why = std::string("fi_mr_regattr(FI_HMEM_CUDA): ") + fi_strerror(-rc) +
+			       (rc == -FI_ENOSYS ? " (this libfabric was built without CUDA)" : "");
+		return false;
+	}
+	fi_close(&mr->fid);
+	return true;
+}
+
 FabricRegistrar::FabricRegistrar(fid_domain *domain, uint64_t access, const char *provider, Facts facts)
 	: domain_(domain), access_(access ? access : kAllAccess), facts_(facts)
 {

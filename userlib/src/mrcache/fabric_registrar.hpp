@@ -76,6 +76,14 @@ public:
 	// A libfabric domain fid (fclass FI_CLASS_DOMAIN)?
 	static bool is_domain(const fid_domain *domain);
 
+	// Whether the provider behind `domain` registers CUDA memory: FI_HMEM
+	// in its caps says it handles some device memory kinds, not that its
+	// libfabric has CUDA (1.17's shm offers FI_HMEM and refuses
+	// FI_HMEM_CUDA with -FI_ENOSYS). One registration of a small allocation
+	// on CUDA device 0 tells (about a millisecond; once per domain). False
+	// with the reason where there is no CUDA driver, too.
+	static bool registers_cuda(fid_domain *domain, std::string *why);
+
 private:
 	fid_domain *domain_;
 	uint64_t access_;
