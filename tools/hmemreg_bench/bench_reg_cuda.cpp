@@ -86,6 +86,8 @@ int reg_range(const Domain &d, void *p, size_t n, fi_hmem_iface iface, int devic
 	attr.access = FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ | FI_SEND | FI_RECV;
 	attr.iface = iface;
 	attr.device.cuda = device;
+	if (iface != FI_HMEM_SYSTEM)
+		flags |= FI_HMEM_DEVICE_ONLY; // as the cache registers device allocations
 	return fi_mr_regattr(d.domain, &attr, flags, mr);
 }
 

@@ -178,7 +178,10 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 			note_address_path("DMA-BUF export failed: " + why);
 		}
 	}
-	uint64_t flags = 0;
+	// Device allocations (not host or managed memory) are device-only
+	// memory: shm picks its CUDA IPC protocol for such regions only (else it
+	// copies through bounce buffers); efa accepts the flag.
+	uint64_t flags = req.iface != Iface::host ? FI_HMEM_DEVICE_ONLY : 0;
 	fabric::DmabufRange dmabuf{};
 	if (fd >= 0 && dmabuf_usable()) {
 		// The DMA-BUF starts at base_addr; the range sits at its offset.
@@ -193,12 +196,16 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 	}
 	fid_mr *mr = nullptr;
 	int rc = fi_mr_regattr(domain_, &attr, flags, &mr);
+	if (rc == -FI_EBADFLAGS && (flags & FI_HMEM_DEVICE_ONLY)) { // a provider that does not know it
+		flags &= ~FI_HMEM_DEVICE_ONLY;
+		rc = fi_mr_regattr(domain_, &attr, flags, &mr);
+	}
 	if ((rc == -FI_EOPNOTSUPP || rc == -FI_ENOSYS) && (flags & fabric::kMrDmabuf)) {
 		dmabuf_refused_.store(true);
 		note_address_path(std::string("the provider refused FI_MR_DMABUF (") + fi_strerror(-rc) + ")");
 		attr.mr_iov = &iov;
-		flags = 0;
-		rc = fi_mr_regattr(domain_, &attr, 0, &mr);
+		flags &= ~fabric::kMrDmabuf;
+		rc = fi_mr_regattr(domain_, &attr, flags, &mr);
 	}
 	if (rc) {
 		last_fi_error_.store(rc, std::memory_order_relaxed);
