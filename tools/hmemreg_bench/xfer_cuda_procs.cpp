@@ -206,6 +206,11 @@ int xfer_cuda_two_processes(const CudaProcsOptions &o)
 		for (size_t n = o.min_size; n <= o.max_size; n *= 2) {
 			engine::Chunk c{region.get(), 0, n, 0};
 			uint64_t tag = 1;
+			// A window of writes, then until the target was notified of all
+			// of them: its notification means the bytes are in its device
+			// memory (the writer's completion only that shm's target side
+			// queued its copy).
+			uint64_t notified = ask(fd, 'C');
 			auto writes = [&] {
 				std::vector<engine::TransferRef> xs;
 				for (unsigned w = 0; w < o.window; w++)
@@ -213,6 +218,11 @@ int xfer_cuda_two_processes(const CudaProcsOptions &o)
 				for (auto &x : xs)
 					if (!a.wait(*x, std::chrono::seconds(60)) || x->status() != 0)
 						throw Error(HMEMREG_EFABRIC, "xfer: a write failed: " + x->error());
+				notified += o.window;
+				auto until = Clock::now() + std::chrono::seconds(60);
+				while (ask(fd, 'C') < notified)
+					if (Clock::now() > until)
+						throw Error(HMEMREG_EFABRIC, "xfer: the target was not notified in 60 s");
 			};
 			double gbps = best_gbps(n * o.window, o.repeat, o.seconds, writes);
 			std::string verified = "no";

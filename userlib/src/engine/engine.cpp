@@ -20,6 +20,7 @@
 #include "engine/universe.hpp"
 #include "fabric/abi.hpp"
 #include "fabric/info.hpp"
+#include "hmem/cuda_copy.hpp"
 #include "hmem/cuda_memory.hpp"
 #include "hmemreg/cache.h"
 
@@ -400,6 +401,10 @@ void Engine::Impl::notify_app(std::span<const Notification> notes)
 {
 	if (notes.empty())
 		return;
+	if (uint64_t devs = direct_devices.load(std::memory_order_relaxed))
+		for (int d = 0; d < 64; d++)
+			if (devs & (1ULL << d))
+				cuda::finish_legacy_copies(d); // errors: the copy's own failure shows elsewhere
 	std::function<void(const Notification &)> fn;
 	{
 		std::lock_guard l(handlers_mu);
@@ -895,8 +900,11 @@ RegionRef Engine::register_region(void *addr, size_t len)
 	// CUDA memory of its device (FI_MR_DMABUF or by address: the registrar's
 	// choice), cached under the buffer-ID check of every hit.
 	MemoryKind kind;
-	if (rc == 0 && info.kind == cuda::MemKind::device)
+	if (rc == 0 && info.kind == cuda::MemKind::device) {
 		kind = {HMEMREG_IFACE_CUDA, static_cast<uint64_t>(info.device)};
+		if (info.device >= 0 && info.device < 64)
+			im->direct_devices.fetch_or(1ULL << info.device);
+	}
 	auto reg = register_local(im->caches, addr, len, kind);
 	return std::make_shared<RegionImpl>(im->id, addr, len, std::move(holders), std::move(reg));
 }

@@ -47,7 +47,11 @@
 //    pinned to CPUs near their NIC when hwloc knows the NIC's PCI locality), or
 //    0 threads and the caller drives progress() / wait().
 //
-//  - Device (CUDA) memory: registered directly where the provider has FI_HMEM;
+//  - Device (CUDA) memory: registered directly where the provider has FI_HMEM
+//    and registers CUDA memory (a probe at creation); a target with such
+//    regions waits for the device copies the provider queued on its legacy
+//    stream before it notifies (shm's cudaMemcpy returns before a device to
+//    device copy ran);
 //    otherwise (Debian's and Ubuntu's libfabric 1.17) staged: the region gets a
 //    pinned host mirror that the NIC reads and writes. A write from a staged
 //    region copies each piece device-to-host on a CUDA stream and posts the
