@@ -133,6 +133,22 @@ int run_cuda(const Options &o, Printer &out)
 	}
 	Domain &fab = *opened;
 	bool hmem = have_fab && (fab.info->caps & FI_HMEM);
+	// FI_HMEM without CUDA in this libfabric (1.17's shm): measured like a
+	// provider without FI_HMEM.
+	if (hmem) {
+		CUdeviceptr probe;
+		fid_mr *mr = nullptr;
+		if (d.cuMemAlloc(&probe, 2 << 20) != CUDA_SUCCESS)
+			return 1;
+		void *pp = reinterpret_cast<void *>(static_cast<uintptr_t>(probe));
+		hmem = reg_range(fab, pp, 2 << 20, FI_HMEM_CUDA, 0, &mr) == 0;
+		if (mr)
+			fi_close(&mr->fid);
+		d.cuMemFree(probe);
+		if (!hmem)
+			std::fprintf(stderr, "reg: provider %s offers FI_HMEM but does not register CUDA memory\n",
+				     fab.info->fabric_attr->prov_name);
+	}
 	bool dmabuf = hmem && fab.info->fabric_attr->api_version >= fabric::kApi1_20;
 	const char *prov = have_fab ? fab.info->fabric_attr->prov_name : o.provider.c_str();
 	// The cache over the in-memory registrar when the provider cannot reach
