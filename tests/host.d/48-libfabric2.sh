@@ -5,7 +5,9 @@
 # (1.17 with Debian's) and must pass the fabric suites on tcp;ofi_rxm and
 # shm, the cache's fabric suite, the engine's C API and the NCCL plugin.
 # HMEMREG_LIBFABRIC2=PREFIX uses an existing build; no vendored tarball and
-# no build: skipped with the reason. The netns half of 40-fabric (root,
+# no build: skipped with the reason. HMEMREG_LIBFABRIC2_HEADERS=1 also
+# compiles libhmemreg against 2.6.0's headers (-Werror: 2.x marks FI_MR_BASIC
+# and others deprecated with GCC warning pragmas) in build-lf2 (a few minutes). The netns half of 40-fabric (root,
 # veths) and the fork-heavy process suite stay on the system libfabric
 # (CI time); every other fabric suite runs here.
 set -u
@@ -47,6 +49,16 @@ if grep -q "libfabric API 1.17 (runtime 2.6)" <<<"$desc"; then
 	echo "ok   HMEMREG_FABRIC_API=1.17 caps it"
 else
 	echo "FAIL: HMEMREG_FABRIC_API=1.17 was not honoured:"; echo "$desc" | head -20; bad=1
+fi
+
+if [ "${HMEMREG_LIBFABRIC2_HEADERS:-0}" = 1 ]; then
+	echo "---- libhmemreg against libfabric $ver's headers (-Werror)"
+	if PKG_CONFIG_PATH=$lib/pkgconfig cmake -S "$top" -B "$top/build-lf2" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+		PKG_CONFIG_PATH=$lib/pkgconfig cmake --build "$top/build-lf2" -j "${HMEMREG_JOBS:-2}" --target hmemreg >/dev/null; then
+		echo "ok   built against $(sed -n 's/^LIBFABRIC_VERSION:INTERNAL=//p' "$top/build-lf2/CMakeCache.txt") headers"
+	else
+		echo "FAIL: libhmemreg does not build against libfabric $ver's headers"; bad=1
+	fi
 fi
 
 export HMEMREG_NCCL_PROVIDER="tcp;ofi_rxm" HMEMREG_NCCL_NODE=127.0.0.1
