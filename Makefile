@@ -7,8 +7,8 @@
 #   make test-debug-broken  deliberately broken modules must fail that lane
 #   make demo       the end-to-end demo (VM with the module)
 #   make check-kmod checkpatch --strict, sparse (C=1) and W=1 on the module
-#   make libfabric2 libfabric 2.6.0 (+ fabtests, CUDA HMEM where a toolkit is) from
-#                   ../shared/vendor into /var/cache/hmemreg (once; prints the prefix)
+#   make libfabric2 libfabric 2.6.0 and its fabtests (CUDA HMEM where a toolkit is)
+#                   from ../shared/vendor into /var/cache/hmemreg (once; prints the prefix)
 #   make install / dkms-install / dkms-uninstall
 # Knobs: KVER/KDIR (kernel to build for), BUILD (userspace build folder),
 # PREFIX/DESTDIR (install).
@@ -82,7 +82,7 @@ check-kmod:
 	kmod/check-style $(KVER)
 
 libfabric2:
-	tools/vendor/build-libfabric
+	tools/vendor/build-libfabric --fabtests
 
 # Userspace install (libraries, headers, pkg-config, tools, udev rule, man
 # pages). PREFIX is baked into hmemreg.pc; DESTDIR stages for packaging.

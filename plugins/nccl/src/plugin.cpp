@@ -79,14 +79,23 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	const auto &caps = engine_->caps();
 	dev_name_ = "hmemreg:" + caps.provider + (caps.rail_domains.empty() ? "" : ":" + caps.rail_domains[0]);
 	NINFO(NCCL_INIT | NCCL_NET, "engine: %s", caps.describe().c_str());
-	// Device pointers only where the provider reaches device memory itself;
-	// else NCCL stages device data through host buffers it registers here.
-	if (caps.hmem) {
+	// Device pointers only where the provider reaches device memory itself
+	// and iflush gives NCCL the ordering it needs: shm, whose target copies
+	// into device memory with cudaMemcpy on this process's legacy stream
+	// (iflush waits for that stream). A NIC writing GPU memory (verbs, efa
+	// with GPUDirect RDMA) needs a read-back flush this plugin does not do,
+	// so there device data goes through host buffers NCCL registers here.
+	const bool cpu_copies = caps.provider == "shm";
+	if (caps.hmem && cpu_copies) {
 		ptr_support_ = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
 		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST|CUDA|DMABUF: provider %s registers CUDA memory directly (%s)",
 		      caps.provider.c_str(), caps.device_memory.c_str());
 	} else {
-		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST only: %s", caps.device_memory.c_str());
+		host_only_why_ = caps.hmem ? "provider " + caps.provider +
+						     " has FI_HMEM, but its device writes would need a GPUDirect RDMA flush "
+						     "(a read-back), which iflush does not do"
+					   : caps.device_memory;
+		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST only: %s", host_only_why_.c_str());
 	}
 	// Callbacks run on the engine's progress context: nothing may escape them.
 	engine_->on_message([this](const engine::Message &m) {
@@ -293,8 +302,7 @@ ncclResult_t Plugin::reg_mr(void *comm, void *data, size_t size, int type, void 
 	}
 	const bool device = type == NCCL_PTR_CUDA || type == NCCL_PTR_DMABUF;
 	if (type != NCCL_PTR_HOST && !(device && (ptr_support_ & NCCL_PTR_CUDA))) {
-		NWARN("regMr: memory type %d is not supported (ptrSupport is HOST only: %s)", type,
-		      engine_->caps().device_memory.c_str());
+		NWARN("regMr: memory type %d is not supported (ptrSupport is HOST only: %s)", type, host_only_why_.c_str());
 		return ncclInvalidUsage;
 	}
 	if (!data && size) {
@@ -350,7 +358,7 @@ ncclResult_t Plugin::reg_mr_dmabuf(void *comm, void *data, size_t size, int type
 	if (mhandle)
 		*mhandle = nullptr;
 	NWARN("regMrDmaBuf: DMA-BUF registration is not supported (fd %d, offset %llu, type %d): %s", fd,
-	      static_cast<unsigned long long>(offset), type, engine_->caps().device_memory.c_str());
+	      static_cast<unsigned long long>(offset), type, host_only_why_.c_str());
 	return ncclInvalidUsage;
 }
 

@@ -185,6 +185,7 @@ private:
 	// NCCL_PTR_HOST, plus NCCL_PTR_CUDA | NCCL_PTR_DMABUF where the engine
 	// registers device memory directly (FI_HMEM).
 	int ptr_support_ = NCCL_PTR_HOST;
+	std::string host_only_why_; // why not more, when HOST only
 	std::mutex mu_;
 	uint32_t next_comm_id_ = 1;
 	std::unordered_map<void *, std::unique_ptr<Comm>> comms_;
