@@ -51,6 +51,7 @@
 #include "reference_tools.hpp"
 #include "engine/engine.hpp"
 #include "hmem/cuda_driver.hpp"
+#include "xfer_cuda_procs.hpp"
 #include "xfer_target.hpp"
 
 using namespace hmemreg;
@@ -829,7 +830,8 @@ int xfer_main(int argc, char **argv)
 	p.texts("--notify", notify, "target notification; several run interleaved, one row each")
 		->check(CLI::IsMember({"auto", "immediate", "imm", "immediate4", "imm4", "message", "msg"}));
 	p.count("--threads", threads, "progress threads per engine")->default_str("one per rail");
-	p.app().add_option("--procs", procs, "2: the target engines run in a child process (host memory)")
+	p.app().add_option("--procs", procs, "2: the target engines run in a child process (with --mem cuda: "
+					     "device memory on GPU 0 in both processes, one provider, one chunk, sizes doubling)")
 		->check(CLI::IsMember({1u, 2u}))
 		->capture_default_str();
 	p.text("--connect", o.connect, "HOST:PORT of a bench server (--serve) holding the target engines");
@@ -874,9 +876,32 @@ int xfer_main(int argc, char **argv)
 		std::fprintf(stderr, "hmemreg_bench xfer: --provider, --notify and --write-iov each need a value\n");
 		return 2;
 	}
-	if ((o.procs == 2 || !o.connect.empty() || !o.serve.empty()) && o.cuda) {
-		std::fprintf(stderr, "xfer: --procs 2, --connect and --serve move host memory only (--mem host)\n");
+	if ((!o.connect.empty() || !o.serve.empty()) && o.cuda) {
+		std::fprintf(stderr, "xfer: --connect and --serve move host memory only (--mem host)\n");
 		return 2;
+	}
+	if (o.procs == 2 && o.cuda) {
+		// Device memory between two processes (shm's CUDA IPC needs two):
+		// xfer_cuda_procs.cpp, GPU 0 on both sides, one provider, 1 chunk.
+		if (o.providers.size() != 1 || o.src_dev || o.dst_dev) {
+			std::fprintf(stderr, "xfer: --mem cuda --procs 2 takes one --provider and GPU 0 on both sides\n");
+			return 2;
+		}
+		bench::CudaProcsOptions c;
+		c.provider = o.providers[0];
+		c.min_size = o.min_size;
+		c.max_size = o.max_size;
+		c.window = static_cast<unsigned>(std::min<size_t>(o.window, 64));
+		c.repeat = o.repeat;
+		c.seconds = o.seconds;
+		c.verify = o.verify;
+		c.json = o.json;
+		try {
+			return bench::xfer_cuda_two_processes(c);
+		} catch (const Error &e) {
+			std::fprintf(stderr, "xfer: %s\n", e.what());
+			return 1;
+		}
 	}
 	if (!o.connect.empty() + !o.serve.empty() + (o.procs == 2) > 1) {
 		std::fprintf(stderr, "xfer: --procs 2, --connect and --serve exclude each other\n");

@@ -18,8 +18,11 @@
 #include "engine/engine_impl.hpp"
 #include "engine/staging.hpp"
 #include "engine/universe.hpp"
-#include "hmem/cuda_memory.hpp"
+#include "fabric/abi.hpp"
 #include "fabric/info.hpp"
+#include "hmem/cuda_copy.hpp"
+#include "hmem/cuda_memory.hpp"
+#include "hmemreg/cache.h"
 
 namespace hmemreg::engine {
 
@@ -53,21 +56,22 @@ std::string hex(uint64_t v)
 	return b;
 }
 
-// Hints for an RDM endpoint with messages and RMA writes; mr_mode bits we
-// handle (we always register and pass descriptors, keys are carried in the
-// descriptor, addresses are virtual or offsets).
-fabric::InfoPtr make_hints(const Config &cfg)
+// Hints for an RDM endpoint with messages and RMA writes, with FI_HMEM when
+// asked; mr_mode bits we handle (we always register and pass descriptors,
+// device memory included (FI_MR_HMEM), keys are carried in the descriptor,
+// addresses are virtual or offsets).
+fabric::InfoPtr make_hints(const Config &cfg, bool hmem, const std::string &provider)
 {
 	fabric::InfoPtr h = fabric::alloc_hints();
 	h->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
-	if (cfg.require_hmem)
+	if (hmem)
 		h->caps |= FI_HMEM;
 	h->mode = FI_CONTEXT | FI_CONTEXT2;
 	h->ep_attr->type = FI_EP_RDM;
-	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_HMEM;
 	h->domain_attr->threading = FI_THREAD_DOMAIN;
-	if (!cfg.provider.empty())
-		h->fabric_attr->prov_name = strdup(cfg.provider.c_str());
+	if (!provider.empty())
+		h->fabric_attr->prov_name = strdup(provider.c_str());
 	if (!cfg.domain.empty())
 		h->domain_attr->name = strdup(cfg.domain.c_str());
 	return h;
@@ -127,10 +131,27 @@ void Engine::Impl::open_rails()
 	std::string universe = fit_rxm_universe(cfg.provider);
 	if (!universe.empty())
 		caps.notes.push_back(universe);
-	fabric::InfoPtr hints = make_hints(cfg);
+	fabric::InfoPtr hints = make_hints(cfg, cfg.require_hmem, cfg.provider);
 	const char *node = cfg.node.empty() ? nullptr : cfg.node.c_str();
 	fabric::InfoPtr list = fabric::get_info(hints.get(), node, node ? FI_SOURCE : 0);
 	note_fabric_initialized();
+	caps.api_version = fabric::api_version();
+	// FI_HMEM by default where there is device memory to move: asked of the
+	// provider chosen without it (so asking never changes which provider and
+	// fabric are used), kept when that provider offers it on that fabric.
+	if (list && !cfg.require_hmem && cfg.ask_hmem && cuda::available()) {
+		const fi_info *plain = list.get();
+		fabric::InfoPtr h = make_hints(cfg, true, plain->fabric_attr->prov_name);
+		fabric::InfoPtr with = fabric::get_info(h.get(), node, node ? FI_SOURCE : 0);
+		if (with && std::strcmp(with->fabric_attr->prov_name, plain->fabric_attr->prov_name) == 0 &&
+		    std::strcmp(with->fabric_attr->name, plain->fabric_attr->name) == 0)
+			list = std::move(with);
+		else
+			caps.hmem_why_not = std::string("provider ") + plain->fabric_attr->prov_name +
+					    " offers no FI_HMEM with libfabric " + fabric::api_version_text(fi_version());
+	} else if (list && !cfg.require_hmem) {
+		caps.hmem_why_not = !cfg.ask_hmem ? "not asked (Config::ask_hmem off)" : "no CUDA driver here";
+	}
 	if (!list) {
 		std::string want = cfg.provider.empty() ? "any provider" : "provider '" + cfg.provider + "'";
 		throw Error(HMEMREG_ENOTSUP, "engine: " + want + " offers no RDM endpoint with FI_MSG|FI_RMA" +
@@ -162,15 +183,14 @@ void Engine::Impl::open_rails()
 
 	caps.rma = (first->caps & FI_RMA) != 0;
 	caps.hmem = (first->caps & FI_HMEM) != 0;
-#ifdef FI_MR_DMABUF
-	caps.dmabuf = true;
-#endif
+	caps.dmabuf = caps.hmem && caps.api_version >= fabric::kApi1_20;
 	caps.cq_data_size = first->domain_attr->cq_data_size;
 	caps.remote_cq_data = caps.cq_data_size > 0;
 	caps.inject_size = first->tx_attr->inject_size;
 	if (cfg.require_remote_cq_data && !caps.remote_cq_data)
 		throw Error(HMEMREG_ENOTSUP, "engine: provider " + prov + " has no remote CQ data (cq_data_size 0)");
-	virt_addr = (first->domain_attr->mr_mode & (FI_MR_VIRT_ADDR | FI_MR_BASIC)) != 0;
+	// mr_mode bits (API >= 1.5) never carry FI_MR_BASIC (deprecated in 2.x).
+	virt_addr = (first->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
 
 	// Completion semantics: the target is told (a control message sent once
 	// every write completed locally) only when the data is in place, so
@@ -229,6 +249,18 @@ void Engine::Impl::open_rails()
 		caps.rail_domains.push_back(info->domain_attr->name);
 	}
 	caps.notes.push_back("local memory: " + rails.front()->cache()->describe());
+	// FI_HMEM is no promise of CUDA (1.17's shm offers it without): one
+	// probe registration decides between the direct and the staged path.
+	if (caps.hmem && cuda::available()) {
+		std::string why;
+		if (!provider_registers_cuda(rails.front()->domain(), &why)) {
+			caps.hmem = false;
+			caps.dmabuf = false;
+			caps.hmem_why_not = "provider " + prov + " offers FI_HMEM but does not register CUDA memory: " + why;
+			if (cfg.require_hmem)
+				throw Error(HMEMREG_ENOTSUP, "engine: " + caps.hmem_why_not);
+		}
+	}
 }
 
 // Immediate keys of 8 bytes where the provider carries them, else of 4
@@ -369,6 +401,10 @@ void Engine::Impl::notify_app(std::span<const Notification> notes)
 {
 	if (notes.empty())
 		return;
+	if (uint64_t devs = direct_devices.load(std::memory_order_relaxed))
+		for (int d = 0; d < 64; d++)
+			if (devs & (1ULL << d))
+				cuda::finish_legacy_copies(d); // errors: the copy's own failure shows elsewhere
 	std::function<void(const Notification &)> fn;
 	{
 		std::lock_guard l(handlers_mu);
@@ -860,7 +896,16 @@ RegionRef Engine::register_region(void *addr, size_t len)
 		throw Error(HMEMREG_EINVAL, "register_region: " + why);
 	if (rc == 0 && info.kind == cuda::MemKind::device && !im->caps.hmem)
 		return im->register_staged(addr, len, info);
-	auto reg = register_local(im->caches, addr, len);
+	// Device memory the provider reaches (FI_HMEM): registered directly, as
+	// CUDA memory of its device (FI_MR_DMABUF or by address: the registrar's
+	// choice), cached under the buffer-ID check of every hit.
+	MemoryKind kind;
+	if (rc == 0 && info.kind == cuda::MemKind::device) {
+		kind = {HMEMREG_IFACE_CUDA, static_cast<uint64_t>(info.device)};
+		if (info.device >= 0 && info.device < 64)
+			im->direct_devices.fetch_or(1ULL << info.device);
+	}
+	auto reg = register_local(im->caches, addr, len, kind);
 	return std::make_shared<RegionImpl>(im->id, addr, len, std::move(holders), std::move(reg));
 }
 
@@ -1128,6 +1173,12 @@ PathStats Engine::path_stats() const
 	}
 	s.immediate_writes = impl_->imm_writes.load(std::memory_order_relaxed);
 	s.message_writes = impl_->msg_writes.load(std::memory_order_relaxed);
+	for (RailCache *c : impl_->caches) {
+		s.device_regs_dmabuf += c->device_dmabuf_regs();
+		s.device_regs_address += c->device_address_regs();
+		if (s.device_address_why.empty())
+			s.device_address_why = c->address_path_reason();
+	}
 	return s;
 }
 
@@ -1145,8 +1196,11 @@ std::string Capabilities::describe() const
 	o << "provider " << provider << ", fabric " << fabric << ", " << rail_domains.size() << " rail(s):";
 	for (size_t i = 0; i < rail_domains.size(); i++)
 		o << (i ? ", " : " ") << rail_domains[i];
-	o << "\n  FI_RMA " << (rma ? "yes" : "NO") << ", FI_HMEM " << (hmem ? "yes" : "no") << ", FI_MR_DMABUF "
-	  << (dmabuf ? "yes" : "no (libfabric < 1.20)") << ", remote CQ data "
+	o << "\n  libfabric API " << fabric::api_version_text(api_version) << " (runtime "
+	  << fabric::api_version_text(fi_version()) << "), FI_RMA " << (rma ? "yes" : "NO") << ", FI_HMEM "
+	  << (hmem ? "yes" : "no" + (hmem_why_not.empty() ? std::string() : " (" + hmem_why_not + ")"))
+	  << ", FI_MR_DMABUF "
+	  << (dmabuf ? "yes" : !hmem ? "no (no FI_HMEM)" : "no (API < 1.20)") << ", remote CQ data "
 	  << (remote_cq_data ? std::to_string(cq_data_size) + " B" : std::string("no"))
 	  << "\n  target notified by " << notify;
 	o << "\n  queue depth " << queue_depth << "/rail (" << peer_queue_depth << " per peer), max write " << max_write

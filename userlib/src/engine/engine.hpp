@@ -47,7 +47,11 @@
 //    pinned to CPUs near their NIC when hwloc knows the NIC's PCI locality), or
 //    0 threads and the caller drives progress() / wait().
 //
-//  - Device (CUDA) memory: registered directly where the provider has FI_HMEM;
+//  - Device (CUDA) memory: registered directly where the provider has FI_HMEM
+//    and registers CUDA memory (a probe at creation); a target with such
+//    regions waits for the device copies the provider queued on its legacy
+//    stream before it notifies (shm's cudaMemcpy returns before a device to
+//    device copy ran);
 //    otherwise (Debian's and Ubuntu's libfabric 1.17) staged: the region gets a
 //    pinned host mirror that the NIC reads and writes. A write from a staged
 //    region copies each piece device-to-host on a CUDA stream and posts the
@@ -145,6 +149,10 @@ struct Config {
 	size_t imm_data_bytes = 0;
 	// Fail creation unless the provider offers these.
 	bool require_hmem = false;
+	// Where a CUDA driver is loaded, ask the chosen provider for FI_HMEM too
+	// (device memory then registers directly), and go on without it where
+	// the provider does not offer it (device memory is then staged).
+	bool ask_hmem = true;
 	bool require_remote_cq_data = false;
 	// Device memory where the provider has no FI_HMEM: stage it through pinned
 	// host mirrors (true), or refuse it with HMEMREG_ENOTSUP (false).
@@ -159,8 +167,10 @@ struct Capabilities {
 	std::string fabric;
 	std::vector<std::string> rail_domains; // one per rail
 	bool rma = false;
-	bool hmem = false;               // FI_HMEM offered
-	bool dmabuf = false;             // FI_MR_DMABUF known to this libfabric build
+	uint32_t api_version = 0;        // libfabric API version asked for (FI_VERSION)
+	bool hmem = false;               // FI_HMEM offered (and used)
+	std::string hmem_why_not;        // why not, when not required
+	bool dmabuf = false;             // device memory may register through FI_MR_DMABUF (FI_HMEM, API >= 1.20)
 	bool remote_cq_data = false;     // cq_data_size > 0
 	size_t cq_data_size = 0;
 	bool delivery_complete = false;  // writes complete once data is at the target
@@ -263,6 +273,12 @@ struct PathStats {
 	// by a Done message (message mode, or 4-byte keys with no index from the peer yet).
 	uint64_t immediate_writes = 0;
 	uint64_t message_writes = 0;
+	// Device memory registered directly (FI_HMEM), all rails: through
+	// FI_MR_DMABUF, or by address with iface and device (API < 1.20, the
+	// provider refused DMA-BUF, or the export failed: device_address_why).
+	uint64_t device_regs_dmabuf = 0;
+	uint64_t device_regs_address = 0;
+	std::string device_address_why;
 };
 
 class Engine {

@@ -82,6 +82,12 @@ struct Engine::Impl {
 	std::unordered_set<TransferImpl *> active;
 	std::atomic<unsigned> next_rail{0};
 	std::atomic<uint64_t> direct_writes{0};
+	// CUDA devices (bit = ordinal < 64) with regions registered directly:
+	// before notifying, the target waits for the device copies a CPU-driven
+	// provider (shm: cudaMemcpy, which returns early device to device) queued
+	// on this process's legacy stream, so a notification means the bytes are
+	// in device memory for any stream.
+	std::atomic<uint64_t> direct_devices{0};
 
 	// Immediate notification, writer side: the next key's sequence.
 	std::atomic<uint32_t> next_imm_seq{0};

@@ -30,7 +30,10 @@ Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const To
 	dom_ = std::make_shared<DomainHolder>();
 	dom_->fabric = fabric::open_fabric(info_.get());
 	dom_->domain = fabric::open_domain(dom_->fabric, info_.get());
-	dom_->cache = std::make_unique<RailCache>(domain(), info_->fabric_attr->prov_name);
+	// fi_getinfo() stamps fabric_attr with the API version it was asked for,
+	// and fi_fabric() opens the fabric at that version.
+	dom_->cache = std::make_unique<RailCache>(domain(), info_->fabric_attr->prov_name,
+						  info_->fabric_attr->api_version, (info_->caps & FI_HMEM) != 0);
 	// Room for our own ops plus peers' writes landing with remote CQ data.
 	size_t cq_size = 2 * opt_.queue_depth + opt_.recv_buffers + opt_.send_buffers;
 	cq_ = fabric::CompletionQueue(domain(), cq_size);

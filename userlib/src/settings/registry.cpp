@@ -31,7 +31,7 @@ constexpr std::array<hmemreg_setting, 22> kSettings = {{
 	{"HMEMREG_MR_CACHE_MEMBARRIER", "1", "cache", "bool",
 	 "count hits with plain stores and membarrier(2) at unlink (0: seq_cst atomics)"},
 	{"HMEMREG_KEEP_PROVIDER_MR_CACHE", "0", "fabric", "bool",
-	 "leave libfabric providers' own MR caches on (default: FI_MR_CACHE_MAX_COUNT=0)"},
+	 "leave libfabric providers' own MR caches on (default: their monitors off, FI_MR_CACHE_MONITOR=disabled)"},
 	{"HMEMREG_NCCL_PROVIDER", "auto", "nccl", "text", "libfabric provider, e.g. tcp;ofi_rxm"},
 	{"HMEMREG_NCCL_NODE", "default", "nccl", "text", "fabric address (node) the engine binds"},
 	{"HMEMREG_NCCL_DOMAIN", "any", "nccl", "text", "libfabric domain name"},
