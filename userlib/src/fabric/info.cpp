@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "fabric/info.hpp"
+#include "settings/settings.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -15,12 +16,13 @@ namespace {
 uint32_t negotiate()
 {
 	uint32_t cap = ~0u;
-	if (const char *v = std::getenv("HMEMREG_FABRIC_API"); v && *v) {
+	if (const char *v = settings::raw("HMEMREG_FABRIC_API")) {
 		unsigned major = 0, minor = 0;
 		if (std::sscanf(v, "%u.%u", &major, &minor) == 2)
 			cap = FI_VERSION(major, minor);
 		else
-			std::fprintf(stderr, "hmemreg: HMEMREG_FABRIC_API='%s' is not MAJOR.MINOR (e.g. 1.17); ignored\n", v);
+			log::write(HMEMREG_LOG_WARN, "fabric", "HMEMREG_FABRIC_API='%s' is not MAJOR.MINOR (e.g. 1.17); ignored",
+				   v);
 	}
 	const uint32_t runtime = fi_version();
 	for (uint32_t v : {kApi2_0, kApi1_20, kApi1_17})
