@@ -60,6 +60,11 @@ private:
 	bool header_due_ = true;
 };
 
+// Puts back the default action of the crash and termination signals whose
+// handlers the PSM libraries installed at load (crash_signals.cpp): a crash
+// then ends by its signal, not exit(1). Returns how many were reset.
+int restore_crash_signals();
+
 // True when argv holds --json (and removes it).
 bool take_flag(int &argc, char **argv, std::string_view flag);
 

@@ -583,10 +583,20 @@ public:
 	explicit Client(int fd) : fd_(fd) {}
 	Message call(const Message &m)
 	{
-		send_message(fd_, m);
-		Message rep(recv_message(fd_));
-		if (rep.data().empty())
+		if (broken_)
+			throw Error(HMEMREG_ESYS, "xfer: the connection to the target broke earlier");
+		Message rep;
+		try {
+			send_message(fd_, m);
+			rep = Message(recv_message(fd_));
+		} catch (const Error &) {
+			broken_ = true;
+			throw;
+		}
+		if (rep.data().empty()) {
+			broken_ = true;
 			throw Error(HMEMREG_ESYS, "xfer: the target is gone");
+		}
 		if (rep.get<char>() == 'E')
 			throw Error(HMEMREG_EFABRIC, "xfer: target: " + unprefixed(rep.get_string()));
 		return rep;
@@ -632,11 +642,12 @@ public:
 	{
 		if (fd_ < 0)
 			return true;
-		bool ok = true;
+		bool ok = !broken_; // else: already said why
 		try {
 			Message m;
 			m.put('Q');
-			call(m);
+			if (ok)
+				call(m);
 		} catch (const Error &e) {
 			std::fprintf(stderr, "%s\n", e.what());
 			ok = false;
@@ -648,6 +659,7 @@ public:
 
 private:
 	int fd_;
+	bool broken_ = false;
 };
 
 class ChildProcess final : public Targets {
