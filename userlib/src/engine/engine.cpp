@@ -609,7 +609,29 @@ void Engine::Impl::expire_arrivals()
 		return;
 	const int64_t limit = static_cast<int64_t>(cfg.peer_timeout_ms ? cfg.peer_timeout_ms : 60'000) * 1'000'000;
 	std::lock_guard l(arrivals_mu);
-	imm_abandoned += std::erase_if(arrivals, [&](const auto &kv) { return now - kv.second.touched > limit; });
+	const size_t n = std::erase_if(arrivals, [&](const auto &kv) { return now - kv.second.touched > limit; });
+	imm_abandoned += n;
+	imm_expired += n;
+}
+
+void Engine::Impl::settle()
+{
+	std::vector<unsigned> ids(rails.size());
+	std::iota(ids.begin(), ids.end(), 0u);
+	const auto start = std::chrono::steady_clock::now();
+	int quiet = 0;
+	while (quiet < 5 && std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200)) {
+		quiet = turn(ids) ? 0 : quiet + 1;
+		std::this_thread::sleep_for(std::chrono::microseconds(500));
+	}
+}
+
+bool Engine::Impl::writer_broke()
+{
+	if (imm_expired.load() > 0)
+		return true;
+	std::lock_guard l(arrivals_mu);
+	return !arrivals.empty();
 }
 
 void Engine::Impl::dispatch(Events &ev)
@@ -749,12 +771,27 @@ Engine::~Engine()
 	im->threads.reset();
 	im->closing = true;
 	im->drain_staging(); // no copy into or out of a mirror outlives this
+	// ofi_rxm (libfabric 1.17 to 2.6 at least) crashes while closing an
+	// endpoint if a tcp connection under it still holds a remote write half
+	// received, as a writer killed mid-write or cut off by a partition
+	// leaves: tcp reports it cancelled with no operation context, and
+	// rxm_handle_comp_error dereferences that NULL (flags FI_REMOTE_WRITE,
+	// err FI_ECANCELED). A connection whose end tcp has read drops such a
+	// write quietly, so first a few progress turns let it read the ends
+	// that arrived. A writer that broke with nothing arriving (partition)
+	// leaves the write half received forever: then the endpoints are kept
+	// open, unprogressed, until the process ends (Rail::abandon).
+	im->settle();
+	const bool keep_open = im->caps.provider.find("ofi_rxm") != std::string::npos && im->writer_broke();
 	std::vector<std::shared_ptr<TransferImpl>> left;
 	{
 		std::lock_guard l(im->active_mu);
 		for (TransferImpl *x : im->active)
 			left.push_back(x->self);
 	}
+	if (keep_open)
+		for (auto &r : im->rails)
+			r->abandon();
 	im->rails.clear(); // closes endpoints: nothing references a transfer any more
 	for (auto &x : left) {
 		x->fail(HMEMREG_EBUSY, "engine destroyed before the transfer completed");

@@ -278,7 +278,10 @@ public:
 	explicit Engine(const Config &config);
 	// Stops the progress threads, then fails every unfinished transfer
 	// (HMEMREG_EBUSY) and runs its callback here: once it returns, no callback
-	// of this engine runs any more, and none is still running.
+	// of this engine runs any more, and none is still running. Over ofi_rxm,
+	// an engine that still had partial arrivals from a writer, or dropped one
+	// after peer_timeout_ms, keeps its endpoints open (unprogressed) until the
+	// process ends: closing them can crash libfabric (see engine.cpp).
 	~Engine();
 	Engine(const Engine &) = delete;
 	Engine &operator=(const Engine &) = delete;
