@@ -1,0 +1,15 @@
+#!/bin/bash
+# tests/host.d/42-peer-death.sh's netem case (loss 2%, delay 5 ms, reordering
+# 25% on both ends of the veth between the bench's server and client) in the
+# VM, whose Debian kernel has sch_netem (this machine's may not), with the
+# stock bench build (ASan under TCG would take too long).
+set -u
+. "$(dirname "$0")/../lib.sh"
+require_vm
+modprobe veth && modprobe sch_netem || { echo "FAIL: no veth or sch_netem module in the guest"; exit 1; }
+export HMEMREG_PEER_DEATH_BENCH=$HMEMREG_BUILD/tools/hmemreg_bench HMEMREG_PEER_DEATH_CASES="netem"
+out=$("$HMEMREG_TOP/tests/host.d/42-peer-death.sh" 2>&1)
+rc=$?
+echo "$out"
+grep -q "SKIP netem" <<<"$out" && { echo "FAIL: netem was skipped in the guest"; exit 1; }
+exit $rc
