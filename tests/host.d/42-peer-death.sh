@@ -191,18 +191,20 @@ done
 # client's engine declares the server dead after HMEMREG_PEER_TIMEOUT_MS,
 # its control connection fails on TCP_USER_TIMEOUT (10 s); the server's
 # control connection on keepalive (5 s idle + 5 probes) or TCP_USER_TIMEOUT.
-want partition && echo "---- a partition (link down, left down)"
-if want partition && start_pair 60; then
+want partition && echo "---- a partition (link down, left down), immediate and message notification"
+for mode in auto message; do
+	want partition || break
+	start_pair 60 --notify "$mode" || continue
 	if until_transferring; then
 		ip -n "$nsa" link set "$va" down
 		wait_both 45
-		check "client cut off" "$clog" "$crc" 1 "$ct" 45 "made no progress for 3000 ms"
-		check "server cut off" "$slog" "$src" 1 "$st" 45 "gone, or the network split"
+		check "client cut off ($mode)" "$clog" "$crc" 1 "$ct" 45 "made no progress for 3000 ms"
+		check "server cut off ($mode)" "$slog" "$src" 1 "$st" 45 "gone, or the network split"
 		ip -n "$nsa" link set "$va" up
 	else
 		echo "FAIL: no transfer started"; cat "$clog"; bad=1; kill -9 "$client" "$server" 2>/dev/null
 	fi
-fi
+done
 
 # Loss 2%, 5 ms delay, 25% reordering each way: slower, but every row
 # completes and verifies, and both exit 0.
