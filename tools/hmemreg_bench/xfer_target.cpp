@@ -251,7 +251,8 @@ private:
 // its 32-bit length on a stream socket (a socket pair with the child, TCP
 // with a server). Requests: 'M' make, 'P' add peer, 'C' clear, 'N'
 // notifications so far, 'Z' zero a region, 'V' verify a region, 'I' start
-// iperf3 servers. Replies: 'K' and what was asked for, or 'E' and the
+// iperf3 servers, 'Q' goodbye (the writer is done: a connection that ends
+// without one broke). Replies: 'K' and what was asked for, or 'E' and the
 // error's text.
 
 class Message {
