@@ -24,7 +24,8 @@ DEPS := build-essential cmake pkg-config file cpio xz-utils kmod iproute2 \
 	libfabric-dev libfabric-bin rdma-core libibverbs-dev ibverbs-utils \
 	libnl-3-dev libnl-genl-3-dev libcriterion-dev dkms sparse \
 	libucx-dev libhwloc-dev libnuma-dev iperf3 perftest \
-	flex bison bc libelf-dev libssl-dev
+	flex bison bc libelf-dev libssl-dev \
+	nlohmann-json3-dev libcli11-dev jq gnuplot-nox
 
 all: kmod user
 

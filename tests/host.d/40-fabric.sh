@@ -47,8 +47,8 @@ if bench_serve "$log" ip netns exec "$nsb" "$bench" xfer --serve 10.213.0.2:7470
 		--json --min 64k --max 1m --chunks 1,16 --repeat 1 --seconds 0.1 --verify 2>&1)
 	rc=$?
 fi
-rows=$(grep '^{"bench": "xfer"' <<<"$out" | grep '"target": "remote"' | grep '"verified": "yes"' |
-	grep '"ref": "iperf3"' | grep -vc '"ref_gbps": 0.00,')
+rows=$(grep '^{' <<<"$out" | jq -c 'select(.bench == "xfer" and .target == "remote" and .verified == "yes"
+	and .ref == "iperf3" and .ref_gbps > 0)' | wc -l)
 if [ $rc != 0 ] || [ "$rows" != 6 ]; then
 	echo "FAIL: exit $rc, $rows of 6 rows verified against iperf3 across the veth"
 	echo "$out" | tail -10

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,26 +27,28 @@ struct Registrar {
 #define HMEMREG_BENCH(name, fn, help) static ::hmemreg::bench::Registrar hmemreg_bench_reg_##fn(name, fn, help)
 
 // One result row: ordered (key, value) pairs. Printed either as an aligned
-// table (header once per table) or, with --json, one JSON object per line.
+// table (header once per table) or, with --json, one JSON object per line
+// (nlohmann-json; a number that is not finite is null, never inf or nan).
 class Row {
 public:
-	Row &add(std::string key, std::string value) { return put(std::move(key), std::move(value), true); }
-	Row &add(std::string key, const char *value) { return put(std::move(key), value, true); }
+	struct Cell {
+		std::string key;
+		std::string text;     // the table's
+		nlohmann::ordered_json value; // the JSON's
+	};
+	Row &add(std::string key, std::string value);
+	Row &add(std::string key, const char *value) { return add(std::move(key), std::string(value)); }
 	Row &add(std::string key, double value, int precision = 2);
 	Row &add(std::string key, long long value);
-	Row &add(std::string key, unsigned long long value) { return add(std::move(key), static_cast<long long>(value)); }
+	Row &add(std::string key, unsigned long long value);
 	Row &add(std::string key, int value) { return add(std::move(key), static_cast<long long>(value)); }
 	Row &add(std::string key, long value) { return add(std::move(key), static_cast<long long>(value)); }
-	Row &add(std::string key, unsigned long value) { return add(std::move(key), static_cast<long long>(value)); }
-	const std::vector<std::pair<std::string, std::pair<std::string, bool>>> &cells() const { return cells_; }
+	Row &add(std::string key, unsigned long value) { return add(std::move(key), static_cast<unsigned long long>(value)); }
+	Row &add(std::string key, bool value);
+	const std::vector<Cell> &cells() const { return cells_; }
 
 private:
-	Row &put(std::string key, std::string value, bool quoted)
-	{
-		cells_.emplace_back(std::move(key), std::make_pair(std::move(value), quoted));
-		return *this;
-	}
-	std::vector<std::pair<std::string, std::pair<std::string, bool>>> cells_;
+	std::vector<Cell> cells_;
 };
 
 class Printer {
@@ -64,8 +67,5 @@ private:
 // handlers the PSM libraries installed at load (crash_signals.cpp): a crash
 // then ends by its signal, not exit(1). Returns how many were reset.
 int restore_crash_signals();
-
-// True when argv holds --json (and removes it).
-bool take_flag(int &argc, char **argv, std::string_view flag);
 
 } // namespace hmemreg::bench

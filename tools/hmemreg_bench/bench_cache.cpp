@@ -34,6 +34,7 @@
 #include <ucs/memory/rcache.h>
 
 #include "bench.hpp"
+#include "cli.hpp"
 #include "hmemreg/hmemreg.h"
 
 extern char **environ;
@@ -47,30 +48,13 @@ constexpr size_t kRegionLen = 8 << 10;
 
 struct Options {
 	std::vector<long> entries{1, 64, 1024, 16384};
-	int max_threads = 2;
+	std::vector<long> threads{1, 2};
 	long iters = 1000000; // get+put pairs per thread, hit case
 	long miss_iters = 20000;
-	int reps = 3; // each case runs reps times; the fastest counts (noise only adds)
+	long reps = 3; // each case runs reps times; the fastest counts (noise only adds)
 	bool ucx = true;
 	bool hit = true, miss = true;
-	bool json = false;
 };
-
-std::vector<long> parse_list(const char *s)
-{
-	std::vector<long> v;
-	for (const char *p = s; *p;) {
-		char *end;
-		long x = std::strtol(p, &end, 10);
-		if (end == p || x <= 0)
-			return {};
-		v.push_back(x);
-		p = *end == ',' ? end + 1 : end;
-		if (*end && *end != ',')
-			return {};
-	}
-	return v;
-}
 
 // A get+put implementation under test.
 struct Impl {
@@ -262,7 +246,7 @@ int run_all(Impl &impl, const Options &o, Emit emit)
 	for (long n : o.entries) {
 		auto best = [&](auto fn) {
 			double b = -1;
-			for (int r = 0; r < o.reps; r++) {
+			for (long r = 0; r < o.reps; r++) {
 				double x = fn();
 				if (x < 0)
 					return x;
@@ -270,8 +254,9 @@ int run_all(Impl &impl, const Options &o, Emit emit)
 			}
 			return b;
 		};
-		for (int t = 1; o.hit && t <= o.max_threads; t++)
-			emit(n, t, "hit", best([&] { return run_hit(impl, base, n, t, o.iters); }));
+		for (long t : o.threads)
+			if (o.hit)
+				emit(n, static_cast<int>(t), "hit", best([&] { return run_hit(impl, base, n, static_cast<int>(t), o.iters); }));
 		if (o.miss)
 			emit(n, 1, "miss", best([&] { return run_miss(impl, base, n, std::max(o.miss_iters, 4 * n)); }));
 	}
@@ -336,47 +321,28 @@ std::map<Key, double> run_ucx(int argc, char **argv)
 int bench_cache(int argc, char **argv)
 {
 	Options o;
-	o.json = take_flag(argc, argv, "--json");
 	int child_fd = -1;
-	for (int i = 1; i < argc; i++) {
-		std::string a = argv[i];
-		auto val = [&]() -> const char * { return i + 1 < argc ? argv[++i] : ""; };
-		if (a == "--entries")
-			o.entries = parse_list(val());
-		else if (a == "--threads")
-			o.max_threads = std::atoi(val());
-		else if (a == "--iters")
-			o.iters = std::atol(val());
-		else if (a == "--reps")
-			o.reps = std::atoi(val());
-		else if (a == "--miss-iters")
-			o.miss_iters = std::atol(val());
-		else if (a == "--cases") {
-			std::string v = val();
-			o.hit = v.find("hit") != std::string::npos;
-			o.miss = v.find("miss") != std::string::npos;
-		} else if (a == "--no-ucx")
-			o.ucx = false;
-		else if (a == "--ucx-child")
-			child_fd = std::atoi(val());
-		else {
-			std::fprintf(stderr,
-				     "usage: hmemreg_bench cache [--json] [--entries 1,64,1024,16384] [--threads 2] "
-				     "[--iters 1000000] [--miss-iters 20000] [--cases hit,miss] [--reps 3] [--no-ucx]\n");
-			return 2;
-		}
-	}
-	if (o.entries.empty() || o.reps < 1 || o.max_threads < 1 || o.iters < 1 || o.miss_iters < 1) {
-		std::fprintf(stderr, "hmemreg_bench cache: bad option value\n");
-		return 2;
-	}
+	std::vector<std::string> cases{"hit", "miss"};
+	cli::Parser p("cache", "registration cache get+put latency (hits, misses) vs UCX rcache, no-op registration");
+	p.counts("--entries", o.entries, "cache sizes (entries) to run");
+	p.counts("--threads", o.threads, "thread counts for the hit case");
+	p.count("--iters", o.iters, "get+put pairs per thread, hit case");
+	p.count("--miss-iters", o.miss_iters, "get+put pairs, miss case (at least 4x entries)");
+	p.count("--reps", o.reps, "runs per case; the fastest counts");
+	p.texts("--cases", cases, "hit, miss or both")->check(CLI::IsMember({"hit", "miss"}));
+	p.app().add_flag("!--no-ucx", o.ucx, "skip the UCX reference");
+	p.app().add_option("--ucx-child", child_fd)->group("");
+	if (int rc = p.parse(argc, argv); rc >= 0)
+		return rc;
+	o.hit = std::count(cases.begin(), cases.end(), "hit") > 0;
+	o.miss = std::count(cases.begin(), cases.end(), "miss") > 0;
 	if (child_fd >= 0)
 		return ucx_child(o, child_fd);
 
 	std::map<Key, double> ucx;
 	if (o.ucx)
 		ucx = run_ucx(argc, argv);
-	Printer pr(o.json);
+	Printer pr(p.json);
 	pr.section("cache: get+put latency (ns per op per thread), no-op registration; vs_ucx = hmemreg/ucx");
 	HmemregImpl h;
 	hmemreg_cache_config probe;

@@ -24,6 +24,9 @@
 #include <unistd.h>
 
 #include "bench.hpp"
+#include "cli.hpp"
+#include "reference_tools.hpp"
+#include "xfer_target.hpp"
 #include "nccl_abi.h"
 
 namespace {
@@ -34,11 +37,11 @@ struct Options {
 	std::string plugin;
 	std::string provider = "tcp;ofi_rxm";
 	std::string node = "127.0.0.1";
-	int window = 8; // NCCL keeps up to 8 steps in flight per connection
+	long window = 8; // NCCL keeps up to 8 steps in flight per connection
 	double seconds = 0.5;
-	int repeat = 3;
+	long repeat = 3;
 	bool ref = true;
-	std::vector<size_t> sizes = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+	std::vector<uint64_t> sizes = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
 };
 
 std::string default_plugin()
@@ -194,7 +197,7 @@ bool pair_side(const Options &o, bool sender, int fd, std::vector<std::pair<size
 		if (!xfer(fd, &iters, sizeof(iters), sender))
 			return false;
 		double best = 0; // best of --repeat runs: this host is shared and noisy
-		for (int rep = 0; rep < o.repeat; rep++) {
+		for (long rep = 0; rep < o.repeat; rep++) {
 			auto t0 = Clock::now();
 			if (!s.run(buf, n, iters, o.window))
 				return false;
@@ -221,87 +224,41 @@ double iperf3_gbps(size_t len, double seconds)
 {
 	len = std::min<size_t>(len, 1 << 20);
 	const int port = 5400 + static_cast<int>(getpid() % 500);
-	pid_t srv = fork();
-	if (srv == 0) {
-		int devnull = open("/dev/null", O_WRONLY);
-		dup2(devnull, 1);
-		dup2(devnull, 2);
-		std::string p = std::to_string(port);
-		execlp("iperf3", "iperf3", "-s", "-1", "-p", p.c_str(), "-B", "127.0.0.1", static_cast<char *>(nullptr));
-		_exit(127);
+	hmemreg::bench::Spawned server; // ended on return
+	try {
+		server.start({"iperf3", "-s", "-1", "-p", std::to_string(port), "-B", "127.0.0.1"});
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "hmemreg_bench nccl: no iperf3 reference: %s\n", e.what());
+		return -1;
 	}
-	usleep(300000);
-	char cmd[256];
-	std::snprintf(cmd, sizeof(cmd), "iperf3 -c 127.0.0.1 -p %d -t %.1f -l %zu -J 2>/dev/null", port,
-		      std::max(1.0, seconds * 2), len);
-	FILE *f = popen(cmd, "r");
-	double bps = -1;
-	if (f) {
-		std::string json;
-		char b[4096];
-		size_t r;
-		while ((r = fread(b, 1, sizeof(b), f)) > 0)
-			json.append(b, r);
-		pclose(f);
-		// "sum_received": { ... "bits_per_second": X
-		size_t at = json.find("\"sum_received\"");
-		if (at != std::string::npos) {
-			at = json.find("\"bits_per_second\"", at);
-			if (at != std::string::npos)
-				bps = std::strtod(json.c_str() + json.find(':', at) + 1, nullptr);
-		}
+	double gbps = 0;
+	// The server may take a while to listen on a busy machine: retry.
+	for (int attempt = 0; attempt < 20 && gbps <= 0; attempt++) {
+		usleep(100000);
+		gbps = hmemreg::bench::iperf3_client_gbps("127.0.0.1", port, std::max(1.0, seconds * 2), len);
 	}
-	kill(srv, SIGTERM);
-	waitpid(srv, nullptr, 0);
-	return bps < 0 ? -1 : bps / 1e9;
+	return gbps > 0 ? gbps : -1;
 }
 
 int bench_nccl(int argc, char **argv)
 {
 	using namespace hmemreg::bench;
-	bool json = take_flag(argc, argv, "--json");
 	Options o;
 	o.plugin = default_plugin();
-	for (int i = 1; i < argc; i++) {
-		std::string a = argv[i];
-		auto val = [&]() -> std::string {
-			if (i + 1 >= argc) {
-				std::fprintf(stderr, "nccl bench: %s needs a value\n", a.c_str());
-				std::exit(2);
-			}
-			return argv[++i];
-		};
-		if (a == "--plugin")
-			o.plugin = val();
-		else if (a == "--provider")
-			o.provider = val();
-		else if (a == "--node")
-			o.node = val();
-		else if (a == "--window")
-			o.window = std::max(1, std::atoi(val().c_str()));
-		else if (a == "--seconds")
-			o.seconds = std::max(0.05, std::atof(val().c_str()));
-		else if (a == "--repeat")
-			o.repeat = std::max(1, std::atoi(val().c_str()));
-		else if (a == "--no-ref")
-			o.ref = false;
-		else if (a == "--sizes") {
-			o.sizes.clear();
-			std::string v = val();
-			for (size_t p = 0; p < v.size();) {
-				size_t q = v.find(',', p);
-				o.sizes.push_back(std::strtoull(v.substr(p, q - p).c_str(), nullptr, 0));
-				p = q == std::string::npos ? v.size() : q + 1;
-			}
-		} else {
-			std::fprintf(stderr,
-				     "usage: hmemreg_bench nccl [--json] [--plugin PATH] [--provider P] [--node ADDR]\n"
-				     "       [--window W] [--sizes a,b,...] [--seconds S] [--repeat N] [--no-ref]\n");
-			return 2;
-		}
-	}
+	cli::Parser p("nccl", "NCCL net plugin isend/irecv bandwidth per size, two processes, vs iperf3 on loopback");
+	p.text("--plugin", o.plugin, "the NCCL net plugin to load");
+	p.text("--provider", o.provider, "libfabric provider (HMEMREG_NCCL_PROVIDER)");
+	p.text("--node", o.node, "fabric address (HMEMREG_NCCL_NODE)");
+	p.count("--window", o.window, "sends in flight");
+	p.sizes("--sizes", o.sizes, "message sizes")->default_str("1k,4k,16k,64k,256k,1m,4m,16m,64m");
+	p.seconds("--seconds", o.seconds, "time per size and repeat");
+	p.count("--repeat", o.repeat, "runs per size; the best counts");
+	p.app().add_flag("!--no-ref", o.ref, "skip the iperf3 reference");
+	if (int rc = p.parse(argc, argv); rc >= 0)
+		return rc;
+	const bool json = p.json;
 	if (o.sizes.empty() || std::count(o.sizes.begin(), o.sizes.end(), 0)) {
-		std::fprintf(stderr, "nccl bench: sizes must be > 0\n");
+		std::fprintf(stderr, "hmemreg_bench nccl: --sizes: sizes must be more than 0\n");
 		return 2;
 	}
 	setenv("HMEMREG_NCCL_PROVIDER", o.provider.c_str(), 1);

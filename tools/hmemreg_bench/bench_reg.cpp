@@ -6,6 +6,7 @@
 // includes watching and deregistering), "hit" = a cached get+put.
 // speedup = cold / hit, from the same run. With --mem cuda: CUDA memory
 // (bench_reg_cuda.cpp).
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,48 +20,39 @@
 #include <rdma/fi_errno.h>
 
 #include "bench.hpp"
+#include "bench_reg.hpp"
+#include "cli.hpp"
 #include "domain.hpp"
 #include "hmemreg/hmemreg.h"
 
 namespace hmemreg::bench {
 
-// bench_reg_cuda.cpp
-int reg_cuda_main(int argc, char **argv);
-
 namespace {
 
 int bench_reg(int argc, char **argv)
 {
-	for (int i = 1; i + 1 < argc; i++)
-		if (std::string(argv[i]) == "--mem" && std::string(argv[i + 1]) == "cuda")
-			return reg_cuda_main(argc, argv);
-	bool json = take_flag(argc, argv, "--json");
-	std::vector<std::string> provs{"tcp"};
-	std::vector<size_t> sizes{4 << 10, 64 << 10, 1 << 20, 16 << 20};
-	long iters = 200;
-	for (int i = 1; i < argc; i++) {
-		std::string a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : "";
-		if (a == "--prov") {
-			provs.clear();
-			for (char *s = strtok(strdup(v), ","); s; s = strtok(nullptr, ","))
-				provs.emplace_back(s);
-			i++;
-		} else if (a == "--sizes") {
-			sizes.clear();
-			for (char *s = strtok(strdup(v), ","); s; s = strtok(nullptr, ","))
-				sizes.push_back(std::strtoull(s, nullptr, 0));
-			i++;
-		} else if (a == "--iters") {
-			iters = std::atol(v);
-			i++;
-		} else {
-			std::fprintf(stderr, "usage: hmemreg_bench reg [--json] [--prov tcp,verbs] [--sizes 4096,...] [--iters 200]\n"
-					     "       hmemreg_bench reg --mem cuda [--json] [--provider tcp] [--sizes 2M,64M,1G] [--iters N]\n");
-			return 2;
-		}
+	RegOptions o;
+	cli::Parser p("reg", "cold registration vs cache miss vs cache hit, per provider and memory kind");
+	p.text("--mem", o.mem, "host or cuda")->check(CLI::IsMember({"host", "cuda"}));
+	p.texts("--provider", o.providers, "libfabric providers (host: each in turn; cuda: the first)");
+	p.sizes("--sizes", o.sizes, "buffer sizes (default host 4k,64k,1m,16m; cuda 2m,64m,1g)");
+	p.count("--iters", o.iters, "operations per case (default 200 cold/miss, 100x that for hits)")
+		->default_str("200");
+	if (int rc = p.parse(argc, argv); rc >= 0)
+		return rc;
+	if (o.providers.empty()) {
+		std::fprintf(stderr, "hmemreg_bench reg: --provider: no provider named\n");
+		return 2;
 	}
-	Printer pr(json);
+	Printer pr(p.json);
+	if (o.mem == "cuda")
+		return reg_cuda_main(o, pr);
+	std::vector<uint64_t> sizes = o.sizes;
+	if (sizes.empty())
+		sizes = {4 << 10, 64 << 10, 1 << 20, 16 << 20};
+	const long iters = o.iters ? o.iters : 200;
+	const auto &provs = o.providers;
+
 	pr.section("reg: cold registration vs cache miss vs cache hit (ns per op), host memory");
 	int bad = 0;
 	for (const auto &prov : provs) {
@@ -79,8 +71,14 @@ int bench_reg(int argc, char **argv)
 			std::fprintf(stderr, "hmemreg_bench reg: cache: %s\n", hmemreg_strerror(rc));
 			return 1;
 		}
-		for (size_t sz : sizes) {
+		for (uint64_t sz : sizes) {
 			void *p = ::mmap(nullptr, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (p == MAP_FAILED) {
+				std::fprintf(stderr, "hmemreg_bench reg: cannot map %llu bytes: %s\n",
+					     static_cast<unsigned long long>(sz), std::strerror(errno));
+				bad++;
+				continue;
+			}
 			std::memset(p, 1, sz); // fault in: registration cost, not page faults
 			long n = sz >= (16 << 20) ? std::max(10L, iters / 10) : iters;
 			hmemreg_mr warm; // first use starts the monitor: not part of a miss
@@ -110,7 +108,7 @@ int bench_reg(int argc, char **argv)
 			double v[] = {cold, miss, hit};
 			for (int k = 0; k < 3; k++) {
 				Row r;
-				r.add("bench", "reg").add("impl", k == 0 ? "provider" : "hmemreg").add("prov", prov);
+				r.add("bench", "reg").add("impl", k == 0 ? "provider" : "hmemreg").add("provider", prov);
 				r.add("mem", "host").add("bytes", static_cast<long long>(sz)).add("case", cases[k]);
 				r.add("ns_per_op", v[k]).add("cold_over_this", v[k] > 0 ? cold / v[k] : -1.0);
 				pr.print(r);
@@ -124,6 +122,6 @@ int bench_reg(int argc, char **argv)
 
 } // namespace
 
-HMEMREG_BENCH("reg", bench_reg, "cold registration vs cached, per provider (--prov tcp,verbs)");
+HMEMREG_BENCH("reg", bench_reg, "cold registration vs cached, per provider (--provider tcp,verbs)");
 
 } // namespace hmemreg::bench

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "bench_reg.hpp"
 #include "domain.hpp"
 #include "hmem/cuda_driver.hpp"
 #include "hmem/cuda_memory.hpp"
@@ -35,26 +36,7 @@ namespace hmemreg::bench {
 
 namespace {
 
-struct Options {
-	std::string mem = "cuda";
-	std::string provider = "tcp";
-	std::vector<size_t> sizes;
-	long iters = 0; // 0: per case default
-	bool json = false;
-};
-
-size_t parse_size(const char *s)
-{
-	char *end;
-	double v = std::strtod(s, &end);
-	switch (*end) {
-	case 'k': case 'K': v *= 1 << 10; break;
-	case 'm': case 'M': v *= 1 << 20; break;
-	case 'g': case 'G': v *= 1 << 30; break;
-	default: break;
-	}
-	return static_cast<size_t>(v);
-}
+using Options = RegOptions;
 
 // fi_mr_regattr of one range of memory kind `iface` on d's domain.
 int reg_range(const Domain &d, void *p, size_t n, fi_hmem_iface iface, int device, fid_mr **mr)
@@ -102,9 +84,9 @@ int run_cuda(const Options &o, Printer &out)
 	if (cuda::use_device(0))
 		return 1;
 	Domain fab;
-	bool have_fab = fab.open(o.provider, FI_EP_RDM) == 0;
+	bool have_fab = fab.open(o.providers.front(), FI_EP_RDM) == 0;
 	bool hmem = have_fab && (fab.info->caps & FI_HMEM);
-	const char *prov = have_fab ? fab.info->fabric_attr->prov_name : o.provider.c_str();
+	const char *prov = have_fab ? fab.info->fabric_attr->prov_name : o.providers.front().c_str();
 	// The cache over the in-memory registrar when the provider cannot reach
 	// CUDA memory: what is measured is the cache and its buffer-ID check.
 	hmemreg_cache *cache = nullptr;
@@ -161,37 +143,11 @@ int run_cuda(const Options &o, Printer &out)
 
 } // namespace
 
-int reg_cuda_main(int argc, char **argv)
+int reg_cuda_main(const RegOptions &args, Printer &out)
 {
-	Options o;
-	o.json = take_flag(argc, argv, "--json");
-	for (int i = 1; i < argc; i++) {
-		std::string a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
-		if (a == "--mem" && v) {
-			o.mem = v;
-			i++;
-		} else if (a == "--provider" && v) {
-			o.provider = v;
-			i++;
-		} else if (a == "--iters" && v) {
-			o.iters = std::atol(v);
-			i++;
-		} else if (a == "--sizes" && v) {
-			for (const char *p = v; *p;) {
-				o.sizes.push_back(parse_size(p));
-				p = std::strchr(p, ',') ? std::strchr(p, ',') + 1 : p + std::strlen(p);
-			}
-			i++;
-		} else {
-			std::fprintf(stderr, "usage: hmemreg_bench reg --mem cuda [--provider NAME] "
-					     "[--sizes 4K,2M,...] [--iters N] [--json]\n");
-			return 2;
-		}
-	}
+	RegOptions o = args;
 	if (o.sizes.empty())
 		o.sizes = {2 << 20, 64 << 20, 1 << 30};
-	Printer out(o.json);
 	out.section("registration: cold vs cached (cuda)");
 	return run_cuda(o, out);
 }

@@ -47,6 +47,8 @@
 #include <unistd.h>
 
 #include "bench.hpp"
+#include "cli.hpp"
+#include "reference_tools.hpp"
 #include "engine/engine.hpp"
 #include "hmem/cuda_driver.hpp"
 #include "xfer_target.hpp"
@@ -106,19 +108,6 @@ std::vector<std::string> split(const std::string &s, char sep)
 	return v;
 }
 
-size_t parse_size(const std::string &s)
-{
-	char *end = nullptr;
-	double v = std::strtod(s.c_str(), &end);
-	switch (end && *end ? *end : ' ') {
-	case 'k': case 'K': v *= 1024; break;
-	case 'm': case 'M': v *= 1024 * 1024; break;
-	case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
-	default: break;
-	}
-	return static_cast<size_t>(v);
-}
-
 std::string human(double bytes)
 {
 	const char *u[] = {"", "k", "m", "g", "t"};
@@ -133,37 +122,6 @@ std::string human(double bytes)
 }
 
 // Runs a command, returns its stdout ("" on failure).
-std::string capture(const std::string &cmd)
-{
-	std::string out;
-	FILE *p = popen(cmd.c_str(), "r");
-	if (!p)
-		return out;
-	char b[4096];
-	size_t n;
-	while ((n = fread(b, 1, sizeof(b), p)) > 0)
-		out.append(b, n);
-	pclose(p);
-	return out;
-}
-
-// Receiver Gbps from an iperf3 client's report (its last "receiver" line:
-// "[  5]   0.00-1.00  sec  ... GBytes  NN.N Gbits/sec  receiver").
-double iperf3_receiver_gbps(const std::string &out)
-{
-	double g = 0;
-	for (const auto &line : split(out, '\n')) {
-		if (line.find("receiver") == std::string::npos)
-			continue;
-		size_t at = line.find("Gbits/sec");
-		if (at == std::string::npos)
-			continue;
-		size_t b = line.rfind(' ', at - 2);
-		g = std::atof(line.substr(b + 1, at - b - 1).c_str());
-	}
-	return g;
-}
-
 // iperf3 over loopback, or to a remote bench server's host (its servers
 // started there), 1 MiB writes, 1 s: Gbps summed over `streams`
 // server/client pairs running at once (one per rail: a tcp rail is one
@@ -191,13 +149,10 @@ double iperf3_gbps(std::string &what, unsigned streams, bench::Targets &targets)
 	for (size_t i = 0; i < g.size(); i++)
 		clients.emplace_back([&, i] {
 			// The server may take a while to listen on a busy machine: retry.
-			std::string out;
-			for (int attempt = 0; attempt < 20 && out.find("receiver") == std::string::npos; attempt++) {
+			for (int attempt = 0; attempt < 20 && g[i] <= 0; attempt++) {
 				std::this_thread::sleep_for(std::chrono::milliseconds(100));
-				out = capture("iperf3 -c " + host + " -p " + std::to_string(port0 + static_cast<int>(i)) +
-					      " -t 1 -l 1M -f g 2>/dev/null");
+				g[i] = bench::iperf3_client_gbps(host, port0 + static_cast<int>(i), 1, 1 << 20);
 			}
-			g[i] = iperf3_receiver_gbps(out);
 		});
 	for (auto &c : clients)
 		c.join();
@@ -231,7 +186,7 @@ double ib_write_bw_gbps(const std::string &device, size_t size)
 	// The server takes seconds to listen in an emulated VM: retry for 30 s.
 	for (int attempt = 0; attempt < 60 && out.find("#bytes") == std::string::npos; attempt++) {
 		std::this_thread::sleep_for(std::chrono::milliseconds(500));
-		out = capture(common + "127.0.0.1 2>/dev/null");
+		out = bench::capture(common + "127.0.0.1 2>/dev/null");
 	}
 	server.stop();
 	// The row after the "#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec]" header.
@@ -873,101 +828,96 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 	return 0;
 }
 
-int usage()
-{
-	std::fprintf(stderr,
-		     "usage: hmemreg_bench xfer [--json] [--provider P[,P]] [--node ADDR] [--min SIZE] [--max SIZE]\n"
-		     "                          [--chunks N[,N]] [--rails R[,R]] [--window W] [--seconds S] [--repeat N] [--verify]\n"
-		     "                          [--mem host|cuda] [--devices SRC,DST] [--max-write SIZE] [--write-iov N[,N]] [--more]\n"
-		     "                          [--notify auto|immediate|immediate4|message[,...]] [--threads N]\n"
-		     "                          [--procs 1|2 | --connect HOST:PORT]\n"
-		     "       hmemreg_bench xfer --serve [HOST]:PORT [--node ADDR]\n"
-		     "  --threads: progress threads per engine (default: one per rail);\n"
-		     "  --procs 2: the target engines run in a child process (host memory only);\n"
-		     "  --serve: be the target side for one --connect client, on another host or this one: it\n"
-		     "  sends the configuration, the server makes the engines (fabric address --node) and\n"
-		     "  buffers, verifies what landed, and starts iperf3 servers for the tcp reference; it\n"
-		     "  prints the address it listens on (PORT 0: one the kernel picks) and exits after the client;\n"
-		     "  --notify, --write-iov: several values run interleaved (one engine pair each), one row each;\n"
-		     "  sizes go up by 4x from --min (4k) to --max (64m; up to 1g); providers default tcp;ofi_rxm,shm;\n"
-		     "  each row is the best of --repeat runs of --seconds, the reference measured alongside\n");
-	return 2;
-}
+const CLI::Validator kNonNegative(
+	[](std::string &v) -> std::string {
+		char *end = nullptr;
+		long long x = std::strtoll(v.c_str(), &end, 10);
+		return v.empty() || *end || x < 0 ? "'" + v + "' is not a whole number, 0 or more" : std::string();
+	},
+	"", "");
 
 int xfer_main(int argc, char **argv)
 {
 	Options o;
-	o.json = bench::take_flag(argc, argv, "--json");
-	o.verify = bench::take_flag(argc, argv, "--verify");
-	o.more = bench::take_flag(argc, argv, "--more");
-	for (int i = 1; i < argc; i++) {
-		std::string a = argv[i];
-		if (i + 1 >= argc)
-			return usage();
-		std::string v = argv[++i];
-		if (a == "--provider")
-			o.providers = split(v, ',');
-		else if (a == "--node")
-			o.node = v;
-		else if (a == "--min")
-			o.min_size = parse_size(v);
-		else if (a == "--max")
-			o.max_size = parse_size(v);
-		else if (a == "--chunks") {
-			o.chunks.clear();
-			for (auto &c : split(v, ','))
-				o.chunks.push_back(std::max<size_t>(1, std::strtoull(c.c_str(), nullptr, 0)));
-		} else if (a == "--rails") {
-			o.rails.clear();
-			for (auto &c : split(v, ','))
-				o.rails.push_back(std::max(1u, static_cast<unsigned>(std::atoi(c.c_str()))));
-		} else if (a == "--window")
-			o.window = std::max<size_t>(1, std::strtoull(v.c_str(), nullptr, 0));
-		else if (a == "--repeat")
-			o.repeat = std::max(1, std::atoi(v.c_str()));
-		else if (a == "--seconds")
-			o.seconds = std::atof(v.c_str());
-		else if (a == "--max-write")
-			o.max_write = parse_size(v);
-		else if (a == "--threads")
-			o.threads = static_cast<unsigned>(std::max(1, std::atoi(v.c_str())));
-		else if (a == "--write-iov") {
-			o.write_iov.clear();
-			for (auto &c : split(v, ','))
-				o.write_iov.push_back(std::strtoull(c.c_str(), nullptr, 0));
-		}
-		else if (a == "--notify") {
-			o.notify.clear();
-			for (auto &m : split(v, ',')) {
-				if (m == "auto")
-					o.notify.push_back({Config::Notify::Auto, 0});
-				else if (m == "immediate" || m == "imm")
-					o.notify.push_back({Config::Notify::Immediate, 0});
-				else if (m == "immediate4" || m == "imm4")
-					o.notify.push_back({Config::Notify::Immediate, 4});
-				else if (m == "message" || m == "msg")
-					o.notify.push_back({Config::Notify::Message, 0});
-				else
-					return usage();
-			}
-		} else if (a == "--mem" && (v == "host" || v == "cuda"))
-			o.cuda = v == "cuda";
-		else if (a == "--procs" && (v == "1" || v == "2"))
-			o.procs = static_cast<unsigned>(std::atoi(v.c_str()));
-		else if (a == "--connect")
-			o.connect = v;
-		else if (a == "--serve")
-			o.serve = v;
-		else if (a == "--devices") {
-			auto d = split(v, ',');
-			o.src_dev = std::atoi(d[0].c_str());
-			o.dst_dev = d.size() > 1 ? std::atoi(d[1].c_str()) : o.src_dev;
-		}
-		else
-			return usage();
+	uint64_t min_size = o.min_size, max_size = o.max_size, max_write = 0;
+	std::vector<long> chunks{1, 64}, rails{1}, devices;
+	std::vector<long long> write_iov{0};
+	long window = static_cast<long>(o.window), repeat = o.repeat, threads = 0;
+	unsigned procs = 1;
+	std::string mem = "host";
+	std::vector<std::string> notify{"auto"};
+	bench::cli::Parser p("xfer", "transfer engine bandwidth vs iperf3 (tcp, net), memcpy (shm), ib_write_bw (verbs); "
+			      "each row the best of --repeat runs of --seconds, the reference measured alongside");
+	p.texts("--provider", o.providers, "libfabric providers, each its own rows");
+	p.text("--node", o.node, "fabric address of the engines (verbs: the RDMA netdev's)");
+	p.size("--min", min_size, "smallest transfer; sizes go up by 4x")->default_str("4k");
+	p.size("--max", max_size, "largest transfer (up to 1g)")->default_str("64m");
+	p.counts("--chunks", chunks, "chunks per transfer, scattered over both buffers");
+	p.counts("--rails", rails, "rails per engine");
+	p.count("--window", window, "transfers in flight");
+	p.seconds("--seconds", o.seconds, "time per run");
+	p.count("--repeat", repeat, "runs per row; the best is reported");
+	p.flag("--verify", o.verify, "check every byte that landed");
+	p.flag("--more", o.more, "post with FI_MORE between the writes of a transfer");
+	p.text("--mem", mem, "host or cuda (device memory)")->check(CLI::IsMember({"host", "cuda"}));
+	p.app().add_option("--devices", devices, "CUDA devices of source and target (one: both)")
+		->delimiter(',')
+		->expected(1, 2)
+		->type_name("SRC[,DST]")
+		->check(kNonNegative);
+	p.size("--max-write", max_write, "largest single write (0: the engine's)")->default_str("0");
+	p.app().add_option("--write-iov", write_iov, "chunks per write (0: the engine's); several run interleaved")
+		->delimiter(',')
+		->type_name("N[,N...]")
+		->check(kNonNegative);
+	p.texts("--notify", notify, "target notification; several run interleaved, one row each")
+		->check(CLI::IsMember({"auto", "immediate", "imm", "immediate4", "imm4", "message", "msg"}));
+	p.count("--threads", threads, "progress threads per engine")->default_str("one per rail");
+	p.app().add_option("--procs", procs, "2: the target engines run in a child process (host memory)")
+		->check(CLI::IsMember({1u, 2u}))
+		->capture_default_str();
+	p.text("--connect", o.connect, "HOST:PORT of a bench server (--serve) holding the target engines");
+	p.text("--serve", o.serve,
+	       "[HOST]:PORT: be the target side for one --connect client (PORT 0: the kernel picks; the address "
+	       "listened on is printed); the server makes the engines (fabric address --node) and buffers, "
+	       "verifies what landed and starts iperf3 servers for the reference");
+	if (int rc = p.parse(argc, argv); rc >= 0)
+		return rc;
+	o.json = p.json;
+	o.min_size = min_size;
+	o.max_size = max_size;
+	o.max_write = max_write;
+	o.chunks.assign(chunks.begin(), chunks.end());
+	o.rails.assign(rails.begin(), rails.end());
+	o.write_iov.assign(write_iov.begin(), write_iov.end());
+	o.window = static_cast<size_t>(window);
+	o.repeat = static_cast<unsigned>(repeat);
+	o.threads = static_cast<unsigned>(threads);
+	o.procs = procs;
+	o.cuda = mem == "cuda";
+	if (!devices.empty()) {
+		o.src_dev = static_cast<int>(devices[0]);
+		o.dst_dev = static_cast<int>(devices.back());
 	}
-	if (o.min_size == 0 || o.max_size < o.min_size)
-		return usage();
+	o.notify.clear();
+	for (const auto &m : notify) {
+		if (m == "auto")
+			o.notify.push_back({Config::Notify::Auto, 0});
+		else if (m == "immediate" || m == "imm")
+			o.notify.push_back({Config::Notify::Immediate, 0});
+		else if (m == "immediate4" || m == "imm4")
+			o.notify.push_back({Config::Notify::Immediate, 4});
+		else
+			o.notify.push_back({Config::Notify::Message, 0});
+	}
+	if (o.max_size < o.min_size) {
+		std::fprintf(stderr, "hmemreg_bench xfer: --max (%zu) is below --min (%zu)\n", o.max_size, o.min_size);
+		return 2;
+	}
+	if (o.providers.empty() || o.notify.empty() || o.write_iov.empty()) {
+		std::fprintf(stderr, "hmemreg_bench xfer: --provider, --notify and --write-iov each need a value\n");
+		return 2;
+	}
 	if ((o.procs == 2 || !o.connect.empty() || !o.serve.empty()) && o.cuda) {
 		std::fprintf(stderr, "xfer: --procs 2, --connect and --serve move host memory only (--mem host)\n");
 		return 2;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // hmemreg_bench SUBCOMMAND [options]: dispatch and the shared row printer.
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "bench.hpp"
@@ -13,33 +15,42 @@ std::map<std::string, Bench> &registry()
 	return r;
 }
 
+Row &Row::add(std::string key, std::string value)
+{
+	nlohmann::ordered_json v = value;
+	cells_.push_back({std::move(key), std::move(value), std::move(v)});
+	return *this;
+}
+
 Row &Row::add(std::string key, double value, int precision)
 {
+	if (!std::isfinite(value)) {
+		cells_.push_back({std::move(key), "-", nullptr});
+		return *this;
+	}
 	char buf[64];
 	std::snprintf(buf, sizeof(buf), "%.*f", precision, value);
-	return put(std::move(key), buf, false);
+	// The JSON number carries the same digits as the table.
+	cells_.push_back({std::move(key), buf, std::strtod(buf, nullptr)});
+	return *this;
 }
 
 Row &Row::add(std::string key, long long value)
 {
-	return put(std::move(key), std::to_string(value), false);
+	cells_.push_back({std::move(key), std::to_string(value), value});
+	return *this;
 }
 
-static std::string json_escape(const std::string &s)
+Row &Row::add(std::string key, unsigned long long value)
 {
-	std::string o;
-	for (char c : s) {
-		if (c == '"' || c == '\\')
-			o += '\\';
-		if (static_cast<unsigned char>(c) < 0x20) {
-			char b[8];
-			std::snprintf(b, sizeof(b), "\\u%04x", c);
-			o += b;
-			continue;
-		}
-		o += c;
-	}
-	return o;
+	cells_.push_back({std::move(key), std::to_string(value), value});
+	return *this;
+}
+
+Row &Row::add(std::string key, bool value)
+{
+	cells_.push_back({std::move(key), value ? "yes" : "no", value});
+	return *this;
 }
 
 void Printer::section(std::string_view title)
@@ -52,39 +63,22 @@ void Printer::section(std::string_view title)
 void Printer::print(const Row &row)
 {
 	if (json_) {
-		std::string line = "{";
-		bool first = true;
-		for (const auto &[k, v] : row.cells()) {
-			line += first ? "" : ", ";
-			first = false;
-			line += "\"" + json_escape(k) + "\": ";
-			line += v.second ? "\"" + json_escape(v.first) + "\"" : v.first;
-		}
-		std::printf("%s}\n", line.c_str());
+		nlohmann::ordered_json o = nlohmann::ordered_json::object();
+		for (const auto &c : row.cells())
+			o[c.key] = c.value;
+		std::printf("%s\n", o.dump().c_str());
 	} else {
 		if (header_due_) {
 			for (const auto &c : row.cells())
-				std::printf("%14s", c.first.c_str());
+				std::printf("%14s", c.key.c_str());
 			std::printf("\n");
 			header_due_ = false;
 		}
 		for (const auto &c : row.cells())
-			std::printf("%14s", c.second.first.c_str());
+			std::printf("%14s", c.text.c_str());
 		std::printf("\n");
 	}
 	std::fflush(stdout);
-}
-
-bool take_flag(int &argc, char **argv, std::string_view flag)
-{
-	for (int i = 1; i < argc; i++) {
-		if (flag == argv[i]) {
-			std::memmove(&argv[i], &argv[i + 1], sizeof(char *) * (argc - i));
-			argc--;
-			return true;
-		}
-	}
-	return false;
 }
 
 } // namespace hmemreg::bench

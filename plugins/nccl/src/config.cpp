@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "config.hpp"
 
+#include <hmemreg/settings.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -22,19 +24,22 @@ bool number(const char *name, unsigned long long lo, unsigned long long hi, unsi
 	const char *v = env(name);
 	if (!v)
 		return true;
-	char *end = nullptr;
-	errno = 0;
-	unsigned long long x = std::strtoull(v, &end, 0);
-	// Sizes may say k, m or g (binary units).
-	const char *units = "kmg";
-	if (size && end && *end && end[1] == '\0' && std::strchr(units, std::tolower(*end))) {
-		int shift = 10 * static_cast<int>(std::strchr(units, std::tolower(*end)) - units + 1);
-		x = x > (~0ULL >> shift) ? ~0ULL : x << shift;
-		end++;
+	unsigned long long x = 0;
+	bool ok;
+	if (size) {
+		uint64_t bytes = 0;
+		ok = hmemreg_parse_size(v, &bytes) == 0;
+		x = bytes;
+	} else {
+		char *end = nullptr;
+		errno = 0;
+		x = std::strtoull(v, &end, 10);
+		ok = !errno && end != v && !*end && *v != '-';
 	}
-	if (errno || !end || *end || x < lo || x > hi || *v == '-') {
-		why = std::string(name) + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " +
-		      std::to_string(hi) + "]";
+	if (!ok || x < lo || x > hi) {
+		why = std::string(name) + "='" + v + "' is not a " + (size ? "size" : "number") + " in [" +
+		      std::to_string(lo) + ", " + std::to_string(hi) + "]" +
+		      (size ? " (bytes, or with k/m/g: 64k, 16MiB)" : "");
 		return false;
 	}
 	out = x;

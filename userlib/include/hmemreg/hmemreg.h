@@ -10,6 +10,7 @@
 #define HMEMREG_HMEMREG_H
 
 #include <hmemreg/common.h>
+#include <hmemreg/settings.h>
 #include <hmemreg/stats.h>
 #include <hmemreg/cache.h>
 #include <hmemreg/engine.h>

@@ -1,85 +1,33 @@
 // SPDX-License-Identifier: MIT
 // hmemreg_cache_config_init(): defaults and the HMEMREG_MR_CACHE_* environment
 // (documented once, in hmemreg/cache.h).
-#include <cctype>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <strings.h>
 #include <unistd.h>
 
 #include "hmemreg/hmemreg.h"
+#include "settings/settings.hpp"
 
 namespace {
 
-// "123", "64K", "16M", "2G", "1T" (binary units). false if unparsable.
-bool parse_size(const char *s, uint64_t &out)
-{
-	errno = 0;
-	char *end = nullptr;
-	unsigned long long v = std::strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return false;
-	unsigned shift = 0;
-	switch (std::toupper(static_cast<unsigned char>(*end))) {
-	case 0:
-		break;
-	case 'K':
-		shift = 10;
-		break;
-	case 'M':
-		shift = 20;
-		break;
-	case 'G':
-		shift = 30;
-		break;
-	case 'T':
-		shift = 40;
-		break;
-	default:
-		return false;
-	}
-	if (*end && end[1] && !((end[1] == 'B' || end[1] == 'b') && !end[2]))
-		return false;
-	if (shift && v > (~0ULL >> shift))
-		return false;
-	out = v << shift;
-	return true;
-}
-
 bool env_size(const char *name, uint64_t &field)
 {
-	const char *v = std::getenv(name);
-	if (!v || !*v)
-		return true;
-	if (parse_size(v, field))
-		return true;
-	std::fprintf(stderr, "hmemreg: %s='%s' is not a size (e.g. 1024, 64M, 2G)\n", name, v);
-	return false;
+	return hmemreg::settings::size(name, field);
 }
 
 bool env_bool(const char *name, uint32_t &field)
 {
-	const char *v = std::getenv(name);
-	if (!v || !*v)
-		return true;
-	if (!strcasecmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcasecmp(v, "on")) {
-		field = 1;
-		return true;
-	}
-	if (!strcasecmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off")) {
-		field = 0;
-		return true;
-	}
-	std::fprintf(stderr, "hmemreg: %s='%s' is not a boolean (0/1)\n", name, v);
-	return false;
+	bool b = field != 0;
+	if (!hmemreg::settings::boolean(name, b))
+		return false;
+	field = b;
+	return true;
 }
 
 bool env_monitor(const char *name, uint32_t &field)
 {
-	const char *v = std::getenv(name);
-	if (!v || !*v)
+	const char *v = hmemreg::settings::raw(name);
+	if (!v)
 		return true;
 	static const struct {
 		const char *n;
@@ -93,7 +41,7 @@ bool env_monitor(const char *name, uint32_t &field)
 			return true;
 		}
 	}
-	std::fprintf(stderr, "hmemreg: %s='%s' is not one of auto, kmod, uffd, none\n", name, v);
+	hmemreg::log::write(HMEMREG_LOG_WARN, "cache", "%s='%s' is not one of auto, kmod, uffd, none", name, v);
 	return false;
 }
 

@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "settings/settings.hpp"
 #include "mrcache/count_fence.hpp"
 
 namespace hmemreg::mr {
@@ -20,8 +21,9 @@ long membarrier(int cmd)
 
 CountFence detect()
 {
-	const char *v = std::getenv("HMEMREG_MR_CACHE_MEMBARRIER");
-	if (v && (!std::strcmp(v, "0") || !std::strcmp(v, "no") || !std::strcmp(v, "off")))
+	bool use = true;
+	settings::boolean("HMEMREG_MR_CACHE_MEMBARRIER", use);
+	if (!use)
 		return CountFence::seq_cst;
 	long cmds = membarrier(MEMBARRIER_CMD_QUERY);
 	if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
@@ -58,8 +60,8 @@ void heavy_fence()
 	if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
 	    membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
 		return;
-	std::fprintf(stderr, "hmemreg: membarrier(PRIVATE_EXPEDITED) failed: %s; "
-			     "set HMEMREG_MR_CACHE_MEMBARRIER=0\n", std::strerror(err));
+	log::write(HMEMREG_LOG_ERROR, "cache", "membarrier(PRIVATE_EXPEDITED) failed: %s; set HMEMREG_MR_CACHE_MEMBARRIER=0",
+		   std::strerror(err));
 	std::abort();
 }
 

@@ -5,6 +5,7 @@
 #include <rdma/fi_errno.h>
 #include <sys/uio.h>
 
+#include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/fabric_registrar.hpp"
 
@@ -38,8 +39,9 @@ int to_hmemreg(int fi_rc)
 // user chose.
 __attribute__((constructor)) void disable_provider_mr_cache()
 {
-	const char *keep = std::getenv("HMEMREG_KEEP_PROVIDER_MR_CACHE");
-	if (keep && *keep && *keep != '0')
+	bool keep = false;
+	settings::boolean("HMEMREG_KEEP_PROVIDER_MR_CACHE", keep);
+	if (keep)
 		return;
 	::setenv("FI_MR_CACHE_MAX_COUNT", "0", 0);
 }

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/kmod_monitor.hpp"
 #include "mrcache/monitor_factory.hpp"
@@ -28,11 +29,11 @@ int make_monitor(hmemreg_monitor kind, std::shared_ptr<Monitor> &out)
 			return 0;
 		static std::once_flag once;
 		std::call_once(once, [&] {
-			std::fprintf(stderr,
-				     "hmemreg: no memory monitor: hmemreg.ko: %s; userfaultfd: %s. "
-				     "Registrations will not be cached (set HMEMREG_MR_CACHE_MONITOR=none "
-				     "to cache and invalidate explicitly).\n",
-				     hmemreg_strerror(krc), UffdMonitor::unavailable_reason());
+			log::write(HMEMREG_LOG_WARN, "cache",
+				   "no memory monitor: hmemreg.ko: %s; userfaultfd: %s. "
+				   "Registrations will not be cached (set HMEMREG_MR_CACHE_MONITOR=none "
+				   "to cache and invalidate explicitly).",
+				   hmemreg_strerror(krc), UffdMonitor::unavailable_reason());
 		});
 		out = std::make_shared<UnavailableMonitor>();
 		return 0;

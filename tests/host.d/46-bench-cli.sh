@@ -1,0 +1,56 @@
+#!/bin/bash
+# hmemreg_bench's one argument parser and JSON writer: a bad value names the
+# flag and the value (exit 2), --help is stdout and exit 0, sizes take the
+# same suffixes as the environment, zero and negative counts are refused, and
+# every --json row is valid JSON (never inf or nan).
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+bench=$HMEMREG_BUILD/tools/hmemreg_bench
+bad=0
+fail() { echo "FAIL: $*"; bad=1; }
+
+# refused SUBCOMMAND-ARGS... -- PATTERN: exit 2, PATTERN on stderr, nothing on stdout.
+refused() {
+	local args=() pat out err rc
+	while [ "$1" != -- ]; do args+=("$1"); shift; done
+	pat=$2
+	out=$("$bench" "${args[@]}" 2>/tmp/bench-cli.$$)
+	rc=$?
+	err=$(cat /tmp/bench-cli.$$)
+	if [ $rc = 2 ] && [ -z "$out" ] && grep -qF -- "$pat" <<<"$err"; then
+		echo "ok   ${args[*]}: $pat"
+	else
+		fail "${args[*]}: exit $rc, stdout '${out:0:80}', stderr '$err' (wanted '$pat')"
+	fi
+}
+refused xfer --min abc -- "--min: 'abc' is not a size"
+refused xfer --rails 0 -- "--rails: '0' is not a count"
+refused xfer --chunks -1 -- "--chunks: '-1' is not a count"
+refused xfer --seconds abc -- "--seconds: 'abc' is not a number of seconds"
+refused xfer --notify loud -- "--notify: loud not in"
+refused nccl --sizes 64k,1q -- "--sizes: '1q' is not a size"
+refused nccl --window 0 -- "--window: '0' is not a count"
+refused reg --iters abc --json -- "--iters: 'abc' is not a count"
+refused reg --prov tcp -- "--prov"
+refused cache --threads 1,x -- "--threads: 'x' is not a count"
+refused cache --bogus -- "--bogus"
+rm -f /tmp/bench-cli.$$
+
+for sub in xfer nccl reg cache; do
+	out=$("$bench" $sub --help 2>/dev/null) && grep -q -- "--json" <<<"$out" &&
+		echo "ok   $sub --help: stdout, exit 0" || fail "$sub --help"
+done
+
+# Sizes as the environment writes them, counts as lists, valid JSON rows.
+rows=$("$bench" reg --provider tcp --sizes 64KiB,1m --iters 3 --json) || fail "reg run: exit $?"
+sizes=$(jq -r 'select(.case == "hit") | .bytes' <<<"$rows" | tr '\n' ' ')
+[ "$sizes" = "65536 1048576 " ] && echo "ok   reg --sizes 64KiB,1m: $sizes" || fail "reg sizes: '$sizes'"
+jq -e 'select(.provider != "tcp")' <<<"$rows" >/dev/null && fail "reg rows name another provider"
+rows=$("$bench" cache --entries 16 --threads 1,2 --iters 1000 --miss-iters 100 --reps 1 --no-ucx --json) ||
+	fail "cache run: exit $?"
+threads=$(jq -r 'select(.case == "hit") | .threads' <<<"$rows" | tr '\n' ' ')
+[ "$threads" = "1 2 " ] && echo "ok   cache --threads 1,2: $threads" || fail "cache threads: '$threads'"
+# No reference (--no-ucx): the ratio is a JSON number or null, never inf/nan text.
+jq -e . <<<"$rows" >/dev/null && ! grep -qiE 'inf|nan' <<<"$rows" && echo "ok   cache rows are JSON" ||
+	fail "cache rows are not JSON: $rows"
+exit $bad
