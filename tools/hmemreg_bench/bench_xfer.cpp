@@ -371,9 +371,42 @@ std::vector<Chunk> layout(const Region &src, size_t size, size_t nchunks)
 	return chunks;
 }
 
+// Until the engine holds no transfer to `peer` any more, whose callback
+// captures locals of the caller: on destruction, also when unwinding. A dead
+// peer's transfers fail within the engine's peer timeout; should they not
+// (no timeout), the process ends rather than let a callback use freed memory.
+class Drained {
+public:
+	Drained(Engine &e, PeerId peer) : e_(e), peer_(peer) {}
+	Drained(const Drained &) = delete;
+	Drained &operator=(const Drained &) = delete;
+	~Drained() noexcept
+	{
+		const unsigned t = e_.caps().peer_timeout_ms;
+		const auto bound = std::chrono::milliseconds(t ? t + 5000ull : 60'000ull);
+		try {
+			if (e_.drain(peer_, bound))
+				return;
+			std::fprintf(stderr, "xfer: transfers to the target still unfinished %lld ms on; exiting (their "
+					     "callbacks would use freed memory)\n",
+				     static_cast<long long>(bound.count()));
+		} catch (const Error &e) {
+			std::fprintf(stderr, "xfer: %s; exiting\n", e.what());
+		}
+		std::fflush(nullptr);
+		std::_Exit(1);
+	}
+
+private:
+	Engine &e_;
+	PeerId peer_;
+};
+
 // A transfer counts once the target was notified (`notes`, counted by the
 // target's on_notify): the writer's completion alone means its buffers are
 // free again, which with immediate notification comes before the data lands.
+// Returns only once every transfer it posted finished and its callback
+// returned (the callbacks capture its locals).
 Result run_writes(Engine &a, PeerId peer, const Region &src, const Bytes &desc, size_t size, size_t nchunks,
 		  double seconds, size_t window, const std::function<size_t()> &notes, size_t max_iters = SIZE_MAX)
 {
@@ -383,30 +416,41 @@ Result run_writes(Engine &a, PeerId peer, const Region &src, const Bytes &desc, 
 	std::atomic<bool> stop{false};
 	std::atomic<int> failed{0};
 	std::function<void(const Transfer &)> cb;
+	auto fail = [&](const std::string &why) {
+		if (failed.exchange(1) == 0)
+			std::fprintf(stderr, "xfer: transfer failed: %s\n", why.c_str());
+	};
+	// Also from a callback: a write refused (dead peer) fails the run.
 	auto post_one = [&] {
-		if (stop.load(std::memory_order_relaxed))
+		if (stop.load(std::memory_order_relaxed) || failed.load(std::memory_order_relaxed))
 			return;
 		if (posted.fetch_add(1) >= max_iters) {
 			posted.fetch_sub(1);
 			return;
 		}
-		a.write(peer, chunks, desc, 0, cb);
+		try {
+			a.write(peer, chunks, desc, 0, cb);
+		} catch (const Error &e) {
+			posted.fetch_sub(1);
+			fail(e.what());
+		}
 	};
 	cb = [&](const Transfer &t) {
-		if (t.status() != 0 && failed.exchange(1) == 0)
-			std::fprintf(stderr, "xfer: transfer failed: %s\n", t.error().c_str());
+		if (t.status() != 0)
+			fail(t.error());
 		done.fetch_add(1);
 		post_one();
 	};
 	auto t0 = Clock::now();
 	auto end = t0 + std::chrono::duration<double>(seconds);
-	for (size_t i = 0; i < window; i++)
-		post_one();
-	while (Clock::now() < end && done.load() < max_iters && !failed.load())
-		std::this_thread::sleep_for(std::chrono::microseconds(200));
-	stop = true;
-	while (done.load() < posted.load() && !failed.load())
-		std::this_thread::sleep_for(std::chrono::microseconds(20));
+	{
+		Drained drained(a, peer); // declared after what the callbacks use: runs before it goes
+		for (size_t i = 0; i < window; i++)
+			post_one();
+		while (Clock::now() < end && done.load() < max_iters && !failed.load())
+			std::this_thread::sleep_for(std::chrono::microseconds(200));
+		stop = true;
+	}
 	auto give_up = Clock::now() + std::chrono::seconds(30);
 	while (!failed.load() && notes() - notes0 < done.load() && Clock::now() < give_up)
 		std::this_thread::sleep_for(std::chrono::microseconds(20));

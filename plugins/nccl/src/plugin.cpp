@@ -71,6 +71,8 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	ec.recv_buffers = 256;
 	ec.send_buffers = 256;
 	ec.max_write = cfg.max_write;
+	if (cfg.peer_timeout_ms != Config::kEngineDefault)
+		ec.peer_timeout_ms = static_cast<unsigned>(cfg.peer_timeout_ms);
 	ec.notify = cfg.notify == "immediate" ? engine::Config::Notify::Immediate
 		    : cfg.notify == "message" ? engine::Config::Notify::Message
 					      : engine::Config::Notify::Auto;

@@ -3,6 +3,8 @@
 #include "engine/engine.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -47,6 +49,37 @@ uint64_t random_id()
 	// Nonzero low 32 bits: 8-byte immediate keys (stamped with them) stay
 	// >= 2^32, apart from 4-byte keys (see wire::kVersion).
 	return (v & 0xffffffffu) ? v : v | 1;
+}
+
+// The engine whose progress turn this thread is in (callbacks run there):
+// drain() from such a callback would wait for itself.
+thread_local const Engine::Impl *in_turn = nullptr;
+
+// Config::peer_timeout_ms as given, or from HMEMREG_PEER_TIMEOUT_MS, or the
+// default; `from` says which.
+unsigned resolve_peer_timeout(unsigned given, std::string &from)
+{
+	if (given != Config::kPeerTimeoutDefault) {
+		if (given > Config::kPeerTimeoutMaxMs)
+			throw Error(HMEMREG_EINVAL, "engine: peer_timeout_ms " + std::to_string(given) + " is over " +
+							    std::to_string(Config::kPeerTimeoutMaxMs) + " (a day)");
+		from = "config";
+		return given;
+	}
+	const char *v = std::getenv("HMEMREG_PEER_TIMEOUT_MS");
+	if (!v || !*v) {
+		from = "default";
+		return Config::kPeerTimeoutDefaultMs;
+	}
+	char *end = nullptr;
+	errno = 0;
+	const unsigned long long x = std::strtoull(v, &end, 10);
+	if (errno || end == v || *end || *v == '-' || x > Config::kPeerTimeoutMaxMs)
+		throw Error(HMEMREG_EINVAL, std::string("engine: HMEMREG_PEER_TIMEOUT_MS='") + v +
+						    "' is not a number of milliseconds in [0, " +
+						    std::to_string(Config::kPeerTimeoutMaxMs) + "] (0: never)");
+	from = "HMEMREG_PEER_TIMEOUT_MS";
+	return static_cast<unsigned>(x);
 }
 
 std::string hex(uint64_t v)
@@ -96,6 +129,11 @@ uint8_t *RegionImpl::io_addr() const
 Engine::Impl::Impl(const Config &c) : cfg(c), id(random_id())
 {
 	next_imm_seq = static_cast<uint32_t>(random_id() >> 16);
+	std::string from;
+	cfg.peer_timeout_ms = resolve_peer_timeout(cfg.peer_timeout_ms, from);
+	caps.peer_timeout_ms = cfg.peer_timeout_ms;
+	caps.peer_timeout = (cfg.peer_timeout_ms ? std::to_string(cfg.peer_timeout_ms) + " ms" : std::string("never")) +
+			    " (" + from + ")";
 	if (cfg.rails == 0)
 		throw Error(HMEMREG_EINVAL, "engine: rails must be at least 1");
 	if (cfg.recv_buffers == 0 || cfg.send_buffers == 0 || cfg.post_batch == 0 || cfg.max_transfers == 0)
@@ -607,7 +645,29 @@ void Engine::Impl::expire_arrivals()
 		return;
 	const int64_t limit = static_cast<int64_t>(cfg.peer_timeout_ms ? cfg.peer_timeout_ms : 60'000) * 1'000'000;
 	std::lock_guard l(arrivals_mu);
-	imm_abandoned += std::erase_if(arrivals, [&](const auto &kv) { return now - kv.second.touched > limit; });
+	const size_t n = std::erase_if(arrivals, [&](const auto &kv) { return now - kv.second.touched > limit; });
+	imm_abandoned += n;
+	imm_expired += n;
+}
+
+void Engine::Impl::settle()
+{
+	std::vector<unsigned> ids(rails.size());
+	std::iota(ids.begin(), ids.end(), 0u);
+	const auto start = std::chrono::steady_clock::now();
+	int quiet = 0;
+	while (quiet < 5 && std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200)) {
+		quiet = turn(ids) ? 0 : quiet + 1;
+		std::this_thread::sleep_for(std::chrono::microseconds(500));
+	}
+}
+
+bool Engine::Impl::writer_broke()
+{
+	if (imm_expired.load() > 0)
+		return true;
+	std::lock_guard l(arrivals_mu);
+	return !arrivals.empty();
 }
 
 void Engine::Impl::dispatch(Events &ev)
@@ -656,6 +716,12 @@ void Engine::Impl::dispatch(Events &ev)
 
 size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 {
+	const Impl *outer = in_turn;
+	in_turn = this;
+	struct Restore {
+		const Impl *outer;
+		~Restore() { in_turn = outer; }
+	} restore{outer};
 	size_t n = 0;
 	for (unsigned r : rail_ids) {
 		Events ev;
@@ -741,12 +807,27 @@ Engine::~Engine()
 	im->threads.reset();
 	im->closing = true;
 	im->drain_staging(); // no copy into or out of a mirror outlives this
+	// ofi_rxm (libfabric 1.17 to 2.6 at least) crashes while closing an
+	// endpoint if a tcp connection under it still holds a remote write half
+	// received, as a writer killed mid-write or cut off by a partition
+	// leaves: tcp reports it cancelled with no operation context, and
+	// rxm_handle_comp_error dereferences that NULL (flags FI_REMOTE_WRITE,
+	// err FI_ECANCELED). A connection whose end tcp has read drops such a
+	// write quietly, so first a few progress turns let it read the ends
+	// that arrived. A writer that broke with nothing arriving (partition)
+	// leaves the write half received forever: then the endpoints are kept
+	// open, unprogressed, until the process ends (Rail::abandon).
+	im->settle();
+	const bool keep_open = im->caps.provider.find("ofi_rxm") != std::string::npos && im->writer_broke();
 	std::vector<std::shared_ptr<TransferImpl>> left;
 	{
 		std::lock_guard l(im->active_mu);
 		for (TransferImpl *x : im->active)
 			left.push_back(x->self);
 	}
+	if (keep_open)
+		for (auto &r : im->rails)
+			r->abandon();
 	im->rails.clear(); // closes endpoints: nothing references a transfer any more
 	for (auto &x : left) {
 		x->fail(HMEMREG_EBUSY, "engine destroyed before the transfer completed");
@@ -873,6 +954,25 @@ bool Engine::immediate_to(PeerId peer) const
 	auto p = impl_->find_peer(peer);
 	return impl_->caps.imm_key_bytes == wire::kImmDataSize ||
 	       (impl_->caps.imm_key_bytes == wire::kImm4DataSize && p->imm_index.load() != 0);
+}
+
+bool Engine::drain(PeerId peer, std::chrono::milliseconds timeout)
+{
+	Impl *im = impl_.get();
+	if (in_turn == im)
+		throw Error(HMEMREG_EBUSY, "drain: called from a callback of this engine, which would wait for itself");
+	std::shared_ptr<PeerState> p = im->find_peer(peer);
+	const auto deadline = std::chrono::steady_clock::now() + timeout;
+	// A transfer's callback returns before its peer's count drops (report()).
+	while (p->active.load() > 0) {
+		if (std::chrono::steady_clock::now() >= deadline)
+			return false;
+		if (im->threads)
+			std::this_thread::sleep_for(std::chrono::microseconds(100));
+		else if (progress() == 0)
+			std::this_thread::yield();
+	}
+	return true;
 }
 
 size_t Engine::peer_count() const
@@ -1206,6 +1306,7 @@ std::string Capabilities::describe() const
 	o << "\n  queue depth " << queue_depth << "/rail (" << peer_queue_depth << " per peer), max write " << max_write
 	  << " B, up to " << write_iov << " chunk(s) per write, inject " << inject_size << " B";
 	o << "\n  progress: " << progress;
+	o << "\n  peer timeout (no progress): " << peer_timeout;
 	o << "\n  device memory: " << device_memory;
 	for (const auto &n : notes)
 		o << "\n  note: " << n;

@@ -135,7 +135,13 @@ struct Config {
 	// A peer with unfinished transfers and no completion for this long is
 	// declared dead: its transfers fail (HMEMREG_EFABRIC) and new ones are
 	// refused until it is removed and added again. 0: never.
-	unsigned peer_timeout_ms = 10000;
+	// kPeerTimeoutDefault: HMEMREG_PEER_TIMEOUT_MS from the environment
+	// (milliseconds, 0 = never; a value that does not parse fails creation
+	// with HMEMREG_EINVAL), else kPeerTimeoutDefaultMs. caps() says which.
+	static constexpr unsigned kPeerTimeoutDefault = ~0u;
+	static constexpr unsigned kPeerTimeoutDefaultMs = 10000;
+	static constexpr unsigned kPeerTimeoutMaxMs = 86'400'000; // a day
+	unsigned peer_timeout_ms = kPeerTimeoutDefault;
 	// How the target learns a write is complete (see Model above). Auto:
 	// immediate where the provider has remote CQ data (8 B: writer-stamped
 	// keys; 4 B: target-assigned writer index), else message. Immediate on a
@@ -184,6 +190,8 @@ struct Capabilities {
 	size_t inject_size = 0;
 	std::string progress;            // who drives progress, and thread pinning
 	std::string device_memory;       // how CUDA memory is moved (direct, staged, or why not)
+	unsigned peer_timeout_ms = 0;    // the no-progress peer timeout in force (0: never)
+	std::string peer_timeout;        // it, and where it came from (config, environment, default)
 	std::vector<std::string> notes;  // capping and other decisions worth knowing
 	std::string describe() const;
 };
@@ -284,6 +292,12 @@ struct PathStats {
 class Engine {
 public:
 	explicit Engine(const Config &config);
+	// Stops the progress threads, then fails every unfinished transfer
+	// (HMEMREG_EBUSY) and runs its callback here: once it returns, no callback
+	// of this engine runs any more, and none is still running. Over ofi_rxm,
+	// an engine that still had partial arrivals from a writer, or dropped one
+	// after peer_timeout_ms, keeps its endpoints open (unprogressed) until the
+	// process ends: closing them can crash libfabric (see engine.cpp).
 	~Engine();
 	Engine(const Engine &) = delete;
 	Engine &operator=(const Engine &) = delete;
@@ -302,6 +316,15 @@ public:
 	// be added again.
 	void remove_peer(PeerId peer);
 	size_t peer_count() const;
+	// Waits until the peer has no unfinished transfer: each completed or
+	// failed, and its callback returned (one that posts more keeps it busy).
+	// Then nothing the callbacks captured is still in use by the engine for
+	// that peer. With peer_timeout_ms set, a dead or unreachable peer's
+	// transfers fail within it, so this returns within about that long.
+	// Drives progress itself when there are no progress threads. False on
+	// timeout; unknown peer: HMEMREG_ENOENT; called from a callback of this
+	// engine (which would wait for itself): HMEMREG_EBUSY.
+	bool drain(PeerId peer, std::chrono::milliseconds timeout);
 	// Whether writes to the peer now notify it with immediate data (false in
 	// message mode, and with 4-byte keys until the peer assigned an index).
 	bool immediate_to(PeerId peer) const;

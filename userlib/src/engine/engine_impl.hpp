@@ -102,6 +102,7 @@ struct Engine::Impl {
 	std::mutex arrivals_mu;
 	std::unordered_map<uint64_t, Arrival> arrivals;
 	std::atomic<uint64_t> imm_notices{0}, imm_abandoned{0};
+	std::atomic<uint64_t> imm_expired{0}; // of those abandoned: idle for peer_timeout (the writer broke)
 	std::atomic<uint64_t> imm_writes{0}, msg_writes{0};
 	// 4-byte keys, target side (under arrivals_mu): the engine id owning each
 	// writer index (0: free; index 0 unused), the reverse, and writers that
@@ -121,6 +122,11 @@ struct Engine::Impl {
 	void send_imm_join(const std::shared_ptr<PeerState> &p);
 	void choose_notify(size_t cq_data_size, const std::string &prov);
 	void expire_arrivals();
+	// Teardown: progress turns until the rails are quiet (bounded).
+	void settle();
+	// Whether closing the endpoints may meet a remote write half received
+	// from a writer that broke (engine.cpp, ~Engine).
+	bool writer_broke();
 	std::atomic<int64_t> last_expiry{0};
 
 	std::unique_ptr<Staging> staging; // device memory without FI_HMEM

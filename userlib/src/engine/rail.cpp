@@ -62,6 +62,34 @@ Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const To
 
 Rail::~Rail() = default;
 
+void Rail::abandon()
+{
+	// What the endpoint references, posted receives' contexts included.
+	struct Kept {
+		std::shared_ptr<DomainHolder> dom;
+		fabric::CompletionQueue cq;
+		fabric::AddressVector av;
+		Topology::Buffer mem;
+		fabric::MemoryRegion mr;
+		fabric::Endpoint ep;
+		std::vector<RecvSlot> recv;
+		std::vector<SendSlot> send;
+	};
+	// Never destroyed, not even at exit: destroying these is what crashes.
+	static auto *kept = new std::vector<std::unique_ptr<Kept>>();
+	static std::mutex kept_mu;
+	std::lock_guard l(mu_);
+	if (!ep_.get())
+		return;
+	auto k = std::make_unique<Kept>(Kept{dom_, std::move(cq_), std::move(av_), std::move(ctrl_mem_),
+					     std::move(ctrl_mr_), std::move(ep_), std::move(recv_slots_),
+					     std::move(send_slots_)});
+	recv_repost_.clear();
+	free_send_.clear();
+	std::lock_guard kl(kept_mu);
+	kept->push_back(std::move(k));
+}
+
 fi_addr_t Rail::insert_peer(const std::vector<uint8_t> &name)
 {
 	std::lock_guard l(mu_);
