@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The engine: provider selection, rails, peers, regions, transfers, progress.
 #include "engine/engine.hpp"
+#include "settings/settings.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -66,8 +67,8 @@ unsigned resolve_peer_timeout(unsigned given, std::string &from)
 		from = "config";
 		return given;
 	}
-	const char *v = std::getenv("HMEMREG_PEER_TIMEOUT_MS");
-	if (!v || !*v) {
+	const char *v = settings::raw("HMEMREG_PEER_TIMEOUT_MS");
+	if (!v) {
 		from = "default";
 		return Config::kPeerTimeoutDefaultMs;
 	}

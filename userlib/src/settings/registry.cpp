@@ -17,7 +17,7 @@ extern char **environ;
 
 namespace {
 
-constexpr std::array<hmemreg_setting, 23> kSettings = {{
+constexpr std::array<hmemreg_setting, 25> kSettings = {{
 	{"HMEMREG_LOG_LEVEL", "warn", "log", "none|error|warn|info|debug",
 	 "messages on stderr at this level and more severe ones"},
 	{"HMEMREG_MR_CACHE_MAX_COUNT", "1024", "cache", "number", "entries per cache before the LRU evicts"},
@@ -34,6 +34,8 @@ constexpr std::array<hmemreg_setting, 23> kSettings = {{
 	 "leave libfabric providers' own MR caches on (default: their monitors off, FI_MR_CACHE_MONITOR=disabled)"},
 	{"HMEMREG_FABRIC_API", "newest of 2.0, 1.20, 1.17 the runtime takes", "fabric", "MAJOR.MINOR",
 	 "cap on the libfabric API version asked for (1.17: no FI_MR_DMABUF)"},
+	{"HMEMREG_PEER_TIMEOUT_MS", "10000", "engine", "number",
+	 "a peer with posted work and no completion this long is declared dead (0: never)"},
 	{"HMEMREG_NCCL_PROVIDER", "auto", "nccl", "text", "libfabric provider, e.g. tcp;ofi_rxm"},
 	{"HMEMREG_NCCL_NODE", "default", "nccl", "text", "fabric address (node) the engine binds"},
 	{"HMEMREG_NCCL_DOMAIN", "any", "nccl", "text", "libfabric domain name"},
@@ -46,6 +48,8 @@ constexpr std::array<hmemreg_setting, 23> kSettings = {{
 	{"HMEMREG_NCCL_MAX_WRITE", "0 (engine's)", "nccl", "size", "largest single RDMA write"},
 	{"HMEMREG_NCCL_NOTIFY", "auto", "nccl", "auto|immediate|message", "how the receiver learns a write landed"},
 	{"HMEMREG_NCCL_EAGER_MAX", "512k", "nccl", "size", "largest send copied through an eager slot (0: off)"},
+	{"HMEMREG_NCCL_PEER_TIMEOUT_MS", "the engine's", "nccl", "number",
+	 "the plugin's engine's peer timeout (0: never)"},
 	{"HMEMREG_NCCL_EAGER_SLOTS", "16", "nccl", "number", "eager slots per receive comm"},
 	{"HMEMREG_NCCL_PLUGIN_PATH", "none", "tests", "text", "the plugin the GPU suite's NCCL program loads"},
 }};
@@ -99,7 +103,7 @@ size_t distance(std::string_view a, std::string_view b)
 // own variables) only a near miss of a setting is reported.
 bool owned(std::string_view name)
 {
-	for (std::string_view p : {"HMEMREG_MR_", "HMEMREG_NCCL_", "HMEMREG_LOG", "HMEMREG_KEEP_"})
+	for (std::string_view p : {"HMEMREG_MR_", "HMEMREG_NCCL_", "HMEMREG_LOG", "HMEMREG_KEEP_", "HMEMREG_PEER_", "HMEMREG_FABRIC_"})
 		if (name.substr(0, p.size()) == p)
 			return true;
 	return false;
