@@ -116,7 +116,7 @@ check "module version $ver, built for $kver" sh -c \
 check "udev rule in the system rules folder" test -f /lib/udev/rules.d/99-hmemreg.rules
 check "NCCL plugin in the multiarch folder" sh -c 'test -f /usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)/libnccl-net-hmemreg.so'
 check "tools --version say $ver" sh -c "[ \"\$(hmemreg_bench --version)\" = 'hmemreg_bench $ver' ] && [ \"\$(mr_cache_stat --version)\" = 'mr_cache_stat $ver' ]"
-check "the loader's cache has the plugin (ldconfig trigger)" sh -c 'ldconfig -p | grep -q "libnccl-net-hmemreg.so .*/usr/lib/"'
+check "the loader's cache has the plugin (ldconfig trigger)" sh -c 'ldconfig -p | grep -Eq "libnccl-net-hmemreg.so .*=> (/usr)?/lib/[^/]+/libnccl-net-hmemreg.so"'
 check "the installed hmemreg_bench nccl runs the installed plugin" sh -c \
 	'timeout 120 hmemreg_bench nccl --sizes 65536 --seconds 0.05 --repeat 1 --no-ref | grep -q "^ *nccl "'
 check "pkg-config: hmemreg $ver" sh -c "[ \"\$(pkg-config --modversion hmemreg)\" = $ver ]"
