@@ -26,7 +26,7 @@ DEPS := build-essential cmake pkg-config file cpio xz-utils kmod iproute2 \
 	libnl-3-dev libnl-genl-3-dev libcriterion-dev dkms sparse \
 	libucx-dev libhwloc-dev libnuma-dev iperf3 perftest \
 	flex bison bc libelf-dev libssl-dev \
-	nlohmann-json3-dev libcli11-dev jq \
+	nlohmann-json3-dev libcli11-dev jq gnuplot-nox \
 	debhelper dh-dkms lintian
 
 all: kmod user

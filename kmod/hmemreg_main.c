@@ -221,13 +221,16 @@ static int __init hmemreg_init(void)
 		pr_err("max_watches and ring_events must be in 1..16777216\n");
 		return -EINVAL;
 	}
-	ret = hmemreg_export_init();
+	ret = hmemreg_host_init();
 	if (ret)
 		return ret;
+	ret = hmemreg_devmem_init();
+	if (ret)
+		goto err_host;
 	ret = misc_register(&hmemreg_misc);
 	if (ret) {
 		pr_err("cannot register /dev/%s: %d\n", HMEMREG_DEVICE_NAME, ret);
-		goto err_export;
+		goto err_devmem;
 	}
 	ret = hmemreg_netlink_init();
 	if (ret) {
@@ -241,8 +244,10 @@ static int __init hmemreg_init(void)
 
 err_misc:
 	misc_deregister(&hmemreg_misc);
-err_export:
-	hmemreg_export_exit();
+err_devmem:
+	hmemreg_devmem_exit();
+err_host:
+	hmemreg_host_exit();
 	return ret;
 }
 
@@ -251,7 +256,8 @@ static void __exit hmemreg_exit(void)
 	hmemreg_debugfs_exit();
 	hmemreg_netlink_exit();
 	misc_deregister(&hmemreg_misc);
-	hmemreg_export_exit();
+	hmemreg_devmem_exit();
+	hmemreg_host_exit();
 	pr_info("unloaded\n");
 }
 

@@ -41,6 +41,9 @@ Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const To
 	ctrl_mr_ = fabric::MemoryRegion(domain(), ctrl_mem_.get(), nslots * slot_size_, FI_SEND | FI_RECV, 0);
 	ep_ = fabric::Endpoint(domain(), info_.get(), cq_, av_);
 	name_ = ep_.name();
+	// mr_cache_stat tells a process's caches apart by this name (and their id).
+	name_rail_cache(*dom_->cache, "rail" + std::to_string(index_) + " " + info_->fabric_attr->prov_name + " " +
+					       (info_->domain_attr && info_->domain_attr->name ? info_->domain_attr->name : "?"));
 
 	recv_slots_.resize(opt_.recv_buffers);
 	for (size_t i = 0; i < recv_slots_.size(); i++) {

@@ -29,7 +29,8 @@ std::string RailCache::describe() const
 	case HMEMREG_MONITOR_KMOD:
 		return "registration cache, monitor hmemreg.ko";
 	case HMEMREG_MONITOR_UFFD:
-		return "registration cache, monitor userfaultfd";
+		return "registration cache, monitor userfaultfd (caches private anonymous memory only; "
+		       "shared and file-backed memory registered uncached)";
 	case HMEMREG_MONITOR_NONE:
 		return "registration cache, no monitor (explicit invalidation)";
 	default:
@@ -65,6 +66,11 @@ std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> ra
 						 ": " + hmemreg_strerror(rc));
 	}
 	return std::make_unique<CachedRegistration>(std::move(refs));
+}
+
+void name_rail_cache(RailCache &rc, const std::string &name)
+{
+	rc.cache().set_name(name);
 }
 
 } // namespace hmemreg::engine

@@ -18,6 +18,10 @@ class Cache;
 
 namespace hmemreg::engine {
 
+class RailCache;
+// The name its stats slot shows (mr_cache_stat): "rail0 tcp;ofi_rxm lo".
+void name_rail_cache(RailCache &rc, const std::string &name);
+
 // The registration cache of one rail's domain. Must be destroyed before the
 // domain is closed (DomainHolder declares it after the domain).
 class RailCache {
