@@ -7,6 +7,8 @@
 #   make test-debug-broken  deliberately broken modules must fail that lane
 #   make demo       the end-to-end demo (VM with the module)
 #   make check-kmod checkpatch --strict, sparse (C=1) and W=1 on the module
+#   make libfabric2 libfabric 2.6.0 and its fabtests (CUDA HMEM where a toolkit is)
+#                   from ../shared/vendor into /var/cache/hmemreg (once; prints the prefix)
 #   make install / dkms-install / dkms-uninstall
 #   make deb        Debian packages (debhelper, dh-dkms) in $(BUILD)/deb, lintian-checked
 # Knobs: KVER/KDIR (kernel to build for), BUILD (userspace build folder),
@@ -27,13 +29,20 @@ DEPS := build-essential cmake pkg-config file cpio xz-utils kmod iproute2 \
 	libucx-dev libhwloc-dev libnuma-dev iperf3 perftest \
 	flex bison bc libelf-dev libssl-dev \
 	nlohmann-json3-dev libcli11-dev jq gnuplot-nox \
-	debhelper dh-dkms lintian
+	debhelper dh-dkms lintian \
+	autoconf automake libtool librdmacm-dev
 
-all: kmod user
+all: kmod user softroce
 
 kmod:
 	$(MAKE) -C kmod KVER=$(KVER) KDIR=$(KDIR)
 	$(MAKE) -C tests/kmod/importer KVER=$(KVER) KDIR=$(KDIR)
+
+# Soft-RoCE with dma-buf MRs (rdma_rxe.ko + rdma-core's rxe provider), cached
+# in /var/cache/hmemreg: a few minutes the first time, then a key check.
+softroce:
+	KVER=$(KVER) softroce/build-rxe
+	softroce/build-rdma-core
 
 $(BUILD)/Makefile: CMakeLists.txt
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -81,6 +90,9 @@ demo: deps
 check-kmod:
 	kmod/check-style $(KVER)
 
+libfabric2:
+	tools/vendor/build-libfabric --fabtests
+
 # Userspace install (libraries, the NCCL plugin, headers, pkg-config, tools,
 # udev rule, modprobe.d file, man pages), then ldconfig unless DESTDIR is
 # set. PREFIX is baked into hmemreg.pc and into where hmemreg_bench looks for
@@ -101,7 +113,7 @@ clean:
 	$(MAKE) -C tests/kmod/importer clean
 	rm -rf $(BUILD)
 
-.PHONY: all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod install deb clean
+.PHONY: softroce all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod libfabric2 install deb clean
 
 DKMS_VER := $(shell cat VERSION)
 dkms-install:

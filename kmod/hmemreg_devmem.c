@@ -266,6 +266,18 @@ static int hmemreg_devmem_mmap(void *priv, struct vm_area_struct *vma)
 	return vm_map_pages(vma, s->mem->pages + s->first, s->npages);
 }
 
+static void *hmemreg_devmem_vmap(void *priv)
+{
+	struct hmemreg_devmem_slice *s = priv;
+
+	return hmemreg_pages_vmap(s->mem->pages + s->first, s->npages);
+}
+
+static void hmemreg_devmem_vunmap(void *priv, void *vaddr)
+{
+	hmemreg_pages_vunmap(vaddr);
+}
+
 static void hmemreg_devmem_release(void *priv)
 {
 	struct hmemreg_devmem_slice *s = priv;
@@ -280,6 +292,8 @@ static const struct hmemreg_provider_ops hmemreg_devmem_ops = {
 	.pin = hmemreg_devmem_pin,
 	.unpin = hmemreg_devmem_unpin,
 	.mmap = hmemreg_devmem_mmap,
+	.vmap = hmemreg_devmem_vmap,
+	.vunmap = hmemreg_devmem_vunmap,
 	.release = hmemreg_devmem_release,
 	.state = hmemreg_devmem_state,
 	.check = hmemreg_devmem_check,

@@ -273,6 +273,48 @@ static int hmemreg_exp_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
 	return 0;
 }
 
+#ifdef HMEMREG_HAVE_DMA_BUF_VMAP_IOSYS
+/*
+ * A kernel mapping, for importers that reach the memory with the CPU
+ * (Soft-RoCE copies packets in and out of it). The core hands one mapping
+ * to every caller and counts them, so this runs once per mapping; like a
+ * user mmap, it keeps the memory in place. It must not fail for bad input:
+ * 6.1's dma_buf_vmap() warns on any failure, so refusals (a stale export,
+ * a read-only one) belong in map_dma_buf, which such importers call first.
+ */
+static int hmemreg_exp_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
+{
+	struct hmemreg_exp *exp = dmabuf->priv;
+	void *vaddr;
+	int ret;
+
+	if (!exp->prov->ops->vmap)
+		return -EOPNOTSUPP;
+	if (exp->prov->ops->pin) {
+		ret = exp->prov->ops->pin(exp->priv);
+		if (ret)
+			return ret;
+	}
+	vaddr = exp->prov->ops->vmap(exp->priv);
+	if (!vaddr) {
+		if (exp->prov->ops->unpin)
+			exp->prov->ops->unpin(exp->priv);
+		return -ENOMEM;
+	}
+	iosys_map_set_vaddr(map, vaddr);
+	return 0;
+}
+
+static void hmemreg_exp_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
+{
+	struct hmemreg_exp *exp = dmabuf->priv;
+
+	exp->prov->ops->vunmap(exp->priv, map->vaddr);
+	if (exp->prov->ops->unpin)
+		exp->prov->ops->unpin(exp->priv);
+}
+#endif
+
 static const struct dma_buf_ops hmemreg_dmabuf_ops = {
 	.attach = hmemreg_exp_attach,
 	.detach = hmemreg_exp_detach,
@@ -282,6 +324,10 @@ static const struct dma_buf_ops hmemreg_dmabuf_ops = {
 	.unmap_dma_buf = hmemreg_exp_unmap,
 	.release = hmemreg_exp_release,
 	.mmap = hmemreg_exp_mmap,
+#ifdef HMEMREG_HAVE_DMA_BUF_VMAP_IOSYS
+	.vmap = hmemreg_exp_vmap,
+	.vunmap = hmemreg_exp_vunmap,
+#endif
 	/*
 	 * No begin/end_cpu_access: both built-in providers hand out ordinary
 	 * cacheable system RAM, coherent with DMA on the platforms hmemreg

@@ -131,6 +131,18 @@ static int hmemreg_host_mmap(void *priv, struct vm_area_struct *vma)
 	return 0;
 }
 
+static void *hmemreg_host_vmap(void *priv)
+{
+	struct hmemreg_host *h = priv;
+
+	return hmemreg_pages_vmap(h->pages, h->npages);
+}
+
+static void hmemreg_host_vunmap(void *priv, void *vaddr)
+{
+	hmemreg_pages_vunmap(vaddr);
+}
+
 static void hmemreg_host_release(void *priv)
 {
 	struct hmemreg_host *h = priv;
@@ -147,6 +159,8 @@ static const struct hmemreg_provider_ops hmemreg_host_ops = {
 	.map = hmemreg_host_map,
 	.unmap = hmemreg_host_unmap,
 	.mmap = hmemreg_host_mmap,
+	.vmap = hmemreg_host_vmap,
+	.vunmap = hmemreg_host_vunmap,
 	.release = hmemreg_host_release,
 	.check = hmemreg_host_check,
 	.create = hmemreg_host_create,

@@ -8,6 +8,7 @@
 #include <linux/mm.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+#include <linux/vmalloc.h>
 
 #include "hmemreg_priv.h"
 
@@ -139,3 +140,18 @@ void hmemreg_pages_unmap(struct device *dev, struct sg_table *sgt,
 	kfree(sgt);
 }
 EXPORT_SYMBOL_GPL(hmemreg_pages_unmap);
+
+/* One kernel mapping of a page array, for exporters' vmap (CPU importers). */
+void *hmemreg_pages_vmap(struct page **pages, unsigned long npages)
+{
+	if (npages > UINT_MAX)
+		return NULL;
+	return vmap(pages, npages, VM_MAP, PAGE_KERNEL);
+}
+EXPORT_SYMBOL_GPL(hmemreg_pages_vmap);
+
+void hmemreg_pages_vunmap(void *vaddr)
+{
+	vunmap(vaddr);
+}
+EXPORT_SYMBOL_GPL(hmemreg_pages_vunmap);

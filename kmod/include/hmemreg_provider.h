@@ -70,6 +70,9 @@ struct hmemreg_provider_ops {
 	int (*pin)(void *priv);
 	void (*unpin)(void *priv);
 	int (*mmap)(void *priv, struct vm_area_struct *vma);
+	/* Optional: one kernel mapping of the whole range (CPU importers). */
+	void *(*vmap)(void *priv);
+	void (*vunmap)(void *priv, void *vaddr);
 	void (*release)(void *priv);
 	u32 (*state)(void *priv);
 	int (*check)(struct hmemreg_ctx *ctx,
@@ -134,5 +137,7 @@ struct sg_table *hmemreg_pages_map(struct page **pages, unsigned long npages,
 				   enum dma_data_direction dir);
 void hmemreg_pages_unmap(struct device *dev, struct sg_table *sgt,
 			 enum dma_data_direction dir);
+void *hmemreg_pages_vmap(struct page **pages, unsigned long npages);
+void hmemreg_pages_vunmap(void *vaddr);
 
 #endif /* HMEMREG_PROVIDER_H */

@@ -138,10 +138,16 @@ Test(cache_api, environment_configures_the_cache)
 
 Test(cache_api, provider_cache_is_disabled_at_load)
 {
-	/* libhmemreg's constructor ran before main() */
-	const char *v = getenv("FI_MR_CACHE_MAX_COUNT");
+	/* libhmemreg's constructor ran before main(): the monitors of providers'
+	 * registration caches are off, the count is not touched (a zero count
+	 * makes every ofi_mr_cache_init() fail, shm's CUDA IPC cache included). */
+	const char *v = getenv("FI_MR_CACHE_MONITOR");
+	cr_assert_not_null(v);
+	cr_assert_str_eq(v, "disabled");
+	v = getenv("FI_MR_CUDA_CACHE_MONITOR_ENABLED");
 	cr_assert_not_null(v);
 	cr_assert_str_eq(v, "0");
+	cr_assert_null(getenv("FI_MR_CACHE_MAX_COUNT"), "FI_MR_CACHE_MAX_COUNT must be left to the user");
 }
 
 Test(cache_api, fork_child_has_an_empty_cache)

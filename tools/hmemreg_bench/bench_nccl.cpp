@@ -6,7 +6,11 @@
 //
 //   hmemreg_bench nccl [--json] [--plugin PATH] [--provider P] [--node ADDR]
 //                      [--window W] [--sizes a,b,...] [--seconds S] [--repeat N] [--no-ref]
+//                      [--mem host|cuda]
 // Each row is the best of --repeat (3) timed runs of about --seconds.
+// --mem cuda: both ranks' buffers are cudaMalloc'ed memory on GPU 0,
+// registered as NCCL_PTR_CUDA (the plugin must offer it: FI_HMEM); run it
+// next to --mem host in the same session for the host-buffer reference.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +31,7 @@
 #include "cli.hpp"
 #include "reference_tools.hpp"
 #include "xfer_target.hpp"
+#include "hmem/cuda_driver.hpp"
 #include "nccl_abi.h"
 
 namespace {
@@ -41,6 +46,7 @@ struct Options {
 	double seconds = 0.5;
 	long repeat = 3;
 	bool ref = true;
+	std::string mem = "host";
 	std::vector<uint64_t> sizes = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
 };
 
@@ -186,11 +192,30 @@ bool pair_side(const Options &o, bool sender, int fd, std::vector<std::pair<size
 	const size_t max = *std::max_element(o.sizes.begin(), o.sizes.end());
 	const size_t len = max * static_cast<size_t>(o.window);
 	void *mem = nullptr;
-	if (posix_memalign(&mem, 4096, len))
-		return false;
-	std::memset(mem, sender ? 0x5a : 0, len);
-	auto *buf = static_cast<uint8_t *>(mem);
-	TRY(s.net->regMr(s.comm, buf, len, NCCL_PTR_HOST, &s.mh));
+	CUdeviceptr dmem = 0;
+	const hmemreg::cuda::Driver &cu = hmemreg::cuda::Driver::get();
+	uint8_t *buf = nullptr;
+	if (o.mem == "cuda") {
+		ncclNetProperties_v11_t props{};
+		TRY(s.net->getProperties(0, &props));
+		if (!(props.ptrSupport & NCCL_PTR_CUDA)) {
+			std::fprintf(stderr, "nccl bench: the plugin offers no NCCL_PTR_CUDA here (ptrSupport %d: its "
+					     "provider has no FI_HMEM)\n", props.ptrSupport);
+			return false;
+		}
+		if (!cu.loaded || hmemreg::cuda::use_device(0) || cu.cuMemAlloc(&dmem, len) != CUDA_SUCCESS ||
+		    cu.cuMemsetD8(dmem, sender ? 0x5a : 0, len) != CUDA_SUCCESS) {
+			std::fprintf(stderr, "nccl bench: no CUDA memory (%s)\n", cu.loaded ? "cuMemAlloc" : cu.why_not.c_str());
+			return false;
+		}
+		buf = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(dmem));
+	} else {
+		if (posix_memalign(&mem, 4096, len))
+			return false;
+		std::memset(mem, sender ? 0x5a : 0, len);
+		buf = static_cast<uint8_t *>(mem);
+	}
+	TRY(s.net->regMr(s.comm, buf, len, dmem ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &s.mh));
 	for (size_t n : o.sizes) {
 		// Warm-up (connections, registrations), which also calibrates:
 		// the sender picks the count that fills ~`seconds` and tells the
@@ -222,6 +247,8 @@ bool pair_side(const Options &o, bool sender, int fd, std::vector<std::pair<size
 	TRY(s.net->deregMr(nullptr, s.mh));
 	TRY(s.net->finalize(s.ctx));
 	std::free(mem);
+	if (dmem)
+		cu.cuMemFree(dmem);
 	return true;
 }
 
@@ -261,6 +288,8 @@ int bench_nccl(int argc, char **argv)
 	p.seconds("--seconds", o.seconds, "time per size and repeat");
 	p.count("--repeat", o.repeat, "runs per size; the best counts");
 	p.app().add_flag("!--no-ref", o.ref, "skip the iperf3 reference");
+	p.text("--mem", o.mem, "host, or cuda (cudaMalloc'ed buffers on GPU 0, NCCL_PTR_CUDA)")
+		->check(CLI::IsMember({"host", "cuda"}));
 	if (int rc = p.parse(argc, argv); rc >= 0)
 		return rc;
 	const bool json = p.json;
@@ -296,7 +325,7 @@ int bench_nccl(int argc, char **argv)
 	for (auto &[n, gbps] : rows) {
 		double ref = o.ref ? iperf3_gbps(n, o.seconds) : -1;
 		Row r;
-		r.add("bench", "nccl").add("provider", o.provider).add("bytes", static_cast<long long>(n));
+		r.add("bench", "nccl").add("provider", o.provider).add("mem", o.mem).add("bytes", static_cast<long long>(n));
 		r.add("gbps", gbps, 3).add("ref", o.ref ? "iperf3" : "none").add("ref_gbps", ref, 3);
 		r.add("ratio", ref > 0 ? gbps / ref : 0.0, 3);
 		pr.print(r);

@@ -96,6 +96,7 @@ static int usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	hmemreg::bench::restore_crash_signals();
 	if (argc < 2)
 		return usage(stderr);
 	if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help"))

@@ -53,7 +53,6 @@ void usage(FILE *f)
 	std::fprintf(f, "usage: mr_cache_stat [-p PID] [-w SECONDS [-c COUNT]] [--json] [--kernel] [--check]\n"
 			"       mr_cache_stat --gc [--dry-run] [--json]\n"
 			"       mr_cache_stat --env [--json]\n"
-			"       mr_cache_stat --version\n"
 			"  -p PID       only this process (and only its exports in the kernel ledger)\n"
 			"  -w SECONDS   a sample every SECONDS, with rates since the last one; on a terminal\n"
 			"               the view is redrawn in place, else (or with --json) lines are appended\n"
@@ -64,7 +63,8 @@ void usage(FILE *f)
 			"               4 when it cannot tell (hmemreg.ko not loaded)\n"
 			"  --gc         remove the stats blocks and libfabric shm regions of dead processes\n"
 			"  --dry-run    with --gc: list them, remove nothing\n"
-			"  --env        every HMEMREG_* setting: default, value here, meaning\n");
+			"  --env        every HMEMREG_* setting: default, value here, meaning\n"
+			"  --version    print the version and exit\n");
 }
 
 double clock_seconds(clockid_t id)
@@ -116,8 +116,7 @@ bool parse_args(int argc, char **argv, Options &opt, int &status)
 		{"gc", no_argument, nullptr, 'g'},	  {"dry-run", no_argument, nullptr, 'n'},
 		{"pid", required_argument, nullptr, 'p'}, {"watch", required_argument, nullptr, 'w'},
 		{"count", required_argument, nullptr, 'c'}, {"env", no_argument, nullptr, 'e'},
-		{"version", no_argument, nullptr, 'V'},
-		{nullptr, 0, nullptr, 0},
+		{"version", no_argument, nullptr, 'V'},	  {nullptr, 0, nullptr, 0},
 	};
 	status = kExitUsage;
 	int c;

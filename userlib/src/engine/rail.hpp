@@ -88,6 +88,13 @@ public:
 	void progress(Events &ev);
 	RailStats stats() const;
 
+	// Never closes this rail's endpoint, nor what it uses (CQ, AV, control
+	// buffers and their MR, domain, fabric): they stay open, unprogressed,
+	// until the process ends. For an engine torn down after a peer broke
+	// mid-write, where closing crashes libfabric's ofi_rxm (engine.cpp,
+	// Engine::~Engine). Call only once nothing drives progress any more.
+	void abandon();
+
 private:
 	struct RecvSlot : OpContext {
 		RecvSlot() : OpContext(Kind::Recv) {}

@@ -9,19 +9,38 @@
 
 namespace hmemreg::engine {
 
-RailCache::RailCache(fid_domain *domain, const std::string &provider)
+RailCache::RailCache(fid_domain *domain, const std::string &provider, uint32_t api_version, bool hmem)
 {
 	hmemreg_cache_config cfg;
 	int rc = hmemreg_cache_config_init(&cfg);
 	if (rc < 0)
 		throw Error(-rc, "registration cache: bad HMEMREG_MR_CACHE_* environment");
-	auto reg = std::make_unique<mr::FabricRegistrar>(domain, 0, provider.c_str());
+	mr::FabricRegistrar::Facts facts;
+	facts.api_version = api_version;
+	facts.hmem = hmem ? mr::FabricRegistrar::Facts::yes : mr::FabricRegistrar::Facts::no;
+	auto reg = std::make_unique<mr::FabricRegistrar>(domain, 0, provider.c_str(), facts);
+	registrar_ = reg.get();
 	rc = mr::Cache::create(std::move(reg), cfg, cache_);
 	if (rc < 0)
 		throw Error(-rc, std::string("registration cache: ") + hmemreg_strerror(rc));
 }
 
 RailCache::~RailCache() = default;
+
+uint64_t RailCache::device_dmabuf_regs() const
+{
+	return registrar_->paths().dmabuf;
+}
+
+uint64_t RailCache::device_address_regs() const
+{
+	return registrar_->paths().address;
+}
+
+std::string RailCache::address_path_reason() const
+{
+	return registrar_->paths().why_address;
+}
 
 std::string RailCache::describe() const
 {
@@ -53,12 +72,20 @@ private:
 
 } // namespace
 
-std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> rails, const void *addr, size_t len)
+bool provider_registers_cuda(fid_domain *domain, std::string *why)
+{
+	return mr::FabricRegistrar::registers_cuda(domain, why);
+}
+
+std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> rails, const void *addr, size_t len,
+						  MemoryKind kind)
 {
 	std::vector<mr::Ref> refs(rails.size());
 	mr::Request rq;
 	rq.addr = addr;
 	rq.len = len;
+	rq.iface = static_cast<mr::Iface>(kind.iface);
+	rq.device = kind.device;
 	for (size_t r = 0; r < rails.size(); r++) {
 		int rc = rails[r]->cache().get(rq, refs[r]);
 		if (rc < 0)

@@ -17,7 +17,7 @@ extern char **environ;
 
 namespace {
 
-constexpr std::array<hmemreg_setting, 22> kSettings = {{
+constexpr std::array<hmemreg_setting, 23> kSettings = {{
 	{"HMEMREG_LOG_LEVEL", "warn", "log", "none|error|warn|info|debug",
 	 "messages on stderr at this level and more severe ones"},
 	{"HMEMREG_MR_CACHE_MAX_COUNT", "1024", "cache", "number", "entries per cache before the LRU evicts"},
@@ -31,7 +31,9 @@ constexpr std::array<hmemreg_setting, 22> kSettings = {{
 	{"HMEMREG_MR_CACHE_MEMBARRIER", "1", "cache", "bool",
 	 "count hits with plain stores and membarrier(2) at unlink (0: seq_cst atomics)"},
 	{"HMEMREG_KEEP_PROVIDER_MR_CACHE", "0", "fabric", "bool",
-	 "leave libfabric providers' own MR caches on (default: FI_MR_CACHE_MAX_COUNT=0)"},
+	 "leave libfabric providers' own MR caches on (default: their monitors off, FI_MR_CACHE_MONITOR=disabled)"},
+	{"HMEMREG_FABRIC_API", "newest of 2.0, 1.20, 1.17 the runtime takes", "fabric", "MAJOR.MINOR",
+	 "cap on the libfabric API version asked for (1.17: no FI_MR_DMABUF)"},
 	{"HMEMREG_NCCL_PROVIDER", "auto", "nccl", "text", "libfabric provider, e.g. tcp;ofi_rxm"},
 	{"HMEMREG_NCCL_NODE", "default", "nccl", "text", "fabric address (node) the engine binds"},
 	{"HMEMREG_NCCL_DOMAIN", "any", "nccl", "text", "libfabric domain name"},
