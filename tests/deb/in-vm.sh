@@ -30,6 +30,14 @@ check() {
 	local what=$1; shift
 	if inroot "$@"; then echo "ok: $what"; else echo "FAIL: $what"; bad=$((bad + 1)); fi
 }
+# check_out WHAT REGEX CMD...: CMD's output (shown) must match REGEX.
+check_out() {
+	local what=$1 re=$2 out
+	shift 2
+	out=$(inroot "$@" 2>&1) || true
+	printf '%s\n' "$out"
+	if grep -Eq "$re" <<<"$out"; then echo "ok: $what"; else echo "FAIL: $what"; bad=$((bad + 1)); fi
+}
 
 # udevd in the foreground, so that its pid is ours to end; udevadm ignores
 # requests from a chroot unless told otherwise.
@@ -48,10 +56,10 @@ check "module $ver loaded without the test pool" sh -c \
 check "tools --version say $ver" sh -c \
 	"[ \"\$(hmemreg_bench --version)\" = 'hmemreg_bench $ver' ] && [ \"\$(mr_cache_stat --version)\" = 'mr_cache_stat $ver' ]"
 check "mr_cache_stat --kernel reads the ledger" mr_cache_stat --kernel
-check "a member of group hmemreg opens /dev/hmemreg" sh -c \
-	'setpriv --reuid=nobody --regid=nogroup --groups=hmemreg /tmp/lane/prog-dyn | tee /dev/stderr | grep -q "kernel module: loaded"'
-check "anyone else may not" sh -c \
-	'setpriv --reuid=nobody --regid=nogroup --clear-groups /tmp/lane/prog-dyn | tee /dev/stderr | grep -q "kernel module: permission denied"'
+check_out "a member of group hmemreg opens /dev/hmemreg" "kernel module: loaded" \
+	setpriv --reuid=nobody --regid=nogroup --groups=hmemreg /tmp/lane/prog-dyn
+check_out "anyone else may not" "kernel module: permission denied" \
+	setpriv --reuid=nobody --regid=nogroup --clear-groups /tmp/lane/prog-dyn
 check "the static program talks to the module" sh -c '/tmp/lane/prog-static | grep -q "kernel module: loaded"'
 check "modprobe -r hmemreg" modprobe -r hmemreg
 kill "$udevd"

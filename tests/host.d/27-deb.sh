@@ -105,18 +105,26 @@ check() { # check WHAT CMD...: run CMD in the root, fail the lane if it fails
 	local what=$1; shift
 	if inroot "$@"; then echo "ok: $what"; else echo "FAIL: $what"; bad=$((bad + 1)); fi
 }
+# check_out WHAT REGEX CMD...: CMD's output (shown) must match REGEX.
+check_out() {
+	local what=$1 re=$2 out
+	shift 2
+	out=$(inroot "$@" 2>&1) || true
+	printf '%s\n' "$out"
+	if grep -Eq "$re" <<<"$out"; then echo "ok: $what"; else echo "FAIL: $what"; bad=$((bad + 1)); fi
+}
 check "packages installed at $ver" sh -c "for p in hmemreg-dkms libhmemreg0 libhmemreg-dev hmemreg-tools libnccl-net-hmemreg; do
 	[ \"\$(dpkg-query -W -f='\${Status} \${Version}' \$p)\" = 'install ok installed $ver' ] || { echo \"\$p not installed at $ver\"; exit 1; }; done"
 check "group hmemreg created (system)" sh -c 'gid=$(getent group hmemreg | cut -d: -f3) && [ "$gid" -lt 1000 ]'
-check "dkms: hmemreg/$ver installed for $kver" sh -c "dkms status hmemreg/$ver -k $kver | tee /dev/stderr | grep -q ': installed'"
-check "modprobe finds the DKMS module with the packaged options (devmem_mb=0)" sh -c \
-	"modprobe -S $kver -n -v hmemreg | tee /dev/stderr | grep -Eq '^insmod /lib/modules/$kver/updates/dkms/hmemreg\.ko(\.xz)? +devmem_mb=0'"
+check_out "dkms: hmemreg/$ver installed for $kver" ': installed' dkms status "hmemreg/$ver" -k "$kver"
+check_out "modprobe finds the DKMS module with the packaged options (devmem_mb=0)" \
+	"^insmod /lib/modules/$kver/updates/dkms/hmemreg\\.ko(\\.xz)? +devmem_mb=0" modprobe -S "$kver" -n -v hmemreg
 check "module version $ver, built for $kver" sh -c \
 	"[ \"\$(modinfo -k $kver -F version hmemreg)\" = $ver ] && modinfo -k $kver -F vermagic hmemreg | grep -q '^$kver '"
 check "udev rule in the system rules folder" test -f /lib/udev/rules.d/99-hmemreg.rules
 check "NCCL plugin in the multiarch folder" sh -c 'test -f /usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)/libnccl-net-hmemreg.so'
 check "tools --version say $ver" sh -c "[ \"\$(hmemreg_bench --version)\" = 'hmemreg_bench $ver' ] && [ \"\$(mr_cache_stat --version)\" = 'mr_cache_stat $ver' ]"
-check "the loader's cache has the plugin (ldconfig trigger)" sh -c 'ldconfig -p | grep -q "libnccl-net-hmemreg.so .*/usr/lib/"'
+check "the loader's cache has the plugin (ldconfig trigger)" sh -c 'ldconfig -p | grep -Eq "libnccl-net-hmemreg.so .*=> (/usr)?/lib/[^/]+/libnccl-net-hmemreg.so"'
 check "the installed hmemreg_bench nccl runs the installed plugin" sh -c \
 	'timeout 120 hmemreg_bench nccl --sizes 65536 --seconds 0.05 --repeat 1 --no-ref | grep -q "^ *nccl "'
 check "pkg-config: hmemreg $ver" sh -c "[ \"\$(pkg-config --modversion hmemreg)\" = $ver ]"
