@@ -10,7 +10,7 @@
 
 #include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
-#include "mrcache/cache.hpp"
+#include "mrcache/cache_hit.inl"
 #include "mrcache/count_fence.hpp"
 #include "hmem/cuda_monitor.hpp"
 #include "mrcache/fork_registry.hpp"
@@ -81,8 +81,11 @@ int Cache::create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_conf
 }
 
 Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m)
-	: cfg_(cfg), registrar_(std::move(r)), monitor_(std::move(m)), pid_(::getpid())
 {
+	cfg_ = cfg;
+	registrar_ = std::move(r);
+	monitor_ = std::move(m);
+	pid_ = ::getpid();
 	cfg_.name[sizeof(cfg_.name) - 1] = 0;
 	stats_ = StatsSlot::acquire(cfg_.publish_stats != 0, cfg_.name[0] ? cfg_.name : "cache");
 	id_ = stats_->raw()->id;
