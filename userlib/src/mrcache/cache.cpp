@@ -12,7 +12,6 @@
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache_hit.inl"
 #include "mrcache/count_fence.hpp"
-#include "hmem/cuda_monitor.hpp"
 #include "mrcache/fork_registry.hpp"
 #include "mrcache/monitor_factory.hpp"
 
@@ -74,7 +73,7 @@ int Cache::create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_conf
 	int rc = c->monitor_->attach(*c);
 	if (rc)
 		return rc;
-	cuda::attach_device_monitors(*c);
+	c->attach_memory_kinds();
 	fork_registry_add(c.get());
 	out = std::move(c);
 	return 0;
@@ -115,6 +114,9 @@ Cache::~Cache()
 {
 	fork_registry_remove(this);
 	monitor_->detach(*this);
+	for (auto &m : device_monitors_)
+		if (m)
+			m->detach(*this);
 	Index all;
 	lock_.lock();
 	if (orphan_count_ || in_use_locked())
@@ -134,11 +136,27 @@ Cache::~Cache()
 		kv.second->reg = Registration{};
 }
 
-void Cache::set_device_monitor(Iface iface, std::shared_ptr<Monitor> m)
+// Every memory kind the factory knows gets its own monitor in this cache.
+void Cache::attach_memory_kinds()
 {
-	auto i = static_cast<uint32_t>(iface);
-	if (i < HMEMREG_IFACE_MAX && iface != Iface::host)
-		device_monitors_[i] = std::move(m);
+	for (uint32_t i = 0; i < HMEMREG_IFACE_MAX; i++) {
+		const MemoryKind *k = memory_kind(static_cast<Iface>(i));
+		if (!k)
+			continue;
+		kinds_[i] = k;
+		std::shared_ptr<Monitor> m = k->monitor();
+		if (m && m->attach(*this) == 0)
+			device_monitors_[i] = std::move(m);
+	}
+}
+
+Range Cache::extent_of(const Request &req) const
+{
+	Range r;
+	const MemoryKind *k = kinds_[static_cast<uint32_t>(req.iface)];
+	if (k && k->extent(req, r))
+		return r;
+	return registrar_->extent(req);
 }
 
 Monitor *Cache::monitor_for(Iface iface) const
@@ -192,6 +210,13 @@ void Cache::sync_monitor()
 {
 	if (pending_->load(std::memory_order_acquire)) [[unlikely]]
 		monitor_->sync(*this);
+	// Other kinds' monitors: here only (a hit on their entries relies on
+	// generation words or valid(), not on a drained queue).
+	for (auto &m : device_monitors_) {
+		const std::atomic<uint64_t> *w = m ? m->pending_word() : nullptr;
+		if (w && w->load(std::memory_order_acquire)) [[unlikely]]
+			m->sync(*this);
+	}
 }
 
 // A memo hit on an entry whose generation word or monitor must be checked:
@@ -381,7 +406,7 @@ void Cache::count_uncached(hmemreg_uncached_reason why)
 
 int Cache::register_uncached(const Request &req, Lease &out, hmemreg_uncached_reason why)
 {
-	Range r = registrar_->extent(req);
+	Range r = extent_of(req);
 	Node node = make_node(req, r);
 	Entry *e = node.mapped().get();
 	int rc = do_register(req, r, e->reg);
@@ -407,7 +432,7 @@ int Cache::miss(const Request &req, Lease &out)
 {
 	auto *s = stats_->raw();
 	StatsSlot::add(s->misses, 1);
-	Range r = registrar_->extent(req);
+	Range r = extent_of(req);
 	if ((cfg_.max_entry_size && r.size() > cfg_.max_entry_size) || r.size() > cfg_.max_size)
 		return register_uncached(req, out, HMEMREG_UNCACHED_LIMIT);
 	Monitor *mon = monitor_for(req.iface);
@@ -668,12 +693,12 @@ void Cache::notify(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 	lock_.unlock();
 }
 
-void Cache::notify_entry(uintptr_t start, uint64_t serial, Cause cause)
+void Cache::notify_entry(Iface iface, uint64_t device, uintptr_t start, uint64_t serial, Cause cause)
 {
 	lock_.lock();
-	auto it = index_.find(Key{static_cast<uint32_t>(Iface::host), 0, start, serial});
+	auto it = index_.find(Key{static_cast<uint32_t>(iface), device, start, serial});
 	if (it != index_.end()) {
-		note_invalidation_locked(Iface::host, start, it->second->range.end);
+		note_invalidation_locked(iface, start, it->second->range.end);
 		unlink_locked(it, cause);
 	}
 	settle_locked();

@@ -81,7 +81,7 @@ private:
 	unsigned shard_ = 0; // counter shard the get used (put takes it back there)
 };
 
-class Cache : private CacheState {
+class Cache final : public MonitorSink, private CacheState {
 public:
 	// cfg as filled by hmemreg_cache_config_init(). The monitor is chosen
 	// from cfg.monitor. 0, -HMEMREG_EINVAL, -HMEMREG_ENOTSUP, -HMEMREG_ENOMEM.
@@ -137,19 +137,18 @@ public:
 	// call before the cache is used.
 	void set_name(const std::string &name);
 
-	// Device memory kinds (CUDA issue): entries of `iface` are watched and
-	// validated by this monitor; without one they are registered uncached.
-	void set_device_monitor(Iface iface, std::shared_ptr<Monitor> m);
-
-	// ---- for monitors ----
+	// ---- for monitors (MonitorSink) ----
 	// Called from monitor context (a monitor thread, or sync()): unlinks
 	// overlapping entries; deregistration waits for the next cache call.
-	void notify(Iface iface, uintptr_t start, uintptr_t end, Cause cause);
+	void notify(Iface iface, uintptr_t start, uintptr_t end, Cause cause) override;
 	// Find the cached entry a watch was armed for and drop it.
-	void notify_entry(uintptr_t start, uint64_t serial, Cause cause);
+	void notify_entry(Iface iface, uint64_t device, uintptr_t start, uint64_t serial, Cause cause) override;
 	// Drop every entry whose generation word moved (lost events).
-	void revalidate(Cause cause);
-	void count_events(uint64_t n) { StatsSlot::add(stats_->raw()->monitor_events, static_cast<int64_t>(n)); }
+	void revalidate(Cause cause) override;
+	void count_events(uint64_t n) override
+	{
+		StatsSlot::add(stats_->raw()->monitor_events, static_cast<int64_t>(n));
+	}
 
 	// fork(): see hmemreg/cache.h.
 	void before_fork();
@@ -187,6 +186,8 @@ private:
 	void publish_gauges_locked();
 	uint64_t in_use_locked() const;
 	Monitor *monitor_for(Iface iface) const;
+	void attach_memory_kinds();
+	Range extent_of(const Request &req) const;
 
 	void note_invalidation_locked(Iface iface, uintptr_t s, uintptr_t e);
 	bool raced_locked(uint64_t seq0, Iface iface, Range r) const;

@@ -20,6 +20,7 @@
 #include "mrcache/entry.hpp"
 #include "mrcache/entry_pool.hpp"
 #include "mrcache/memo.hpp"
+#include "mrcache/memory_kind.hpp"
 #include "mrcache/monitor.hpp"
 #include "mrcache/reader_lock.hpp"
 #include "mrcache/registrar.hpp"
@@ -43,8 +44,9 @@ struct CacheState {
 	hmemreg_cache_config cfg_;
 	std::unique_ptr<Registrar> registrar_;
 	std::shared_ptr<Monitor> monitor_; // host memory
-	// Other memory kinds: entries of an iface without a monitor are
-	// registered uncached.
+	// Other memory kinds (memory_kind.hpp), by iface: entries of an iface
+	// without a monitor are registered uncached.
+	const MemoryKind *kinds_[HMEMREG_IFACE_MAX] = {};
 	std::shared_ptr<Monitor> device_monitors_[HMEMREG_IFACE_MAX];
 	std::unique_ptr<StatsSlot> stats_;
 	const std::atomic<uint64_t> *pending_; // monitor's pending word, or a zero
