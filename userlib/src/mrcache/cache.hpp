@@ -169,14 +169,15 @@ private:
 	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts);
 	static void lease_of(Entry *c, Lease &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
-	int miss(const Request &req, Lease &out);
+	int miss(const Request &req, Lease &out, uint64_t clock0);
 	int register_uncached(const Request &req, Lease &out, hmemreg_uncached_reason why);
 	void count_uncached(hmemreg_uncached_reason why);
 	int do_register(const Request &req, Range r, Registration &out);
 	Node make_node(const Request &req, Range r);
 	void unlink_locked(Index::iterator it, Cause cause);
 	void settle_locked();
-	int unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause, bool nested_only);
+	int unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause);
+	int unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Index::iterator &at);
 	Entry *lru_pick_locked();
 	void lru_remove_locked(Entry *e);
 	void lru_append_locked(Entry *e, uint64_t stamp);
