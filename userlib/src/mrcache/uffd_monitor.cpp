@@ -152,58 +152,24 @@ int UffdMonitor::subscribe(Entry &e)
 	auto it = registered_.upper_bound(s);
 	if (it != registered_.begin() && std::prev(it)->second >= end)
 		return 0; // registered and private anonymous, nothing replaced since
-	// Look first, to learn the mappings' bounds, then register a whole
-	// granule around the range, clipped to them: registering the range
-	// alone splits its mapping in three, so a process with many entries
-	// would soon hold thousands of mappings (vm.max_map_count, and a
-	// /proc/self/maps that takes milliseconds to read), while granules
-	// merge back into one mapping and the next miss nearby finds them
-	// here without a system call. Registering an already registered range
-	// with the same uffd changes nothing; ranges are never unregistered
-	// (another entry may share the granule): the registration ends with
-	// the mapping.
-	uintptr_t lo = s, hi = end;
-	switch (probe_backing(s, end, &lo, &hi)) {
+	// Registering an already registered range with the same uffd changes
+	// nothing. Ranges are never unregistered (another entry may share the
+	// VMA): the registration ends with the mapping.
+	uffdio_register r{};
+	r.range.start = s;
+	r.range.len = end - s;
+	r.mode = UFFDIO_REGISTER_MODE_WP;
+	const bool registered = ::ioctl(uffd_.get(), UFFDIO_REGISTER, &r) == 0;
+	// Then look at what is mapped (after registering: a mapping replaced
+	// in between was registered, so its unmap raced with this miss and the
+	// cache does not keep the entry).
+	switch (probe_backing(s, end)) {
 	case Backing::private_anon:
 		break;
 	case Backing::shared_or_file:
 		return kUnwatchable;
 	case Backing::unmapped:
 		return -HMEMREG_ENOTSUP; // a hole: the registrar will say what is wrong
-	}
-	const uintptr_t g_lo = std::max(lo, s & ~(kGranule - 1));
-	const uintptr_t g_hi = end > ~uintptr_t{0} - kGranule ? hi : std::min(hi, (end + kGranule - 1) & ~(kGranule - 1));
-	auto register_range = [&](uintptr_t a, uintptr_t b) {
-		uffdio_register r{};
-		r.range.start = a;
-		r.range.len = b - a;
-		r.mode = UFFDIO_REGISTER_MODE_WP;
-		return ::ioctl(uffd_.get(), UFFDIO_REGISTER, &r) == 0;
-	};
-	bool registered = register_range(g_lo, g_hi);
-	if (registered) {
-		s = g_lo;
-		end = g_hi;
-	} else {
-		registered = register_range(s, end); // the granule changed meanwhile
-	}
-	// Then look again at all that is claimed below (after registering: a
-	// mapping replaced from now on was registered, so its unmap races with
-	// this miss and the cache does not keep the entry; one replaced before
-	// is seen here). Something else in the granule: claim the range only.
-	Backing now = probe_backing(s, end);
-	if (now != Backing::private_anon && (s != e.range.start || end != e.range.end)) {
-		s = e.range.start;
-		end = e.range.end;
-		now = probe_backing(s, end);
-	}
-	switch (now) {
-	case Backing::private_anon:
-		break;
-	case Backing::shared_or_file:
-		return kUnwatchable;
-	case Backing::unmapped:
-		return -HMEMREG_ENOTSUP;
 	}
 	if (!registered)
 		return -HMEMREG_ENOTSUP;

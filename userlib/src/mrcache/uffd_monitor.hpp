@@ -65,7 +65,6 @@ private:
 	void dispatch(uintptr_t start, uintptr_t end, int cause);
 
 	static constexpr unsigned kMaxCaches = 64;
-	static constexpr uintptr_t kGranule = uintptr_t{2} << 20; // what a miss registers around its range
 	UniqueFd uffd_, stop_;
 	std::atomic<uint64_t> busy_{0};
 	std::mutex cb_mu_; // guards caches_ against dispatch

@@ -58,10 +58,9 @@ ProbeState &state()
 
 // Every mapping in [s, e): private_anon if all are, else the first other.
 // 1 when PROCMAP_QUERY is not there (the caller reads maps instead).
-int query_backing(int fd, uintptr_t s, uintptr_t e, Backing &out, uintptr_t &lo, uintptr_t &hi)
+int query_backing(int fd, uintptr_t s, uintptr_t e, Backing &out)
 {
 	uintptr_t at = s;
-	lo = s;
 	while (at < e) {
 		ProcmapQuery q{};
 		q.size = sizeof(q);
@@ -81,11 +80,8 @@ int query_backing(int fd, uintptr_t s, uintptr_t e, Backing &out, uintptr_t &lo,
 			out = Backing::shared_or_file;
 			return 0;
 		}
-		if (at == s)
-			lo = static_cast<uintptr_t>(q.vma_start);
 		at = static_cast<uintptr_t>(q.vma_end);
 	}
-	hi = at;
 	out = Backing::private_anon;
 	return 0;
 }
@@ -104,9 +100,8 @@ bool parse_line(const char *l, uintptr_t &start, uintptr_t &end, bool &anon_priv
 	return true;
 }
 
-Backing maps_backing(uintptr_t s, uintptr_t e, uintptr_t &lo, uintptr_t &hi)
+Backing maps_backing(uintptr_t s, uintptr_t e)
 {
-	lo = s;
 	UniqueFd fd(::open("/proc/self/maps", O_RDONLY | O_CLOEXEC));
 	if (fd.get() < 0)
 		return Backing::unmapped;
@@ -132,13 +127,9 @@ Backing maps_backing(uintptr_t s, uintptr_t e, uintptr_t &lo, uintptr_t &hi)
 				return Backing::unmapped;
 			if (!anon)
 				return Backing::shared_or_file;
-			if (at == s)
-				lo = vs;
 			at = ve;
-			if (at >= e) {
-				hi = at;
+			if (at >= e)
 				return Backing::private_anon;
-			}
 		}
 		have = static_cast<size_t>(buf + have - line); // a partial line: keep it
 		std::memmove(buf, line, have);
@@ -149,16 +140,8 @@ Backing maps_backing(uintptr_t s, uintptr_t e, uintptr_t &lo, uintptr_t &hi)
 
 } // namespace
 
-Backing probe_backing(uintptr_t s, uintptr_t e, uintptr_t *span_start, uintptr_t *span_end)
+Backing probe_backing(uintptr_t s, uintptr_t e)
 {
-	uintptr_t lo = s, hi = e;
-	auto span = [&](Backing b) {
-		if (b == Backing::private_anon && span_start && span_end) {
-			*span_start = lo;
-			*span_end = hi;
-		}
-		return b;
-	};
 	ProbeState &st = state();
 	std::lock_guard g(st.mu);
 	if (!st.no_query) {
@@ -168,15 +151,15 @@ Backing probe_backing(uintptr_t s, uintptr_t e, uintptr_t *span_start, uintptr_t
 			st.pid = me;
 		}
 		Backing b;
-		if (st.fd.get() >= 0 && query_backing(st.fd.get(), s, e, b, lo, hi) == 0) {
+		if (st.fd.get() >= 0 && query_backing(st.fd.get(), s, e, b) == 0) {
 			st.name = "procmap_query";
-			return span(b);
+			return b;
 		}
 		st.no_query = true;
 		st.fd = UniqueFd();
 	}
 	st.name = "maps";
-	return span(maps_backing(s, e, lo, hi));
+	return maps_backing(s, e);
 }
 
 const char *backing_probe_name()

@@ -20,12 +20,8 @@ enum class Backing {
 };
 
 // PROCMAP_QUERY (Linux 6.11+): one ioctl per mapping in the range; older
-// kernels: /proc/self/maps read up to the range's end. With span, a
-// private_anon answer also gives the bounds of the mappings found (the
-// first one's start, the last one's end): the uffd monitor watches whole
-// mappings, so one probe serves every later miss in them.
-Backing probe_backing(uintptr_t start, uintptr_t end, uintptr_t *span_start = nullptr,
-		      uintptr_t *span_end = nullptr);
+// kernels: /proc/self/maps read up to the range's end.
+Backing probe_backing(uintptr_t start, uintptr_t end);
 
 // "procmap_query" or "maps": which probe this kernel gave (after a probe).
 const char *backing_probe_name();
