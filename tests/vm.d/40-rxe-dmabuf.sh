@@ -33,6 +33,32 @@ if [ -x "$HMEMREG_BUILD/tests/rxe/fi_dmabuf_write" ]; then
 else
 	echo "not built: no libfabric >= 1.20 (HMEMREG_LIBFABRIC2_PREFIX, or build the vendored 2.6.0)"
 fi
+echo "---- libhmemreg: exports as a memory kind (engine on verbs;ofi_rxm, FI_MR_DMABUF), tests/rxe/test_rxe_export"
+lf2=${HMEMREG_LIBFABRIC2:-}
+if [ -z "$lf2" ]; then
+	for d in /var/cache/hmemreg/libfabric-2.6.0-*/.done; do [ -e "$d" ] && lf2=$(dirname "$d"); done
+fi
+if [ -n "$lf2" ]; then
+	# One export memory kind run (every check), then kill -9 of a process
+	# holding registered exports: the ledger must drop to zero.
+	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH FI_LOG_LEVEL=warn \
+		"$HMEMREG_BUILD/tests/rxe/test_rxe_export" 10.217.0.1 || bad=$((bad + 1))
+	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH "$HMEMREG_BUILD/tests/rxe/test_rxe_export" 10.217.0.1 hold \
+		>/tmp/export-hold.log 2>&1 &
+	holder=$!
+	for i in $(seq 300); do grep -q holding /tmp/export-hold.log && break; sleep 0.1; done
+	cat /tmp/export-hold.log
+	"$HMEMREG_BUILD/tools/mr_cache_stat" --kernel || true
+	kill -9 "$holder"; wait "$holder" 2>/dev/null || true
+	for i in $(seq 50); do "$HMEMREG_BUILD/tests/kmod/hmemreg_ledger_dump" --idle >/dev/null 2>&1 && break; sleep 0.1; done
+	if "$HMEMREG_BUILD/tests/kmod/hmemreg_ledger_dump" --idle >/dev/null; then
+		echo "ok kill -9 of a process with registered exports: ledger idle"
+	else
+		echo "FAIL: ledger not idle after kill -9 of the holder"; bad=$((bad + 1))
+	fi
+else
+	echo "not run: no libfabric 2.6.0 build (tools/vendor/build-libfabric, or HMEMREG_LIBFABRIC2=PREFIX)"
+fi
 echo "---- ledger after the suite (must be idle)"
 "$HMEMREG_BUILD/tests/kmod/hmemreg_ledger_dump" --idle || bad=$((bad + 1))
 rdma link delete rxe0
