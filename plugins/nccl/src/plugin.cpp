@@ -74,6 +74,9 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	ec.recv_buffers = 256;
 	ec.send_buffers = 256;
 	ec.max_write = cfg.max_write;
+	// NCCL spins on test() while it waits: the caller polls, the threads
+	// only keep the network moving when NCCL is away for longer than this.
+	ec.caller_backoff_us = 1000;
 	ec.notify = cfg.notify == "immediate" ? engine::Config::Notify::Immediate
 		    : cfg.notify == "message" ? engine::Config::Notify::Message
 					      : engine::Config::Notify::Auto;
@@ -108,18 +111,19 @@ Plugin::~Plugin()
 	retired_eager_.clear(); // nothing can land in them now
 }
 
+// NCCL's calls drive progress themselves, progress threads or not: a write
+// is posted by the isend that made it, a completion is seen by the test()
+// that waits for it, without waiting for a thread to be scheduled (on a busy
+// host with few cores that wait was most of a small message's latency).
+// While they do, the engine's threads sleep (Config::caller_backoff_us).
 void Plugin::progress_now()
 {
-	if (cfg_.progress_threads == 0)
-		engine_->progress();
+	engine_->progress();
 }
 
 void Plugin::idle()
 {
-	if (cfg_.progress_threads == 0)
-		engine_->progress();
-	else
-		std::this_thread::yield(); // NCCL spins on us: leave the CPU to the progress thread
+	engine_->progress();
 }
 
 template <typename T> T *Plugin::find_locked(void *comm, Comm::Kind kind)

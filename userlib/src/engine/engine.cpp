@@ -104,6 +104,8 @@ Engine::Impl::Impl(const Config &c) : cfg(c), id(random_id())
 		throw Error(HMEMREG_EINVAL, "engine: max_message must be at least 32 B to stage device memory "
 					    "(Landed notices), or set stage_device_memory = false");
 	open_rails();
+	all_rails.resize(rails.size());
+	std::iota(all_rails.begin(), all_rails.end(), 0u);
 	describe_device_memory();
 }
 
@@ -694,7 +696,7 @@ Engine::Engine(const Config &config) : impl_(std::make_unique<Impl>(config))
 	for (auto &r : im->rails)
 		infos.push_back(r->info());
 	im->threads = std::make_unique<ProgressThreads>(
-		config.progress_threads, infos, im->topo, config.idle_spin, config.idle_sleep_us,
+		config.progress_threads, infos, im->topo, config.idle_spin, config.idle_sleep_us, config.caller_backoff_us,
 		[im](std::span<const unsigned> ids) { return im->turn(ids); });
 	im->caps.progress = im->threads->describe();
 }
@@ -1094,9 +1096,9 @@ void Engine::on_notify(std::function<void(const Notification &)> fn)
 
 size_t Engine::progress()
 {
-	std::vector<unsigned> ids(impl_->rails.size());
-	std::iota(ids.begin(), ids.end(), 0u);
-	return impl_->turn(ids);
+	if (impl_->threads && impl_->threads->backs_off())
+		impl_->threads->caller_turn(ProgressThreads::now_ns());
+	return impl_->turn(impl_->all_rails);
 }
 
 bool Engine::wait(const Transfer &t, std::chrono::milliseconds timeout)

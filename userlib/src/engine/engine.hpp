@@ -128,6 +128,12 @@ struct Config {
 	// idle_sleep_us between turns until work shows up again.
 	unsigned idle_spin = 20000;
 	unsigned idle_sleep_us = 50;
+	// While a caller drove progress() within this many microseconds, the
+	// progress threads sleep idle_sleep_us between turns instead of
+	// polling: the caller (e.g. NCCL spinning on test()) already polls every
+	// rail, and on a host with few cores spinning threads only take the CPU
+	// the caller and the peer need. 0: threads always poll.
+	unsigned caller_backoff_us = 0;
 	// A peer with unfinished transfers and no completion for this long is
 	// declared dead: its transfers fail (HMEMREG_EFABRIC) and new ones are
 	// refused until it is removed and added again. 0: never.

@@ -81,6 +81,7 @@ struct Engine::Impl {
 	std::mutex active_mu;
 	std::unordered_set<TransferImpl *> active;
 	std::atomic<unsigned> next_rail{0};
+	std::vector<unsigned> all_rails; // 0..rails-1: progress()'s turn
 	std::atomic<uint64_t> direct_writes{0};
 
 	// Immediate notification, writer side: the next key's sequence.
