@@ -89,6 +89,10 @@ bool Config::load(std::string &why)
 	if (!number("HMEMREG_NCCL_EAGER_SLOTS", 1, 1024, x, why))
 		return false;
 	eager_slots = x;
+	x = inline_max;
+	if (!number("HMEMREG_NCCL_INLINE_MAX", 0, 64ULL << 10, x, why, true))
+		return false;
+	inline_max = x;
 	if (rails == 0)
 		rails = provider.find("tcp") != std::string::npos ? 4 : 1;
 	if (progress_threads == kPerRail)
@@ -110,7 +114,7 @@ std::string Config::describe() const
 	  << " domain=" << (domain.empty() ? "any" : domain) << " rails=" << rails
 	  << " progress_threads=" << progress_threads << " speed=" << speed_mbps << "Mbps"
 	  << " max_requests=" << max_requests << " notify=" << notify << " eager=" << eager_slots << "x"
-	  << (eager_max >> 10) << "KiB";
+	  << (eager_max >> 10) << "KiB inline<=" << inline_max << "B";
 	return o.str();
 }
 

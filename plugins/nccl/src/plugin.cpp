@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "plugin.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <random>
@@ -70,13 +71,17 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	ec.domain = cfg.domain;
 	ec.rails = cfg.rails;
 	ec.progress_threads = cfg.progress_threads;
-	ec.max_message = 1024;
+	ec.max_message = std::max<size_t>(1024, cfg.inline_max + proto::kInlineOverhead);
 	ec.recv_buffers = 256;
 	ec.send_buffers = 256;
 	ec.max_write = cfg.max_write;
 	// NCCL spins on test() while it waits: the caller polls, the threads
 	// only keep the network moving when NCCL is away for longer than this.
 	ec.caller_backoff_us = 1000;
+	// Cts, Inline and Close on rail 0: the caller polls it on every turn,
+	// quiet rails seldom (Config::sends_on_first_rail).
+	ec.sends_on_first_rail = true;
+	ec.first_rail_write_max = 64u << 10; // and small writes (one piece each, below max_write)
 	ec.notify = cfg.notify == "immediate" ? engine::Config::Notify::Immediate
 		    : cfg.notify == "message" ? engine::Config::Notify::Message
 					      : engine::Config::Notify::Auto;
@@ -408,11 +413,13 @@ void Plugin::mark_done_locked(RecvComm &c, uint32_t seq)
 	// Receives served from eager slots send no Cts: tell the sender its
 	// slots are free again, every half ring and whenever no receive is
 	// posted (no Cts will come to carry it).
-	if (c.eager.slots && !c.peer_closed && c.done_upto != c.credit_sent &&
+	// Only slots taken need it: other receives cost the sender nothing.
+	if (c.eager.slots && !c.peer_closed && c.eager_uncredited && c.done_upto != c.credit_sent &&
 	    (c.done_upto - c.credit_sent >= (c.eager.slots + 1) / 2 || c.pending.empty())) {
 		try {
 			send_control_locked(c.peer, proto::encode(proto::Credit{c.remote_id, c.done_upto}));
 			c.credit_sent = c.done_upto;
+			c.eager_uncredited = 0;
 		} catch (const Error &) {
 			// engine full: the next Cts carries it
 		}
@@ -452,18 +459,21 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		return ncclSuccess; // *request stays NULL: NCCL retries
 	auto ct = c->cts.find(c->next_seq);
 	const uint32_t seq = c->next_seq;
+	// Small: the data goes in a control message, Cts or not (one message
+	// instead of a write, its Announce and the wait for a Cts).
+	const bool inl = size && size <= cfg_.inline_max && c->remote_id;
 	// No Cts yet (the receiver is behind): into an eager slot if one is
 	// free, as NCCL's socket transport lets the kernel buffer it.
-	const bool eager = ct == c->cts.end() && size && size <= c->eager.slot_size && c->eager.slots &&
+	const bool eager = !inl && ct == c->cts.end() && size && size <= c->eager.slot_size && c->eager.slots &&
 			   seq_before(seq, c->eager.done_upto + c->eager.slots);
-	if (ct == c->cts.end() && !eager) {
+	if (ct == c->cts.end() && !eager && !inl) {
 		missing_cts = true;
 		if (c->waiting_since == std::chrono::steady_clock::time_point{})
 			c->waiting_since = std::chrono::steady_clock::now();
 		return ncclSuccess;
 	}
 	// Stays in c->cts (under mu_) until the write is posted: no copy.
-	const proto::Cts *cts = eager ? nullptr : &ct->second;
+	const proto::Cts *cts = ct == c->cts.end() ? nullptr : &ct->second;
 	if (cts && (cts->tag != tag || size > cts->size)) {
 		// The matching receive cannot take this send: fail both ends of it.
 		proto::Fail f;
@@ -520,6 +530,12 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			e.recv_id = cts->recv_id;
 			e.seq = seq;
 			rq->transfer = engine_->send(c->peer, proto::encode(e), done);
+		} else if (inl) {
+			proto::Inline m;
+			m.recv_id = c->remote_id;
+			m.seq = seq;
+			m.data = std::span(static_cast<const uint8_t *>(data), size);
+			rq->transfer = engine_->send(c->peer, proto::encode(m), done);
 		} else {
 			engine::Chunk ch;
 			ch.local = mh->region.get();
@@ -548,6 +564,7 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	c->sends++;
 	c->bytes += size;
 	c->eager_sends += eager;
+	c->inline_sends += inl;
 	if (c->waiting_since != std::chrono::steady_clock::time_point{}) {
 		c->waited++;
 		c->wait_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -635,6 +652,17 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	rq->seq = m.seq;
 	rq->size = size;
 	rq->data = static_cast<uint8_t *>(size ? data[0] : nullptr);
+	if (auto early = c->inline_early.find(m.seq); early != c->inline_early.end()) {
+		// Its data came first, in an Inline message: no Cts, done now.
+		std::vector<uint8_t> bytes = std::move(early->second);
+		c->inline_early.erase(early);
+		c->next_seq++;
+		c->outstanding++;
+		*request = rq.get();
+		requests_[rq.get()] = rq;
+		land_inline_locked(*c, *rq, bytes);
+		return ncclSuccess;
+	}
 	if (auto early = c->eager_early.find(m.seq); early != c->eager_early.end()) {
 		// Its data came first, into an eager slot: no Cts, done after the copy.
 		const size_t bytes = early->second;
@@ -661,6 +689,7 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 			return result_of(e);
 		}
 		c->credit_sent = m.done_upto; // the Cts carried it
+		c->eager_uncredited = 0;
 	}
 	c->pending[m.seq] = rq;
 	c->next_seq++;
@@ -753,11 +782,11 @@ ncclResult_t Plugin::close_send(void *send_comm)
 			return ncclInternalError;
 		}
 		NINFO(NCCL_NET,
-		      "send comm %u: %llu sends (%.0f KiB on average), %llu into eager slots, %llu waited for the receiver's "
-		      "buffer (%.1f us each on average)",
+		      "send comm %u: %llu sends (%.0f KiB on average), %llu inline, %llu into eager slots, %llu waited for the "
+		      "receiver's buffer (%.1f us each on average)",
 		      c->id, static_cast<unsigned long long>(c->sends),
 		      c->sends ? static_cast<double>(c->bytes) / 1024.0 / static_cast<double>(c->sends) : 0.0,
-		      static_cast<unsigned long long>(c->eager_sends),
+		      static_cast<unsigned long long>(c->inline_sends), static_cast<unsigned long long>(c->eager_sends),
 		      static_cast<unsigned long long>(c->waited),
 		      c->waited ? static_cast<double>(c->wait_ns) / 1e3 / static_cast<double>(c->waited) : 0.0);
 		if (!c->peer_closed && c->remote_id) {
@@ -883,8 +912,29 @@ void Plugin::land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, 
 			 " bytes (eager) exceeds the posted receive of " + std::to_string(r->size) + " bytes";
 	}
 	eager_receives_++;
-	if (auto it = recvs_.find(r->comm_id); it != recvs_.end())
+	if (auto it = recvs_.find(r->comm_id); it != recvs_.end()) {
+		it->second->eager_uncredited++;
 		mark_done_locked(*it->second, r->seq);
+	}
+}
+
+// Inline data for r (no longer in c.pending): copied under the lock (at
+// most INLINE_MAX bytes), then r is settled.
+void Plugin::land_inline_locked(RecvComm &c, Request &r, std::span<const uint8_t> data)
+{
+	if (data.size() <= r.size) {
+		std::memcpy(r.data, data.data(), data.size());
+		r.state = Request::State::Done;
+		r.bytes = data.size();
+		bytes_received_ += data.size();
+	} else {
+		// The sender may have had no Cts to check against: only this side fails.
+		r.state = Request::State::Failed;
+		r.error = ncclInvalidUsage;
+		r.why = "send #" + std::to_string(r.seq) + " of " + std::to_string(data.size()) +
+			" bytes (inline) exceeds the posted receive of " + std::to_string(r.size) + " bytes";
+	}
+	mark_done_locked(c, r.seq);
 }
 
 void Plugin::on_notify(const engine::Notification &n)
@@ -978,6 +1028,24 @@ void Plugin::on_message(const engine::Message &msg)
 		if (SendComm *c = send_comm_of_locked(m->credit.send_id, msg.sender))
 			credit_locked(*c, m->credit.done_upto);
 		return;
+	case proto::Type::Inline: {
+		auto it = recvs_.find(m->inl.recv_id);
+		if (it == recvs_.end() || it->second->peer_engine != msg.sender) {
+			NINFO(NCCL_NET, "inline data for receive #%u on closed comm %u dropped", m->inl.seq, m->inl.recv_id);
+			return;
+		}
+		RecvComm &c = *it->second;
+		auto p = c.pending.find(m->inl.seq);
+		if (p == c.pending.end()) {
+			if (!seq_before(m->inl.seq, c.next_seq)) // its irecv comes later
+				c.inline_early[m->inl.seq].assign(m->inl.data.begin(), m->inl.data.end());
+			return;
+		}
+		auto r = p->second;
+		c.pending.erase(p);
+		land_inline_locked(c, *r, m->inl.data);
+		return;
+	}
 	case proto::Type::Empty: {
 		auto it = recvs_.find(m->empty.recv_id);
 		if (it != recvs_.end() && it->second->peer_engine == msg.sender)

@@ -72,7 +72,7 @@ struct SendComm final : Comm {
 	} eager;
 	// Sends whose data was ready before the receiver's Cts came, and how
 	// long they waited for it in all (said at close: NCCL_DEBUG=INFO NET).
-	uint64_t sends = 0, bytes = 0, eager_sends = 0, waited = 0, wait_ns = 0;
+	uint64_t sends = 0, bytes = 0, eager_sends = 0, inline_sends = 0, waited = 0, wait_ns = 0;
 	std::chrono::steady_clock::time_point waiting_since{};
 };
 
@@ -101,6 +101,8 @@ struct RecvComm final : Comm {
 	std::chrono::steady_clock::time_point closed_at{}; // when the sender's Close came
 	EagerSlots eager;                                 // slots == 0: eager off
 	std::unordered_map<uint32_t, size_t> eager_early; // seq -> bytes landed before its irecv
+	std::unordered_map<uint32_t, std::vector<uint8_t>> inline_early; // seq -> Inline data before its irecv
+	uint32_t eager_uncredited = 0; // receives served from eager slots since the sender last heard done_upto
 	// Receives complete before done_upto; those completed out of order after it.
 	uint32_t done_upto = 0;
 	std::unordered_set<uint32_t> done_ahead;
@@ -171,6 +173,7 @@ private:
 	void offer_eager_locked(RecvComm &c);
 	void mark_done_locked(RecvComm &c, uint32_t seq);
 	void land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes);
+	void land_inline_locked(RecvComm &c, Request &r, std::span<const uint8_t> data);
 	void send_control_locked(engine::PeerId peer, const std::vector<uint8_t> &msg);
 	ncclResult_t post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			       void **request);

@@ -106,6 +106,7 @@ Engine::Impl::Impl(const Config &c) : cfg(c), id(random_id())
 	open_rails();
 	all_rails.resize(rails.size());
 	std::iota(all_rails.begin(), all_rails.end(), 0u);
+	rail_quiet = std::make_unique<std::atomic<uint32_t>[]>(rails.size());
 	describe_device_memory();
 }
 
@@ -626,7 +627,12 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 	for (unsigned r : rail_ids) {
 		Events ev;
 		rails[r]->progress(ev);
-		n += ev.handled + ev.messages.size() + ev.finished.size();
+		const size_t got = ev.handled + ev.messages.size() + ev.finished.size();
+		n += got;
+		if (got)
+			rail_quiet[r].store(0, std::memory_order_relaxed);
+		else if (rail_quiet[r].load(std::memory_order_relaxed) < UINT32_MAX)
+			rail_quiet[r].fetch_add(1, std::memory_order_relaxed);
 		if (!ev.empty())
 			dispatch(ev);
 	}
@@ -638,6 +644,25 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 		watchdog();
 	expire_arrivals();
 	return n;
+}
+
+// A caller's turn. With sends_on_first_rail: rail 0 (control messages),
+// rails with work of ours, rails where something arrived within the last
+// kActiveTurns turns, and the others one turn in kSparseTurn.
+size_t Engine::Impl::caller_turn()
+{
+	constexpr uint32_t kActiveTurns = 256, kSparseTurn = 16;
+	constexpr size_t kMaxRails = 64;
+	if (!cfg.sends_on_first_rail || rails.size() == 1 || rails.size() > kMaxRails)
+		return turn(all_rails);
+	const uint32_t t = caller_turns.fetch_add(1, std::memory_order_relaxed);
+	unsigned ids[kMaxRails];
+	size_t n = 0;
+	for (unsigned r = 0; r < rails.size(); r++)
+		if (r == 0 || t % kSparseTurn == 0 || rails[r]->busy() ||
+		    rail_quiet[r].load(std::memory_order_relaxed) < kActiveTurns)
+			ids[n++] = r;
+	return turn(std::span<const unsigned>(ids, n));
 }
 
 // Drops the addresses of removed peers once nothing is in flight to them.
@@ -975,7 +1000,12 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 		fi_rma_iov rma;
 	};
 	std::vector<std::vector<Piece>> by_rail(nrails);
-	unsigned rail = im->next_rail.fetch_add(1) % nrails;
+	size_t total = 0;
+	for (const Chunk &c : runs)
+		total += c.len;
+	unsigned rail = im->cfg.sends_on_first_rail && total <= im->cfg.first_rail_write_max
+				? 0
+				: im->next_rail.fetch_add(1) % nrails;
 	for (const Chunk &c : runs) {
 		auto *r = static_cast<const RegionImpl *>(c.local);
 		// Hold a reference to every distinct region for the transfer's lifetime.
@@ -1073,7 +1103,7 @@ TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, TransferCal
 	if (data.size() > im->cfg.max_message)
 		throw Error(HMEMREG_EINVAL, "send: " + std::to_string(data.size()) + " bytes exceed max_message " +
 						    std::to_string(im->cfg.max_message));
-	unsigned rail = im->next_rail.fetch_add(1) % im->rails.size();
+	unsigned rail = im->cfg.sends_on_first_rail ? 0 : im->next_rail.fetch_add(1) % im->rails.size();
 	auto x = im->make_send(p, wire::MsgType::User, data, rail, std::move(done));
 	im->admit(x);
 	im->rails[rail]->enqueue_send(x);
@@ -1098,7 +1128,7 @@ size_t Engine::progress()
 {
 	if (impl_->threads && impl_->threads->backs_off())
 		impl_->threads->caller_turn(ProgressThreads::now_ns());
-	return impl_->turn(impl_->all_rails);
+	return impl_->caller_turn();
 }
 
 bool Engine::wait(const Transfer &t, std::chrono::milliseconds timeout)

@@ -81,7 +81,11 @@ struct Engine::Impl {
 	std::mutex active_mu;
 	std::unordered_set<TransferImpl *> active;
 	std::atomic<unsigned> next_rail{0};
-	std::vector<unsigned> all_rails; // 0..rails-1: progress()'s turn
+	std::vector<unsigned> all_rails; // 0..rails-1
+	// Per rail: turns since one last handled an event (Config::sends_on_first_rail).
+	std::unique_ptr<std::atomic<uint32_t>[]> rail_quiet;
+	std::atomic<uint32_t> caller_turns{0};
+	size_t caller_turn(); // progress() of a caller
 	std::atomic<uint64_t> direct_writes{0};
 
 	// Immediate notification, writer side: the next key's sequence.

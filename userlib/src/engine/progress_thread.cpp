@@ -39,8 +39,10 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 	while (!stop_.load(std::memory_order_acquire)) {
 		if (caller_backoff_ns_ &&
 		    now_ns() - caller_ns_.load(std::memory_order_relaxed) < caller_backoff_ns_) {
-			// A caller polls every rail itself: stay out of its way.
-			std::this_thread::sleep_for(std::chrono::microseconds(idle_sleep_us_));
+			// A caller polls every rail itself: stay out of its way (and
+			// off the CPU: waking every idle_sleep_us costs a core's worth
+			// of context switches with a few threads).
+			std::this_thread::sleep_for(std::chrono::nanoseconds(caller_backoff_ns_));
 			continue;
 		}
 		if (turn_(groups_[t]) > 0 || kicked_.exchange(false, std::memory_order_acq_rel)) {
