@@ -534,6 +534,7 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			proto::Inline m;
 			m.recv_id = c->remote_id;
 			m.seq = seq;
+			m.tag = tag;
 			m.data = std::span(static_cast<const uint8_t *>(data), size);
 			rq->transfer = engine_->send(c->peer, proto::encode(m), done);
 		} else {
@@ -652,15 +653,16 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	rq->seq = m.seq;
 	rq->size = size;
 	rq->data = static_cast<uint8_t *>(size ? data[0] : nullptr);
+	rq->tag = tags[0];
 	if (auto early = c->inline_early.find(m.seq); early != c->inline_early.end()) {
 		// Its data came first, in an Inline message: no Cts, done now.
-		std::vector<uint8_t> bytes = std::move(early->second);
+		RecvComm::Early e = std::move(early->second);
 		c->inline_early.erase(early);
 		c->next_seq++;
 		c->outstanding++;
 		*request = rq.get();
 		requests_[rq.get()] = rq;
-		land_inline_locked(*c, *rq, bytes);
+		land_inline_locked(*c, *rq, e.tag, e.data);
 		return ncclSuccess;
 	}
 	if (auto early = c->eager_early.find(m.seq); early != c->eager_early.end()) {
@@ -920,9 +922,14 @@ void Plugin::land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, 
 
 // Inline data for r (no longer in c.pending): copied under the lock (at
 // most INLINE_MAX bytes), then r is settled.
-void Plugin::land_inline_locked(RecvComm &c, Request &r, std::span<const uint8_t> data)
+void Plugin::land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<const uint8_t> data)
 {
-	if (data.size() <= r.size) {
+	if (tag != r.tag) {
+		r.state = Request::State::Failed;
+		r.error = ncclInvalidUsage;
+		r.why = "send #" + std::to_string(r.seq) + " (inline) has tag " + std::to_string(tag) +
+			", the matching receive tag " + std::to_string(r.tag);
+	} else if (data.size() <= r.size) {
 		std::memcpy(r.data, data.data(), data.size());
 		r.state = Request::State::Done;
 		r.bytes = data.size();
@@ -1038,12 +1045,12 @@ void Plugin::on_message(const engine::Message &msg)
 		auto p = c.pending.find(m->inl.seq);
 		if (p == c.pending.end()) {
 			if (!seq_before(m->inl.seq, c.next_seq)) // its irecv comes later
-				c.inline_early[m->inl.seq].assign(m->inl.data.begin(), m->inl.data.end());
+				c.inline_early[m->inl.seq] = {m->inl.tag, {m->inl.data.begin(), m->inl.data.end()}};
 			return;
 		}
 		auto r = p->second;
 		c.pending.erase(p);
-		land_inline_locked(c, *r, m->inl.data);
+		land_inline_locked(c, *r, m->inl.tag, m->inl.data);
 		return;
 	}
 	case proto::Type::Empty: {

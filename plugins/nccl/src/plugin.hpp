@@ -101,7 +101,11 @@ struct RecvComm final : Comm {
 	std::chrono::steady_clock::time_point closed_at{}; // when the sender's Close came
 	EagerSlots eager;                                 // slots == 0: eager off
 	std::unordered_map<uint32_t, size_t> eager_early; // seq -> bytes landed before its irecv
-	std::unordered_map<uint32_t, std::vector<uint8_t>> inline_early; // seq -> Inline data before its irecv
+	struct Early {
+		int32_t tag;
+		std::vector<uint8_t> data;
+	};
+	std::unordered_map<uint32_t, Early> inline_early; // seq -> Inline data before its irecv
 	uint32_t eager_uncredited = 0; // receives served from eager slots since the sender last heard done_upto
 	// Receives complete before done_upto; those completed out of order after it.
 	uint32_t done_upto = 0;
@@ -115,6 +119,7 @@ struct Request {
 	uint32_t comm_id = 0;
 	uint32_t seq = 0;
 	size_t size = 0;     // send size, or posted capacity
+	int tag = 0;         // receive: the posted tag
 	uint8_t *data = nullptr; // receive buffer (host memory: eager data is copied there)
 	State state = State::Pending;
 	size_t bytes = 0;    // what test() reports
@@ -173,7 +178,7 @@ private:
 	void offer_eager_locked(RecvComm &c);
 	void mark_done_locked(RecvComm &c, uint32_t seq);
 	void land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes);
-	void land_inline_locked(RecvComm &c, Request &r, std::span<const uint8_t> data);
+	void land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<const uint8_t> data);
 	void send_control_locked(engine::PeerId peer, const std::vector<uint8_t> &msg);
 	ncclResult_t post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			       void **request);

@@ -109,7 +109,7 @@ std::vector<uint8_t> encode(const EagerRing &m)
 
 std::vector<uint8_t> encode(const Inline &m)
 {
-	return Writer(Type::Inline).put(m.recv_id).put(m.seq).bytes(m.data).take();
+	return Writer(Type::Inline).put(m.recv_id).put(m.seq).put(m.tag).bytes(m.data).take();
 }
 
 std::vector<uint8_t> encode(const Empty &m) { return Writer(Type::Empty).put(m.recv_id).put(m.seq).take(); }
@@ -154,7 +154,8 @@ std::optional<Message> decode(std::span<const uint8_t> bytes)
 		ok = r.get(m.empty.recv_id) && r.get(m.empty.seq);
 		break;
 	case Type::Inline:
-		ok = r.get(m.inl.recv_id) && r.get(m.inl.seq) && r.view(m.inl.data, 1u << 20) && !m.inl.data.empty();
+		ok = r.get(m.inl.recv_id) && r.get(m.inl.seq) && r.get(m.inl.tag) && r.view(m.inl.data, 1u << 20) &&
+		     !m.inl.data.empty();
 		break;
 	case Type::Fail: {
 		std::vector<uint8_t> why;

@@ -19,7 +19,9 @@
 //            path, and a size mismatch fails only the receive.
 //   isend of at most INLINE_MAX bytes: Inline (the data itself) --> copied into
 //            irecv(seq)'s buffer, or kept until irecv(seq) comes: one message,
-//            no write, no Cts needed (a Cts that comes later is dropped)
+//            no write, no Cts needed (a Cts that comes later is dropped). As
+//            for eager sends, a tag or size mismatch without a Cts at the
+//            sender fails only the receive.
 //   isend of 0 bytes: Empty -----> completes irecv(seq) with 0 bytes
 //   isend too large: Fail -------> fails irecv(seq)
 //   close: Close <---------------> the other side fails what it still waits for;
@@ -75,10 +77,11 @@ struct EagerRing {
 struct Inline {
 	uint32_t recv_id = 0;
 	uint32_t seq = 0;
+	int32_t tag = 0;
 	std::span<const uint8_t> data; // decoded: points into the message's bytes
 };
 // Bytes an Inline message adds to its data.
-constexpr size_t kInlineOverhead = 20;
+constexpr size_t kInlineOverhead = 24;
 
 struct Empty {
 	uint32_t recv_id = 0;
