@@ -7,6 +7,7 @@
 #   make test-debug-broken  deliberately broken modules must fail that lane
 #   make demo       the end-to-end demo (VM with the module)
 #   make check-kmod checkpatch --strict, sparse (C=1) and W=1 on the module
+#   make aws-ofi-nccl  aws-ofi-nccl 1.21.1 from ../shared/vendor into /var/cache/hmemreg (once)
 #   make install / dkms-install / dkms-uninstall
 # Knobs: KVER/KDIR (kernel to build for), BUILD (userspace build folder),
 # PREFIX/DESTDIR (install).
@@ -26,6 +27,8 @@ DEPS := build-essential cmake pkg-config file cpio xz-utils kmod iproute2 \
 	libucx-dev libhwloc-dev libnuma-dev iperf3 perftest \
 	flex bison bc libelf-dev libssl-dev \
 	nlohmann-json3-dev libcli11-dev jq
+# tools/vendor/build-aws-ofi-nccl
+DEPS += autoconf automake libtool
 
 all: kmod user
 
@@ -79,6 +82,10 @@ demo: deps
 check-kmod:
 	kmod/check-style $(KVER)
 
+# The peer NCCL plugin for hmemreg_bench nccl --peer-plugin (prints its prefix).
+aws-ofi-nccl:
+	tools/vendor/build-aws-ofi-nccl
+
 # Userspace install (libraries, headers, pkg-config, tools, udev rule, man
 # pages). PREFIX is baked into hmemreg.pc; DESTDIR stages for packaging.
 install: user
@@ -90,7 +97,7 @@ clean:
 	$(MAKE) -C tests/kmod/importer clean
 	rm -rf $(BUILD)
 
-.PHONY: all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod install clean
+.PHONY: all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod aws-ofi-nccl install clean
 
 DKMS_VER := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 dkms-install:
