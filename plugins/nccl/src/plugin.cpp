@@ -597,10 +597,9 @@ ncclResult_t Plugin::isend(void *send_comm, void *data, size_t size, int tag, vo
 ncclResult_t Plugin::irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			   void **request)
 {
-	ncclResult_t r = post_recv(recv_comm, n, data, sizes, tags, mhandles, request);
-	if (r == ncclSuccess && *request)
-		progress_now(); // get the advertisement on the wire now, not at the next test()
-	return r;
+	// The advertisement goes out at the next turn: NCCL tests right after
+	// (a turn here too would cost each small message a poll more).
+	return post_recv(recv_comm, n, data, sizes, tags, mhandles, request);
 }
 
 ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
