@@ -393,6 +393,7 @@ void Plugin::offer_eager_locked(RecvComm &c)
 		m.descriptor = engine_->descriptor(*e.region);
 		send_control_locked(c.peer, proto::encode(m));
 		e.slots = m.slots;
+		c.told_id = true;
 	} catch (const std::exception &x) {
 		NWARN("recv comm %u: no eager slots (%s): sends will wait for each receive", c.id, x.what());
 		e = EagerSlots{};
@@ -461,7 +462,7 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	const uint32_t seq = c->next_seq;
 	// Small: the data goes in a control message, Cts or not (one message
 	// instead of a write, its Announce and the wait for a Cts).
-	const bool inl = size && size <= cfg_.inline_max && c->remote_id;
+	const bool inl = cfg_.inline_max && size <= cfg_.inline_max && c->remote_id;
 	// No Cts yet (the receiver is behind): into an eager slot if one is
 	// free, as NCCL's socket transport lets the kernel buffer it.
 	const bool eager = !inl && ct == c->cts.end() && size && size <= c->eager.slot_size && c->eager.slots &&
@@ -525,18 +526,18 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		}
 	};
 	try {
-		if (size == 0) {
-			proto::Empty e;
-			e.recv_id = cts->recv_id;
-			e.seq = seq;
-			rq->transfer = engine_->send(c->peer, proto::encode(e), done);
-		} else if (inl) {
+		if (inl) {
 			proto::Inline m;
 			m.recv_id = c->remote_id;
 			m.seq = seq;
 			m.tag = tag;
 			m.data = std::span(static_cast<const uint8_t *>(data), size);
 			rq->transfer = engine_->send(c->peer, proto::encode(m), done);
+		} else if (size == 0) {
+			proto::Empty e;
+			e.recv_id = cts->recv_id;
+			e.seq = seq;
+			rq->transfer = engine_->send(c->peer, proto::encode(e), done);
 		} else {
 			engine::Chunk ch;
 			ch.local = mh->region.get();
@@ -679,7 +680,12 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	}
 	// A closed sender made this send before closing: its data comes by an
 	// eager write, nobody reads a Cts.
-	if (!c->peer_closed) {
+	if (!c->peer_closed && cfg_.inline_max && size <= cfg_.inline_max && c->told_id) {
+		// Every send that fits comes inline: no Cts unless it waits long.
+		m.done_upto = c->done_upto;
+		rq->deferred_cts = proto::encode(m);
+		rq->deferred_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+	} else if (!c->peer_closed) {
 		m.done_upto = c->done_upto;
 		try {
 			rq->transfer = engine_->send(c->peer, proto::encode(m));
@@ -691,6 +697,7 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 		}
 		c->credit_sent = m.done_upto; // the Cts carried it
 		c->eager_uncredited = 0;
+		c->told_id = true;
 	}
 	c->pending[m.seq] = rq;
 	c->next_seq++;
@@ -730,6 +737,9 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 			Request &r = *it->second;
 			if (r.state == Request::State::Pending && !r.send && peer_closes_)
 				expire_after_close_locked(r); // only once some sender closed
+			if (r.state == Request::State::Pending && !r.deferred_cts.empty() &&
+			    std::chrono::steady_clock::now() > r.deferred_until)
+				send_deferred_cts_locked(r);
 			if (r.state != Request::State::Pending) {
 				auto *c = r.send ? static_cast<Comm *>(sends_.count(r.comm_id) ? sends_[r.comm_id] : nullptr)
 						 : static_cast<Comm *>(recvs_.count(r.comm_id) ? recvs_[r.comm_id] : nullptr);
@@ -754,6 +764,23 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 			idle();
 	}
 	return ncclSuccess;
+}
+
+// A small receive still waiting after 100 ms: its sender may hold a send too
+// large for inline (an error) that waits for a Cts; send it, so both fail.
+void Plugin::send_deferred_cts_locked(Request &r)
+{
+	auto it = recvs_.find(r.comm_id);
+	if (it == recvs_.end() || it->second->peer_closed) {
+		r.deferred_cts.clear();
+		return;
+	}
+	try {
+		send_control_locked(it->second->peer, r.deferred_cts);
+		r.deferred_cts.clear();
+	} catch (const Error &) {
+		// engine full: the next test() tries again
+	}
 }
 
 // After its sender closed, a receive before the sender's count still waits
@@ -929,7 +956,8 @@ void Plugin::land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<
 		r.why = "send #" + std::to_string(r.seq) + " (inline) has tag " + std::to_string(tag) +
 			", the matching receive tag " + std::to_string(r.tag);
 	} else if (data.size() <= r.size) {
-		std::memcpy(r.data, data.data(), data.size());
+		if (!data.empty())
+			std::memcpy(r.data, data.data(), data.size());
 		r.state = Request::State::Done;
 		r.bytes = data.size();
 		bytes_received_ += data.size();

@@ -111,6 +111,7 @@ struct RecvComm final : Comm {
 	uint32_t done_upto = 0;
 	std::unordered_set<uint32_t> done_ahead;
 	uint32_t credit_sent = 0; // done_upto as the sender last heard it (Cts or Credit)
+	bool told_id = false;     // the sender knows this comm's id (EagerRing or a Cts went out)
 };
 
 struct Request {
@@ -120,6 +121,10 @@ struct Request {
 	uint32_t seq = 0;
 	size_t size = 0;     // send size, or posted capacity
 	int tag = 0;         // receive: the posted tag
+	// A small receive's Cts, not sent (its send comes inline) unless the
+	// receive still waits at deferred_until.
+	std::vector<uint8_t> deferred_cts;
+	std::chrono::steady_clock::time_point deferred_until{};
 	uint8_t *data = nullptr; // receive buffer (host memory: eager data is copied there)
 	State state = State::Pending;
 	size_t bytes = 0;    // what test() reports
@@ -173,6 +178,7 @@ private:
 	void on_notify(const engine::Notification &n);
 	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
 	void expire_after_close_locked(Request &r);
+	void send_deferred_cts_locked(Request &r);
 	SendComm *send_comm_of_locked(uint32_t id, uint64_t sender);
 	void credit_locked(SendComm &c, uint32_t done_upto);
 	void offer_eager_locked(RecvComm &c);

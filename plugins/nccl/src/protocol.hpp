@@ -17,7 +17,11 @@
 //            that comes for a seq already sent eagerly is dropped. Eager sends
 //            match receives by sequence only: the tag is checked on the Cts
 //            path, and a size mismatch fails only the receive.
-//   isend of at most INLINE_MAX bytes: Inline (the data itself) --> copied into
+//   irecv of at most INLINE_MAX bytes, once the sender knows the recv comm
+//            (EagerRing or an earlier Cts): no Cts (every send that fits goes
+//            inline); sent after all if the receive still waits 100 ms (a
+//            larger send waiting for one then fails both sides)
+//   isend of at most INLINE_MAX bytes (0 too): Inline (the data itself) --> copied into
 //            irecv(seq)'s buffer, or kept until irecv(seq) comes: one message,
 //            no write, no Cts needed (a Cts that comes later is dropped). As
 //            for eager sends, a tag or size mismatch without a Cts at the
