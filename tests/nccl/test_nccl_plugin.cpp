@@ -581,7 +581,7 @@ Test(nccl_plugin, eager_slots_come_back_to_the_sender, .timeout = 60)
 		});
 }
 
-// Sends of at most INLINE_MAX (8 KiB) go in one control message: they
+// Sends of at most INLINE_MAX (8 KiB here) go in one control message: they
 // complete with no receive posted and take no eager slot (more of them than
 // there are slots), each receive then completes at once with its bytes. With
 // no Cts to check against, a tag or size mismatch fails only the receive.

@@ -65,6 +65,13 @@ ncclResult_t Plugin::create(std::unique_ptr<Plugin> &out)
 
 Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 {
+	// rxm sends a message eagerly up to its buffer size (16 KiB by
+	// default): an Inline message of INLINE_MAX must fit, or it would take
+	// rxm's rendezvous (a round trip more). Read when libfabric loads its
+	// providers: before the engine's first fi_getinfo.
+	if (cfg.inline_max + proto::kInlineOverhead > (16u << 10) - 64 && !std::getenv("FI_OFI_RXM_BUFFER_SIZE") &&
+	    (cfg.provider.empty() || cfg.provider.find("ofi_rxm") != std::string::npos))
+		setenv("FI_OFI_RXM_BUFFER_SIZE", std::to_string(cfg.inline_max + 1024).c_str(), 0);
 	engine::Config ec;
 	ec.provider = cfg.provider;
 	ec.node = cfg.node;
@@ -531,8 +538,9 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			m.recv_id = c->remote_id;
 			m.seq = seq;
 			m.tag = tag;
-			m.data = std::span(static_cast<const uint8_t *>(data), size);
-			rq->transfer = engine_->send(c->peer, proto::encode(m), done);
+			m.data = std::span(static_cast<const uint8_t *>(size ? data : nullptr), size);
+			// The data is copied once, into the engine's message.
+			rq->transfer = engine_->send(c->peer, proto::encode_head(m), m.data, done);
 		} else if (size == 0) {
 			proto::Empty e;
 			e.recv_id = cts->recv_id;

@@ -112,6 +112,11 @@ std::vector<uint8_t> encode(const Inline &m)
 	return Writer(Type::Inline).put(m.recv_id).put(m.seq).put(m.tag).bytes(m.data).take();
 }
 
+std::vector<uint8_t> encode_head(const Inline &m)
+{
+	return Writer(Type::Inline).put(m.recv_id).put(m.seq).put(m.tag).put(static_cast<uint32_t>(m.data.size())).take();
+}
+
 std::vector<uint8_t> encode(const Empty &m) { return Writer(Type::Empty).put(m.recv_id).put(m.seq).take(); }
 
 std::vector<uint8_t> encode(const Fail &m)

@@ -125,6 +125,8 @@ std::vector<uint8_t> encode(const Close &m);
 std::vector<uint8_t> encode(const EagerRing &m);
 std::vector<uint8_t> encode(const Credit &m);
 std::vector<uint8_t> encode(const Inline &m);
+// An Inline message without its data (to be followed by m.data.size() bytes).
+std::vector<uint8_t> encode_head(const Inline &m);
 // Nothing on a malformed, foreign or other-version message.
 std::optional<Message> decode(std::span<const uint8_t> bytes);
 

@@ -691,20 +691,22 @@ void Engine::Impl::retire_peers()
 
 std::shared_ptr<TransferImpl> Engine::Impl::make_send(const std::shared_ptr<PeerState> &peer, wire::MsgType type,
 						      std::span<const uint8_t> data, unsigned rail,
-						      TransferCallback cb)
+						      TransferCallback cb, std::span<const uint8_t> body)
 {
 	auto x = std::make_shared<TransferImpl>();
 	x->kind = TransferImpl::Kind::Send;
 	x->peer = peer;
 	x->send_rail = rail;
-	x->total = data.size();
+	x->total = data.size() + body.size();
 	x->callback = std::move(cb);
 	wire::MsgHeader h = wire::header(type, id);
-	h.length = static_cast<uint32_t>(data.size());
-	x->message.resize(sizeof(h) + data.size());
+	h.length = static_cast<uint32_t>(x->total);
+	x->message.resize(sizeof(h) + x->total);
 	std::memcpy(x->message.data(), &h, sizeof(h));
 	if (!data.empty())
 		std::memcpy(x->message.data() + sizeof(h), data.data(), data.size());
+	if (!body.empty())
+		std::memcpy(x->message.data() + sizeof(h) + data.size(), body.data(), body.size());
 	return x;
 }
 
@@ -1098,13 +1100,19 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 
 TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, TransferCallback done)
 {
+	return send(peer, data, {}, std::move(done));
+}
+
+TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, std::span<const uint8_t> body,
+			 TransferCallback done)
+{
 	Impl *im = impl_.get();
 	auto p = im->find_peer(peer);
-	if (data.size() > im->cfg.max_message)
-		throw Error(HMEMREG_EINVAL, "send: " + std::to_string(data.size()) + " bytes exceed max_message " +
-						    std::to_string(im->cfg.max_message));
+	if (data.size() + body.size() > im->cfg.max_message)
+		throw Error(HMEMREG_EINVAL, "send: " + std::to_string(data.size() + body.size()) +
+						    " bytes exceed max_message " + std::to_string(im->cfg.max_message));
 	unsigned rail = im->cfg.sends_on_first_rail ? 0 : im->next_rail.fetch_add(1) % im->rails.size();
-	auto x = im->make_send(p, wire::MsgType::User, data, rail, std::move(done));
+	auto x = im->make_send(p, wire::MsgType::User, data, rail, std::move(done), body);
 	im->admit(x);
 	im->rails[rail]->enqueue_send(x);
 	if (im->threads)

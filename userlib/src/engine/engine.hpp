@@ -315,6 +315,10 @@ public:
 			  uint64_t tag = 0, TransferCallback done = {});
 	// A control message of at most Config::max_message bytes.
 	TransferRef send(PeerId peer, std::span<const uint8_t> data, TransferCallback done = {});
+	// The message head + body (one copy of each: e.g. a header and the
+	// caller's small payload), at most Config::max_message bytes together.
+	TransferRef send(PeerId peer, std::span<const uint8_t> head, std::span<const uint8_t> body,
+			 TransferCallback done = {});
 
 	// Set before adding peers; called from progress context.
 	void on_message(std::function<void(const Message &)> fn);

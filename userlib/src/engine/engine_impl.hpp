@@ -142,7 +142,8 @@ struct Engine::Impl {
 	void retire_peers();
 	void kick();
 	std::shared_ptr<TransferImpl> make_send(const std::shared_ptr<PeerState> &peer, wire::MsgType type,
-						std::span<const uint8_t> data, unsigned rail, TransferCallback cb);
+						std::span<const uint8_t> data, unsigned rail, TransferCallback cb,
+						std::span<const uint8_t> body = {});
 	// Segments of the chunks (already validated against `d`), admitted and queued.
 	std::shared_ptr<TransferImpl> post_write(const std::shared_ptr<PeerState> &p, std::span<const Chunk> chunks,
 						 const wire::RegionDescriptor &d, uint64_t tag, TransferCallback done,

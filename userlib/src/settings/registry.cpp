@@ -45,7 +45,7 @@ constexpr std::array<hmemreg_setting, 23> kSettings = {{
 	{"HMEMREG_NCCL_NOTIFY", "auto", "nccl", "auto|immediate|message", "how the receiver learns a write landed"},
 	{"HMEMREG_NCCL_EAGER_MAX", "512k", "nccl", "size", "largest send copied through an eager slot (0: off)"},
 	{"HMEMREG_NCCL_EAGER_SLOTS", "16", "nccl", "number", "eager slots per receive comm"},
-	{"HMEMREG_NCCL_INLINE_MAX", "8k", "nccl", "size", "largest send carried in a control message (0: off)"},
+	{"HMEMREG_NCCL_INLINE_MAX", "16k", "nccl", "size", "largest send carried in a control message (0: off)"},
 	{"HMEMREG_NCCL_PLUGIN_PATH", "none", "tests", "text", "the plugin the GPU suite's NCCL program loads"},
 }};
 
