@@ -106,12 +106,8 @@ void Rail::progress(Events &ev)
 {
 	std::lock_guard l(mu_);
 	take_submitted();
-	// New work goes out before the poll (a caller's small send leaves one
-	// system call earlier), then what the completions made room for.
-	post(ev);
 	poll(ev);
-	if (!queue_.empty() || !recv_repost_.empty())
-		post(ev);
+	post(ev);
 	busy_.store(inflight_ || !queue_.empty() || !recv_repost_.empty(), std::memory_order_relaxed);
 }
 
