@@ -646,12 +646,26 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 	return n;
 }
 
+// With sends_on_first_rail a caller polls rail 0 on every turn, other rails
+// fully only while they carry traffic: a thread leaves its rails to the
+// caller unless one of them (other than 0) does, so bulk transfers striped
+// over the rails keep a poller per rail.
+bool Engine::Impl::caller_covers(std::span<const unsigned> ids) const
+{
+	if (!cfg.sends_on_first_rail)
+		return true;
+	for (unsigned r : ids)
+		if (r != 0 && (rails[r]->busy() || rail_quiet[r].load(std::memory_order_relaxed) < kActiveTurns))
+			return false;
+	return true;
+}
+
 // A caller's turn. With sends_on_first_rail: rail 0 (control messages),
 // rails with work of ours, rails where something arrived within the last
 // kActiveTurns turns, and the others one turn in kSparseTurn.
 size_t Engine::Impl::caller_turn()
 {
-	constexpr uint32_t kActiveTurns = 256, kSparseTurn = 16;
+	constexpr uint32_t kSparseTurn = 16;
 	constexpr size_t kMaxRails = 64;
 	if (!cfg.sends_on_first_rail || rails.size() == 1 || rails.size() > kMaxRails)
 		return turn(all_rails);
@@ -724,7 +738,8 @@ Engine::Engine(const Config &config) : impl_(std::make_unique<Impl>(config))
 		infos.push_back(r->info());
 	im->threads = std::make_unique<ProgressThreads>(
 		config.progress_threads, infos, im->topo, config.idle_spin, config.idle_sleep_us, config.caller_backoff_us,
-		[im](std::span<const unsigned> ids) { return im->turn(ids); });
+		[im](std::span<const unsigned> ids) { return im->turn(ids); },
+		[im](std::span<const unsigned> ids) { return im->caller_covers(ids); });
 	im->caps.progress = im->threads->describe();
 }
 

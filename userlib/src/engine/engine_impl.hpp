@@ -86,6 +86,8 @@ struct Engine::Impl {
 	std::unique_ptr<std::atomic<uint32_t>[]> rail_quiet;
 	std::atomic<uint32_t> caller_turns{0};
 	size_t caller_turn(); // progress() of a caller
+	bool caller_covers(std::span<const unsigned> rail_ids) const;
+	static constexpr uint32_t kActiveTurns = 256; // a rail is active this many turns after an event
 	std::atomic<uint64_t> direct_writes{0};
 
 	// Immediate notification, writer side: the next key's sequence.

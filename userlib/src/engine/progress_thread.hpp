@@ -27,9 +27,13 @@ namespace hmemreg::engine {
 class ProgressThreads {
 public:
 	using Turn = std::function<size_t(std::span<const unsigned>)>;
+	// Whether a caller's turns cover these rails well enough (else a thread
+	// polls them even while a caller does: bulk transfers on many rails).
+	using Covered = std::function<bool(std::span<const unsigned>)>;
 
 	ProgressThreads(unsigned nthreads, const std::vector<const fi_info *> &rail_infos, const Topology &topo,
-			unsigned idle_spin, unsigned idle_sleep_us, unsigned caller_backoff_us, Turn turn);
+			unsigned idle_spin, unsigned idle_sleep_us, unsigned caller_backoff_us, Turn turn,
+			Covered covered = {});
 	~ProgressThreads();
 
 	void kick() { kicked_.store(true, std::memory_order_release); }
@@ -48,6 +52,7 @@ private:
 	void run(size_t t, const fi_info *near);
 
 	Turn turn_;
+	Covered covered_;
 	unsigned idle_spin_, idle_sleep_us_;
 	std::vector<std::vector<unsigned>> groups_;
 	std::vector<std::string> placement_;
