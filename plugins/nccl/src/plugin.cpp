@@ -87,7 +87,10 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	ec.caller_backoff_us = 1000;
 	// Cts, Inline and Close on rail 0: the caller polls it on every turn,
 	// quiet rails seldom (Config::sends_on_first_rail).
-	ec.sends_on_first_rail = true;
+	// Only with progress threads: with caller-driven progress alone
+	// (PROGRESS_THREADS=0), close_with_requests_in_flight hangs now and then
+	// with it (a rail polled one turn in 16; not understood yet).
+	ec.sends_on_first_rail = cfg.progress_threads > 0;
 	ec.first_rail_write_max = 64u << 10; // and small writes (one piece each, below max_write)
 	ec.notify = cfg.notify == "immediate" ? engine::Config::Notify::Immediate
 		    : cfg.notify == "message" ? engine::Config::Notify::Message
