@@ -8,7 +8,10 @@
 #   make demo       the end-to-end demo (VM with the module)
 #   make check-kmod checkpatch --strict, sparse (C=1) and W=1 on the module
 #   make aws-ofi-nccl  aws-ofi-nccl 1.21.1 from ../shared/vendor into /var/cache/hmemreg (once)
+#   make libfabric2 libfabric 2.6.0 and its fabtests (CUDA HMEM where a toolkit is)
+#                   from ../shared/vendor into /var/cache/hmemreg (once; prints the prefix)
 #   make install / dkms-install / dkms-uninstall
+#   make deb        Debian packages (debhelper, dh-dkms) in $(BUILD)/deb, lintian-checked
 # Knobs: KVER/KDIR (kernel to build for), BUILD (userspace build folder),
 # PREFIX/DESTDIR (install).
 
@@ -26,15 +29,21 @@ DEPS := build-essential cmake pkg-config file cpio xz-utils kmod iproute2 \
 	libnl-3-dev libnl-genl-3-dev libcriterion-dev dkms sparse \
 	libucx-dev libhwloc-dev libnuma-dev iperf3 perftest \
 	flex bison bc libelf-dev libssl-dev \
-	nlohmann-json3-dev libcli11-dev jq
-# tools/vendor/build-aws-ofi-nccl
-DEPS += autoconf automake libtool
+	nlohmann-json3-dev libcli11-dev jq gnuplot-nox \
+	debhelper dh-dkms lintian \
+	autoconf automake libtool librdmacm-dev
 
-all: kmod user
+all: kmod user softroce
 
 kmod:
 	$(MAKE) -C kmod KVER=$(KVER) KDIR=$(KDIR)
 	$(MAKE) -C tests/kmod/importer KVER=$(KVER) KDIR=$(KDIR)
+
+# Soft-RoCE with dma-buf MRs (rdma_rxe.ko + rdma-core's rxe provider), cached
+# in /var/cache/hmemreg: a few minutes the first time, then a key check.
+softroce:
+	KVER=$(KVER) softroce/build-rxe
+	softroce/build-rdma-core
 
 $(BUILD)/Makefile: CMakeLists.txt
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -86,20 +95,32 @@ check-kmod:
 aws-ofi-nccl:
 	tools/vendor/build-aws-ofi-nccl
 
-# Userspace install (libraries, headers, pkg-config, tools, udev rule, man
-# pages). PREFIX is baked into hmemreg.pc; DESTDIR stages for packaging.
-install: user
+libfabric2:
+	tools/vendor/build-libfabric --fabtests
+
+# Userspace install (libraries, the NCCL plugin, headers, pkg-config, tools,
+# udev rule, modprobe.d file, man pages), then ldconfig unless DESTDIR is
+# set. PREFIX is baked into hmemreg.pc and into where hmemreg_bench looks for
+# the plugin, hence the rebuild; DESTDIR stages for packaging. The libraries
+# go to GNUInstallDirs' libdir (lib/<multiarch> under PREFIX=/usr).
+install: $(BUILD)/Makefile
 	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
+
+# Debian packages: hmemreg-dkms, libhmemreg0, libhmemreg-dev, hmemreg-tools,
+# libnccl-net-hmemreg (tools/make-deb; lintian warnings fail it).
+deb:
+	tools/make-deb $(BUILD)/deb
 
 clean:
 	$(MAKE) -C kmod clean
 	$(MAKE) -C tests/kmod/importer clean
 	rm -rf $(BUILD)
 
-.PHONY: all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod aws-ofi-nccl install clean
+.PHONY: softroce all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod libfabric2 aws-ofi-nccl install deb clean
 
-DKMS_VER := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
+DKMS_VER := $(shell cat VERSION)
 dkms-install:
 	tools/dkms-stage $(DESTDIR)/usr/src/hmemreg-$(DKMS_VER)
 	dkms add -m hmemreg -v $(DKMS_VER) || true

@@ -39,7 +39,7 @@ struct hmemreg_devmem_slice {
 
 static atomic64_t hmemreg_pool_used = ATOMIC64_INIT(0);
 
-u64 hmemreg_devmem_pool_bytes(void)
+static u64 hmemreg_devmem_pool_bytes(void)
 {
 	return (u64)hmemreg_devmem_mb << 20;
 }
@@ -165,17 +165,28 @@ void hmemreg_devmem_release_all(struct hmemreg_ctx *ctx)
 	}
 }
 
+/* A handle's memory is no user range: it cannot be watched. */
+static int hmemreg_devmem_check(struct hmemreg_ctx *ctx,
+				const struct hmemreg_export_desc *desc, bool watch)
+{
+	if (watch)
+		return -EINVAL;
+	if (!hmemreg_devmem_enabled())
+		return -EOPNOTSUPP;
+	return 0;
+}
+
 /**
- * hmemreg_devmem_slice() - take [offset, offset + len) of a handle for export
- * @ctx:    context owning the handle
- * @handle: handle
- * @offset: page-aligned offset
- * @len:    page-aligned length
+ * hmemreg_devmem_create() - take [offset, offset + len) of a handle for export
+ * @ctx:  context owning the handle
+ * @desc: the handle, and the page-aligned offset (addr) and length in it
  *
  * Return: provider object, or ERR_PTR(-ENOENT / -ERANGE / -ENOMEM).
  */
-void *hmemreg_devmem_slice(struct hmemreg_ctx *ctx, u64 handle, u64 offset, u64 len)
+static void *hmemreg_devmem_create(struct hmemreg_ctx *ctx,
+				   const struct hmemreg_export_desc *desc)
 {
+	u64 handle = desc->handle, offset = desc->addr, len = desc->len;
 	struct hmemreg_devmem_slice *s;
 	struct hmemreg_devmem *mem;
 
@@ -204,7 +215,7 @@ void *hmemreg_devmem_slice(struct hmemreg_ctx *ctx, u64 handle, u64 offset, u64 
 	return s;
 }
 
-u32 hmemreg_devmem_state(void *priv)
+static u32 hmemreg_devmem_state(void *priv)
 {
 	struct hmemreg_devmem_slice *s = priv;
 
@@ -255,6 +266,18 @@ static int hmemreg_devmem_mmap(void *priv, struct vm_area_struct *vma)
 	return vm_map_pages(vma, s->mem->pages + s->first, s->npages);
 }
 
+static void *hmemreg_devmem_vmap(void *priv)
+{
+	struct hmemreg_devmem_slice *s = priv;
+
+	return hmemreg_pages_vmap(s->mem->pages + s->first, s->npages);
+}
+
+static void hmemreg_devmem_vunmap(void *priv, void *vaddr)
+{
+	hmemreg_pages_vunmap(vaddr);
+}
+
 static void hmemreg_devmem_release(void *priv)
 {
 	struct hmemreg_devmem_slice *s = priv;
@@ -269,12 +292,29 @@ static const struct hmemreg_provider_ops hmemreg_devmem_ops = {
 	.pin = hmemreg_devmem_pin,
 	.unpin = hmemreg_devmem_unpin,
 	.mmap = hmemreg_devmem_mmap,
+	.vmap = hmemreg_devmem_vmap,
+	.vunmap = hmemreg_devmem_vunmap,
 	.release = hmemreg_devmem_release,
+	.state = hmemreg_devmem_state,
+	.check = hmemreg_devmem_check,
+	.create = hmemreg_devmem_create,
 };
 
-struct hmemreg_provider hmemreg_devmem_provider = {
+static struct hmemreg_provider hmemreg_devmem_provider = {
 	.name = "devmem",
 	.id = HMEMREG_PROVIDER_DEVMEM,
 	.owner = THIS_MODULE,
 	.ops = &hmemreg_devmem_ops,
 };
+
+/* Registered even without a pool, so an export names it and gets EOPNOTSUPP. */
+int hmemreg_devmem_init(void)
+{
+	atomic64_set(&hmemreg_stats.devmem_pool_bytes, hmemreg_devmem_pool_bytes());
+	return hmemreg_provider_register(&hmemreg_devmem_provider);
+}
+
+void hmemreg_devmem_exit(void)
+{
+	hmemreg_provider_unregister(&hmemreg_devmem_provider);
+}

@@ -2,8 +2,8 @@
 /*
  * DMA-BUF export over memory providers: one dma-buf per exported range,
  * complete dma_buf_ops that forward to the provider and record every
- * attachment, pin and map in the ledger, the provider registry (exported to
- * other modules), and the export ioctl, which publishes its fd last.
+ * attachment, pin and map in the ledger, and the export ioctl, which finds
+ * the provider by id in the registry and publishes its fd last.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -43,15 +43,6 @@ struct hmemreg_exp {
  * meanwhile. Taken under ctx->lock, before reservation locks.
  */
 static DEFINE_MUTEX(hmemreg_link_lock);
-
-static DEFINE_MUTEX(hmemreg_providers_lock);
-static LIST_HEAD(hmemreg_providers);
-static u32 hmemreg_next_provider_id = HMEMREG_PROVIDER_DYNAMIC;
-
-static bool hmemreg_is_builtin(const struct hmemreg_provider *prov)
-{
-	return prov == &hmemreg_host_provider || prov == &hmemreg_devmem_provider;
-}
 
 static int hmemreg_exp_attach(struct dma_buf *dmabuf,
 			      struct dma_buf_attachment *attach)
@@ -229,7 +220,7 @@ static void hmemreg_exp_release(struct dma_buf *dmabuf)
 	mutex_unlock(&hmemreg_link_lock);
 	hmemreg_ledger_del(&exp->rec);
 	prov->ops->release(exp->priv);
-	if (!hmemreg_is_builtin(prov))
+	if (!hmemreg_provider_builtin(prov))
 		module_put(prov->owner);
 	kfree(exp);
 }
@@ -282,6 +273,48 @@ static int hmemreg_exp_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
 	return 0;
 }
 
+#ifdef HMEMREG_HAVE_DMA_BUF_VMAP_IOSYS
+/*
+ * A kernel mapping, for importers that reach the memory with the CPU
+ * (Soft-RoCE copies packets in and out of it). The core hands one mapping
+ * to every caller and counts them, so this runs once per mapping; like a
+ * user mmap, it keeps the memory in place. It must not fail for bad input:
+ * 6.1's dma_buf_vmap() warns on any failure, so refusals (a stale export,
+ * a read-only one) belong in map_dma_buf, which such importers call first.
+ */
+static int hmemreg_exp_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
+{
+	struct hmemreg_exp *exp = dmabuf->priv;
+	void *vaddr;
+	int ret;
+
+	if (!exp->prov->ops->vmap)
+		return -EOPNOTSUPP;
+	if (exp->prov->ops->pin) {
+		ret = exp->prov->ops->pin(exp->priv);
+		if (ret)
+			return ret;
+	}
+	vaddr = exp->prov->ops->vmap(exp->priv);
+	if (!vaddr) {
+		if (exp->prov->ops->unpin)
+			exp->prov->ops->unpin(exp->priv);
+		return -ENOMEM;
+	}
+	iosys_map_set_vaddr(map, vaddr);
+	return 0;
+}
+
+static void hmemreg_exp_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
+{
+	struct hmemreg_exp *exp = dmabuf->priv;
+
+	exp->prov->ops->vunmap(exp->priv, map->vaddr);
+	if (exp->prov->ops->unpin)
+		exp->prov->ops->unpin(exp->priv);
+}
+#endif
+
 static const struct dma_buf_ops hmemreg_dmabuf_ops = {
 	.attach = hmemreg_exp_attach,
 	.detach = hmemreg_exp_detach,
@@ -291,6 +324,10 @@ static const struct dma_buf_ops hmemreg_dmabuf_ops = {
 	.unmap_dma_buf = hmemreg_exp_unmap,
 	.release = hmemreg_exp_release,
 	.mmap = hmemreg_exp_mmap,
+#ifdef HMEMREG_HAVE_DMA_BUF_VMAP_IOSYS
+	.vmap = hmemreg_exp_vmap,
+	.vunmap = hmemreg_exp_vunmap,
+#endif
 	/*
 	 * No begin/end_cpu_access: both built-in providers hand out ordinary
 	 * cacheable system RAM, coherent with DMA on the platforms hmemreg
@@ -298,16 +335,20 @@ static const struct dma_buf_ops hmemreg_dmabuf_ops = {
 	 */
 };
 
-/* Extra HMEMREG_EXP_STATE_* bits from the export's provider. */
-u32 hmemreg_export_state(const struct hmemreg_ledger_exp *rec)
+/* The ledger asks: extra HMEMREG_EXP_STATE_* bits, the provider's among them. */
+static u32 hmemreg_exp_ledger_state(const struct hmemreg_ledger_exp *rec)
 {
 	const struct hmemreg_exp *exp = container_of(rec, struct hmemreg_exp, rec);
 	u32 state = READ_ONCE(exp->stale) ? HMEMREG_EXP_STATE_STALE : 0;
 
-	if (exp->prov == &hmemreg_devmem_provider)
-		state |= hmemreg_devmem_state(exp->priv);
+	if (exp->prov->ops->state)
+		state |= exp->prov->ops->state(exp->priv);
 	return state;
 }
+
+static const struct hmemreg_ledger_exp_ops hmemreg_exp_ledger_ops = {
+	.state = hmemreg_exp_ledger_state,
+};
 
 /**
  * hmemreg_export_link() - tie an export to the watch armed for it
@@ -385,12 +426,13 @@ struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 	exp = kzalloc(sizeof(*exp), GFP_KERNEL_ACCOUNT);
 	if (!exp)
 		return ERR_PTR(-ENOMEM);
-	if (!hmemreg_is_builtin(prov) && !try_module_get(prov->owner)) {
+	if (!hmemreg_provider_builtin(prov) && !try_module_get(prov->owner)) {
 		kfree(exp);
 		return ERR_PTR(-ENODEV);
 	}
 	exp->prov = prov;
 	exp->priv = priv;
+	exp->rec.ops = &hmemreg_exp_ledger_ops;
 	exp->rec.provider = prov->id;
 	exp->rec.addr = desc->addr;
 	exp->rec.len = desc->len;
@@ -406,7 +448,7 @@ struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 	info.priv = exp;
 	dmabuf = dma_buf_export(&info);
 	if (IS_ERR(dmabuf)) {
-		if (!hmemreg_is_builtin(prov))
+		if (!hmemreg_provider_builtin(prov))
 			module_put(prov->owner);
 		kfree(exp);
 		return dmabuf;
@@ -440,21 +482,13 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 	if (a->len > (u64)hmemreg_max_export_mb << 20)
 		return -ENOSPC;
 
-	switch (a->provider) {
-	case HMEMREG_PROVIDER_HOST:
-		if (a->handle)
-			return -EINVAL;
-		prov = &hmemreg_host_provider;
-		break;
-	case HMEMREG_PROVIDER_DEVMEM:
-		if (watch)
-			return -EINVAL;
-		if (!hmemreg_devmem_enabled())
-			return -EOPNOTSUPP;
-		prov = &hmemreg_devmem_provider;
-		break;
-	default:
+	prov = hmemreg_provider_get(a->provider);
+	if (!prov)
 		return -EINVAL;
+	if (prov->ops->check) {
+		ret = prov->ops->check(ctx, &desc, watch);
+		if (ret)
+			goto out;
 	}
 
 	/*
@@ -468,12 +502,9 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 					HMEMREG_EVF_EXPORT, &a->watch_slot,
 					&a->watch_gen);
 		if (ret)
-			return ret;
+			goto out;
 	}
-	if (prov == &hmemreg_host_provider)
-		priv = hmemreg_host_create(a->addr, a->len, desc.writable);
-	else
-		priv = hmemreg_devmem_slice(ctx, a->handle, a->addr, a->len);
+	priv = prov->ops->create(ctx, &desc);
 	if (IS_ERR(priv)) {
 		ret = PTR_ERR(priv);
 		goto err_watch;
@@ -506,6 +537,7 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 	}
 	/* Publish last: after this the dma-buf may be gone at any time. */
 	fd_install(fd, dmabuf->file);
+	hmemreg_provider_put(prov);
 	return 0;
 
 err_put:
@@ -515,99 +547,7 @@ err_fd:
 err_watch:
 	if (watch)
 		hmemreg_watch_disarm(ctx, a->watch_slot, a->watch_gen);
+out:
+	hmemreg_provider_put(prov);
 	return ret;
-}
-
-/*
- * One dma-buf is mapped by every importer that attaches (one per rail, say),
- * so its pages can be in several writable DMA mappings at once. The DMA API
- * allows that only with DMA_ATTR_SKIP_CPU_SYNC (as drm_prime does); each
- * mapping still gets its own cache and bounce-buffer syncs, explicitly, so
- * it behaves exactly as a plain mapping would.
- */
-struct sg_table *hmemreg_pages_map(struct page **pages, unsigned long npages,
-				   struct device *dev, enum dma_data_direction dir)
-{
-	unsigned int seg = dma_get_max_seg_size(dev) & PAGE_MASK;
-	struct sg_table *sgt;
-	int ret;
-
-	if (hmemreg_should_fail(HMEMREG_FAIL_MAP))
-		return ERR_PTR(-ENOMEM);
-	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
-	if (!sgt)
-		return ERR_PTR(-ENOMEM);
-	ret = sg_alloc_table_from_pages_segment(sgt, pages, npages, 0,
-						npages << PAGE_SHIFT,
-						max_t(unsigned int, seg, PAGE_SIZE),
-						GFP_KERNEL);
-	if (ret)
-		goto err_free;
-	ret = dma_map_sgtable(dev, sgt, dir, DMA_ATTR_SKIP_CPU_SYNC);
-	if (ret)
-		goto err_table;
-	dma_sync_sgtable_for_device(dev, sgt, dir);
-	return sgt;
-
-err_table:
-	sg_free_table(sgt);
-err_free:
-	kfree(sgt);
-	return ERR_PTR(ret);
-}
-EXPORT_SYMBOL_GPL(hmemreg_pages_map);
-
-void hmemreg_pages_unmap(struct device *dev, struct sg_table *sgt,
-			 enum dma_data_direction dir)
-{
-	dma_sync_sgtable_for_cpu(dev, sgt, dir);
-	dma_unmap_sgtable(dev, sgt, dir, DMA_ATTR_SKIP_CPU_SYNC);
-	sg_free_table(sgt);
-	kfree(sgt);
-}
-EXPORT_SYMBOL_GPL(hmemreg_pages_unmap);
-
-int hmemreg_provider_register(struct hmemreg_provider *prov)
-{
-	if (!prov->ops || !prov->ops->map || !prov->ops->unmap || !prov->ops->release)
-		return -EINVAL;
-	mutex_lock(&hmemreg_providers_lock);
-	if (!hmemreg_is_builtin(prov))
-		prov->id = hmemreg_next_provider_id++;
-	list_add_tail(&prov->node, &hmemreg_providers);
-	mutex_unlock(&hmemreg_providers_lock);
-	pr_info("provider %s registered as %u\n", prov->name, prov->id);
-	return 0;
-}
-EXPORT_SYMBOL_GPL(hmemreg_provider_register);
-
-/*
- * The caller's module cannot be unloaded while its exports exist (each
- * holds a module reference), so nothing refers to @prov afterwards.
- */
-void hmemreg_provider_unregister(struct hmemreg_provider *prov)
-{
-	mutex_lock(&hmemreg_providers_lock);
-	list_del(&prov->node);
-	mutex_unlock(&hmemreg_providers_lock);
-}
-EXPORT_SYMBOL_GPL(hmemreg_provider_unregister);
-
-int hmemreg_export_init(void)
-{
-	int ret;
-
-	ret = hmemreg_provider_register(&hmemreg_host_provider);
-	if (ret)
-		return ret;
-	ret = hmemreg_provider_register(&hmemreg_devmem_provider);
-	if (ret)
-		hmemreg_provider_unregister(&hmemreg_host_provider);
-	return ret;
-}
-
-void hmemreg_export_exit(void)
-{
-	hmemreg_provider_unregister(&hmemreg_devmem_provider);
-	hmemreg_provider_unregister(&hmemreg_host_provider);
 }

@@ -25,17 +25,27 @@ struct hmemreg_host {
 	struct mm_struct *mm;
 };
 
+/* The range is the caller's own memory: no handle names it. */
+static int hmemreg_host_check(struct hmemreg_ctx *ctx,
+			      const struct hmemreg_export_desc *desc, bool watch)
+{
+	return desc->handle ? -EINVAL : 0;
+}
+
 /**
  * hmemreg_host_create() - pin [addr, addr + len) of the calling process
- * @addr:     page-aligned user address
- * @len:      page-aligned length
- * @writable: importers may write
+ * @ctx:  unused (the pages are the calling process's)
+ * @desc: page-aligned user address and length, and whether importers may
+ *        write
  *
  * Return: the provider object, or ERR_PTR(-EFAULT) when the range is not
- * fully mapped (with write permission if @writable), ERR_PTR(-ENOMEM).
+ * fully mapped (with write permission if writable), ERR_PTR(-ENOMEM).
  */
-void *hmemreg_host_create(u64 addr, u64 len, bool writable)
+static void *hmemreg_host_create(struct hmemreg_ctx *ctx,
+				 const struct hmemreg_export_desc *desc)
 {
+	u64 addr = desc->addr, len = desc->len;
+	bool writable = desc->writable;
 	unsigned long npages = len >> PAGE_SHIFT;
 	unsigned int gup = FOLL_LONGTERM | (writable ? FOLL_WRITE : 0);
 	struct hmemreg_host *h;
@@ -121,6 +131,18 @@ static int hmemreg_host_mmap(void *priv, struct vm_area_struct *vma)
 	return 0;
 }
 
+static void *hmemreg_host_vmap(void *priv)
+{
+	struct hmemreg_host *h = priv;
+
+	return hmemreg_pages_vmap(h->pages, h->npages);
+}
+
+static void hmemreg_host_vunmap(void *priv, void *vaddr)
+{
+	hmemreg_pages_vunmap(vaddr);
+}
+
 static void hmemreg_host_release(void *priv)
 {
 	struct hmemreg_host *h = priv;
@@ -137,12 +159,26 @@ static const struct hmemreg_provider_ops hmemreg_host_ops = {
 	.map = hmemreg_host_map,
 	.unmap = hmemreg_host_unmap,
 	.mmap = hmemreg_host_mmap,
+	.vmap = hmemreg_host_vmap,
+	.vunmap = hmemreg_host_vunmap,
 	.release = hmemreg_host_release,
+	.check = hmemreg_host_check,
+	.create = hmemreg_host_create,
 };
 
-struct hmemreg_provider hmemreg_host_provider = {
+static struct hmemreg_provider hmemreg_host_provider = {
 	.name = "host",
 	.id = HMEMREG_PROVIDER_HOST,
 	.owner = THIS_MODULE,
 	.ops = &hmemreg_host_ops,
 };
+
+int hmemreg_host_init(void)
+{
+	return hmemreg_provider_register(&hmemreg_host_provider);
+}
+
+void hmemreg_host_exit(void)
+{
+	hmemreg_provider_unregister(&hmemreg_host_provider);
+}

@@ -66,7 +66,7 @@ bool hmemreg_ledger_orphaned(const struct hmemreg_ledger_exp *rec)
 /* HMEMREG_EXP_STATE_* of a record; hmemreg_ledger_lock held. */
 u32 hmemreg_ledger_state(const struct hmemreg_ledger_exp *rec)
 {
-	u32 state = rec->state | hmemreg_export_state(rec);
+	u32 state = rec->state | rec->ops->state(rec);
 
 	if (hmemreg_ledger_orphaned(rec))
 		state |= HMEMREG_EXP_STATE_ORPHANED;
@@ -106,7 +106,7 @@ static int hmemreg_summary_show(struct seq_file *m, void *unused)
 	seq_printf(m, "host pages pinned %lld; user mmaps %lld\n",
 		   HMEMREG_STAT(host_pages_pinned), HMEMREG_STAT(user_mmaps_live));
 	seq_printf(m, "devmem pool %llu bytes, %lld used, %lld handles\n",
-		   hmemreg_devmem_pool_bytes(), HMEMREG_STAT(devmem_used_bytes),
+		   HMEMREG_STAT(devmem_pool_bytes), HMEMREG_STAT(devmem_used_bytes),
 		   HMEMREG_STAT(devmem_handles_live));
 	seq_printf(m, "watches %lld live, %lld total; events %lld, dropped %lld\n",
 		   HMEMREG_STAT(watches_live), HMEMREG_STAT(watches_total),

@@ -21,9 +21,9 @@ unsigned int hmemreg_ring_events = 4096;
 module_param_named(ring_events, hmemreg_ring_events, uint, 0444);
 MODULE_PARM_DESC(ring_events, "event ring capacity per open file, in records (default 4096)");
 
-unsigned int hmemreg_devmem_mb = 64;
+unsigned int hmemreg_devmem_mb;
 module_param_named(devmem_mb, hmemreg_devmem_mb, uint, 0444);
-MODULE_PARM_DESC(devmem_mb, "emulated device memory pool in MiB, 0 = off (default 64)");
+MODULE_PARM_DESC(devmem_mb, "emulated device memory pool in MiB for tests, 0 = off (default 0)");
 
 unsigned int hmemreg_max_export_mb = 1024;
 module_param_named(max_export_mb, hmemreg_max_export_mb, uint, 0444);
@@ -221,13 +221,16 @@ static int __init hmemreg_init(void)
 		pr_err("max_watches and ring_events must be in 1..16777216\n");
 		return -EINVAL;
 	}
-	ret = hmemreg_export_init();
+	ret = hmemreg_host_init();
 	if (ret)
 		return ret;
+	ret = hmemreg_devmem_init();
+	if (ret)
+		goto err_host;
 	ret = misc_register(&hmemreg_misc);
 	if (ret) {
 		pr_err("cannot register /dev/%s: %d\n", HMEMREG_DEVICE_NAME, ret);
-		goto err_export;
+		goto err_devmem;
 	}
 	ret = hmemreg_netlink_init();
 	if (ret) {
@@ -241,8 +244,10 @@ static int __init hmemreg_init(void)
 
 err_misc:
 	misc_deregister(&hmemreg_misc);
-err_export:
-	hmemreg_export_exit();
+err_devmem:
+	hmemreg_devmem_exit();
+err_host:
+	hmemreg_host_exit();
 	return ret;
 }
 
@@ -251,7 +256,8 @@ static void __exit hmemreg_exit(void)
 	hmemreg_debugfs_exit();
 	hmemreg_netlink_exit();
 	misc_deregister(&hmemreg_misc);
-	hmemreg_export_exit();
+	hmemreg_devmem_exit();
+	hmemreg_host_exit();
 	pr_info("unloaded\n");
 }
 
@@ -261,5 +267,5 @@ module_exit(hmemreg_exit);
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("DMA-BUF export, pin ledger and invalidation events for RDMA registration caches");
 MODULE_AUTHOR("hmemreg developers");
-MODULE_VERSION("0.2");
+MODULE_VERSION(HMEMREG_VERSION);
 HMEMREG_IMPORT_DMA_BUF_NS();

@@ -38,7 +38,7 @@ static int hmemreg_fill_stats(struct sk_buff *skb)
 		{ HMEMREG_NLA_STAT_MAPS_LIVE, HMEMREG_STAT(maps_live) },
 		{ HMEMREG_NLA_STAT_MAPS_TOTAL, HMEMREG_STAT(maps_total) },
 		{ HMEMREG_NLA_STAT_HOST_PAGES_PINNED, HMEMREG_STAT(host_pages_pinned) },
-		{ HMEMREG_NLA_STAT_DEVMEM_POOL_BYTES, hmemreg_devmem_pool_bytes() },
+		{ HMEMREG_NLA_STAT_DEVMEM_POOL_BYTES, HMEMREG_STAT(devmem_pool_bytes) },
 		{ HMEMREG_NLA_STAT_DEVMEM_USED_BYTES, HMEMREG_STAT(devmem_used_bytes) },
 		{ HMEMREG_NLA_STAT_DEVMEM_HANDLES_LIVE, HMEMREG_STAT(devmem_handles_live) },
 		{ HMEMREG_NLA_STAT_WATCHES_LIVE, HMEMREG_STAT(watches_live) },

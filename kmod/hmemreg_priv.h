@@ -116,33 +116,44 @@ int hmemreg_watch_link_export(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
 /* **** hmemreg_export.c **** */
 long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *arg,
 			  void __user *uarg, u32 outsize);
-u32 hmemreg_export_state(const struct hmemreg_ledger_exp *rec);
 void hmemreg_export_link(struct dma_buf *dmabuf, struct hmemreg_exp **link);
 void hmemreg_export_unlink(struct hmemreg_exp **link, bool fired);
-int hmemreg_export_init(void);
-void hmemreg_export_exit(void);
+
+/* **** hmemreg_provider.c **** */
+struct hmemreg_provider *hmemreg_provider_get(u32 id);
+void hmemreg_provider_put(struct hmemreg_provider *prov);
+
+/* A provider of this module: its id is fixed, its module is this one. */
+static inline bool hmemreg_provider_builtin(const struct hmemreg_provider *prov)
+{
+	return prov->owner == THIS_MODULE;
+}
 
 /* **** hmemreg_host.c **** */
-extern struct hmemreg_provider hmemreg_host_provider;
-void *hmemreg_host_create(u64 addr, u64 len, bool writable);
+int hmemreg_host_init(void);
+void hmemreg_host_exit(void);
 
 /* **** hmemreg_devmem.c **** */
-extern struct hmemreg_provider hmemreg_devmem_provider;
+int hmemreg_devmem_init(void);
+void hmemreg_devmem_exit(void);
 long hmemreg_ioc_devmem_alloc(struct hmemreg_ctx *ctx, void *arg);
 long hmemreg_ioc_devmem_free(struct hmemreg_ctx *ctx, void *arg);
-void *hmemreg_devmem_slice(struct hmemreg_ctx *ctx, u64 handle, u64 offset,
-			   u64 len);
 void hmemreg_devmem_release_all(struct hmemreg_ctx *ctx);
 bool hmemreg_devmem_enabled(void);
-u32 hmemreg_devmem_state(void *slice);
-u64 hmemreg_devmem_pool_bytes(void);
 
 /* **** hmemreg_ledger.c **** */
+
+/* How the ledger asks an export about itself (the export fills it in). */
+struct hmemreg_ledger_exp_ops {
+	/* Extra HMEMREG_EXP_STATE_* bits; called under hmemreg_ledger_lock. */
+	u32 (*state)(const struct hmemreg_ledger_exp *rec);
+};
 
 /**
  * struct hmemreg_ledger_exp - ledger record of one export (embedded in it)
  * @node:      position in the global list (ordered by @id)
  * @attachments: struct hmemreg_ledger_att of live attachments
+ * @ops:       asks the export for what only it knows
  * @id:        export id, unique while the module is loaded
  * @owner:     exporting process (tgid), referenced
  * @comm:      its comm at export time
@@ -150,6 +161,7 @@ u64 hmemreg_devmem_pool_bytes(void);
 struct hmemreg_ledger_exp {
 	struct list_head node;
 	struct list_head attachments;
+	const struct hmemreg_ledger_exp_ops *ops;
 	u64 id;
 	struct pid *owner;
 	char comm[TASK_COMM_LEN];
@@ -189,7 +201,7 @@ struct hmemreg_stats {
 	atomic64_t pins_live, pins_total;
 	atomic64_t maps_live, maps_total;
 	atomic64_t host_pages_pinned;
-	atomic64_t devmem_used_bytes, devmem_handles_live;
+	atomic64_t devmem_pool_bytes, devmem_used_bytes, devmem_handles_live;
 	atomic64_t watches_live, watches_total;
 	atomic64_t events_total, events_dropped;
 	atomic64_t contexts_live;

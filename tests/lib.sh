@@ -38,6 +38,21 @@ importer_load() {
 	insmod "${HMEMREG_IMPORTER_DIR:-$HMEMREG_TOP/tests/kmod/importer}/hmemreg_importer.ko" "$@"
 }
 
+# rxe_load: rdma_rxe with dma-buf MRs (softroce/build-rxe) when it is built
+# for the running kernel, else (or with HMEMREG_STOCK_RXE=1, or rxe already
+# there: built in, as in the debug kernel) the kernel's own; says which.
+rxe_load() {
+	local dir
+	if [ "${HMEMREG_STOCK_RXE:-0}" != 1 ] && [ ! -d /sys/module/rdma_rxe ] &&
+		dir=$(KVER=$(uname -r) "$HMEMREG_TOP/softroce/build-rxe" --built 2>/dev/null); then
+		echo "rdma_rxe: hmemreg's, with dma-buf MRs ($dir)"
+		modprobe -a ib_uverbs udp_tunnel ip6_udp_tunnel && insmod "$dir/rdma_rxe.ko"
+	else
+		echo "rdma_rxe: the kernel's own"
+		modprobe rdma_rxe
+	fi
+}
+
 # soft_roce RXE VETH NET: a veth pair ${VETH}0 (NET.1/24) <-> ${VETH}1
 # (NET.2/24) and the Soft-RoCE device RXE on ${VETH}0, with the modules
 # libfabric's verbs provider needs. Non-zero when rxe is unavailable here.
@@ -46,7 +61,7 @@ soft_roce() {
 	# rxe computes its ICRC with the crypto API's crc32 (not autoloaded);
 	# ib_uverbs gives userspace /dev/infiniband, rdma_ucm serves librdmacm.
 	{ modprobe crc32_generic 2>/dev/null || modprobe crc32_pclmul; } &&
-		modprobe ib_uverbs && modprobe rdma_ucm && modprobe rdma_rxe && modprobe veth || return 1
+		modprobe ib_uverbs && modprobe rdma_ucm && rxe_load && modprobe veth || return 1
 	ip link add "${veth}0" type veth peer name "${veth}1" &&
 		ip addr add "$net.1/24" dev "${veth}0" && ip addr add "$net.2/24" dev "${veth}1" &&
 		ip link set "${veth}0" up && ip link set "${veth}1" up &&

@@ -17,6 +17,17 @@
  *   unpin   optional, pairs with pin.
  *   mmap    optional: map the range into a user VMA (offset in vm_pgoff).
  *   release the last reference to the export is gone: free @priv.
+ *   state   optional: extra HMEMREG_EXP_STATE_* bits of @priv for the
+ *           ledger (called under a spinlock: must not sleep).
+ *
+ * A provider that HMEMREG_IOC_EXPORT may name by its id also has:
+ *
+ *   check   optional: refuse the request (@watch: it asks for
+ *           HMEMREG_EXPORT_WATCH) before anything is done for it, before
+ *           its watch is armed; returns 0 or the ioctl's error.
+ *   create  make @priv for the requested range, for the calling process
+ *           and its open /dev/hmemreg @ctx. Return ERR_PTR on failure.
+ *           Providers without it are exported only through hmemreg_export().
  *
  * Peer-to-peer: memory that lives in a device BAR (real accelerator memory)
  * can only be reached by importers allowed to do PCI peer-to-peer. Such a
@@ -45,6 +56,8 @@
 #include <linux/scatterlist.h>
 
 struct device;
+struct hmemreg_ctx;
+struct hmemreg_export_desc;
 struct vm_area_struct;
 
 #define HMEMREG_PROV_NEEDS_P2P	BIT(0)
@@ -57,7 +70,15 @@ struct hmemreg_provider_ops {
 	int (*pin)(void *priv);
 	void (*unpin)(void *priv);
 	int (*mmap)(void *priv, struct vm_area_struct *vma);
+	/* Optional: one kernel mapping of the whole range (CPU importers). */
+	void *(*vmap)(void *priv);
+	void (*vunmap)(void *priv, void *vaddr);
 	void (*release)(void *priv);
+	u32 (*state)(void *priv);
+	int (*check)(struct hmemreg_ctx *ctx,
+		     const struct hmemreg_export_desc *desc, bool watch);
+	void *(*create)(struct hmemreg_ctx *ctx,
+			const struct hmemreg_export_desc *desc);
 };
 
 /**
@@ -106,11 +127,17 @@ void hmemreg_provider_unregister(struct hmemreg_provider *prov);
 struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 			       const struct hmemreg_export_desc *desc, u64 *id);
 
-/* Helpers for providers whose memory is a page array. */
+/*
+ * Helpers for providers whose memory is a page array. Map builds segments
+ * within what @dev declares (max segment size, segment boundary) and what
+ * its DMA path maps in one piece (dma_max_mapping_size(): swiotlb).
+ */
 struct sg_table *hmemreg_pages_map(struct page **pages, unsigned long npages,
 				   struct device *dev,
 				   enum dma_data_direction dir);
 void hmemreg_pages_unmap(struct device *dev, struct sg_table *sgt,
 			 enum dma_data_direction dir);
+void *hmemreg_pages_vmap(struct page **pages, unsigned long npages);
+void hmemreg_pages_vunmap(void *vaddr);
 
 #endif /* HMEMREG_PROVIDER_H */

@@ -17,6 +17,8 @@ D=/sys/kernel/debug
 [ -d $D/failslab ] && [ -d $D/fail_page_alloc ] ||
 	{ echo "SKIP: needs the debug kernel's fault injection (make test-debug)"; exit 77; }
 ko=$HMEMREG_KMOD_DIR/hmemreg.ko
+# Huge pages for test_kmod_segments, as 10-kmod.sh reserves them.
+echo 8 > /proc/sys/vm/nr_hugepages
 # The limits 10-kmod.sh loads with, so limit and overflow tests stay quick.
 params=${HMEMREG_KMOD_PARAMS-max_watches=1024 ring_events=256 devmem_mb=32}
 importer=${HMEMREG_IMPORTER_DIR:-$HMEMREG_TOP/tests/kmod/importer}/hmemreg_importer.ko

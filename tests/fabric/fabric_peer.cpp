@@ -34,7 +34,10 @@
 #include <sstream>
 #include <string>
 
+#include <csignal>
+
 #include <poll.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 #include <vector>
 
@@ -92,6 +95,10 @@ static std::vector<TransferRef> write_slots(Engine &e, const Region &r, uint8_t 
 
 int main(int argc, char **argv)
 {
+	// Never outlive the test process, also one that crashed while this one
+	// was frozen (SIGSTOP): SIGKILL reaches a stopped process.
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		return 1;
 	if (argc != 4 && argc != 5) {
 		std::fprintf(stderr, "usage: fabric_peer PROVIDER NODE|- SIZE [immediate|immediate4|message]\n");
 		return 2;

@@ -102,6 +102,9 @@ public:
 		send("DIE");
 		wait_exit();
 	}
+	// Frozen (SIGSTOP): its connections stay open with whatever it was
+	// sending half sent, as a partition leaves them. kill9() ends it.
+	void stop() { ::kill(pid_, SIGSTOP); }
 	void kill9()
 	{
 		::kill(pid_, SIGKILL);

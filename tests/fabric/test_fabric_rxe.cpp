@@ -3,6 +3,14 @@
 // really pin pages, writes go through the kernel's RDMA stack. Set up by
 // tests/vm.d/30-engine-rxe.sh, which passes HMEMREG_RXE_NODE (the veth address).
 #include <cstdlib>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.hpp"
 
@@ -103,4 +111,237 @@ Test(rxe, writes_verified_and_messages, .timeout = 300)
 	} catch (const hmemreg::Error &e) {
 		cr_assert_eq(e.code(), HMEMREG_EINVAL);
 	}
+}
+
+// ---- memory changes under the registration cache, with real pinned
+// registrations: after each change the region is registered again through
+// the engine's cache and written; the bytes must be in the pages the
+// process sees now. A stale registration shows as data loss: on the target
+// side the write lands in the old pinned pages (the process reads zeros or
+// old bytes), on the source side the peer receives the old bytes. Run under
+// the uffd monitor by 30-engine-rxe.sh and under kmod by 20-cache.sh.
+
+namespace {
+
+constexpr size_t kChangeLen = 16 * 4096;
+
+// One memory area of a change case, and how to undo it.
+struct Area {
+	uint8_t *p = nullptr;
+	size_t len = kChangeLen;
+	int fd = -1;  // memfd, when file-backed
+	int shm = -1; // SysV segment attached over it
+	uint8_t *other = nullptr; // a second mapping of fd
+	uint8_t *extra = nullptr; // an address the change moved pages to
+	~Area()
+	{
+		if (shm >= 0)
+			::shmdt(p);
+		else if (p)
+			::munmap(p, len);
+		if (other)
+			::munmap(other, len);
+		if (extra)
+			::munmap(extra, len);
+		if (fd >= 0)
+			::close(fd);
+	}
+};
+
+uint8_t *must_map(void *at, size_t len, int flags, int fd = -1, off_t off = 0)
+{
+	void *p = ::mmap(at, len, PROT_READ | PROT_WRITE, flags | (at ? MAP_FIXED : 0), fd, off);
+	cr_assert_neq(p, MAP_FAILED, "mmap: %s", strerror(errno));
+	return static_cast<uint8_t *>(p);
+}
+
+void anon_area(Area &a) { a.p = must_map(nullptr, a.len, MAP_PRIVATE | MAP_ANONYMOUS); }
+
+void memfd_area(Area &a, size_t file_len = kChangeLen)
+{
+	a.fd = static_cast<int>(::syscall(SYS_memfd_create, "hmemreg-rxe", 0));
+	cr_assert_geq(a.fd, 0);
+	cr_assert_eq(::ftruncate(a.fd, static_cast<off_t>(file_len)), 0);
+	a.p = must_map(nullptr, a.len, MAP_SHARED, a.fd);
+}
+
+struct ChangeCase {
+	const char *name;
+	void (*make)(Area &);
+	void (*change)(Area &);
+};
+
+const ChangeCase kChanges[] = {
+	{"memfd fallocate(PUNCH_HOLE)", [](Area &a) { memfd_area(a); },
+	 [](Area &a) {
+		 cr_assert_eq(::fallocate(a.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(a.len)), 0);
+	 }},
+	{"memfd ftruncate(0) and back", [](Area &a) { memfd_area(a); },
+	 [](Area &a) {
+		 cr_assert_eq(::ftruncate(a.fd, 0), 0);
+		 cr_assert_eq(::ftruncate(a.fd, static_cast<off_t>(a.len)), 0);
+	 }},
+	{"MADV_REMOVE through a second mapping",
+	 [](Area &a) {
+		 memfd_area(a);
+		 a.other = must_map(nullptr, a.len, MAP_SHARED, a.fd);
+	 },
+	 [](Area &a) { cr_assert_eq(::madvise(a.other, a.len, MADV_REMOVE), 0); }},
+	{"remap_file_pages onto other offsets", [](Area &a) { memfd_area(a, 2 * kChangeLen); },
+	 [](Area &a) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+		 cr_assert_eq(::remap_file_pages(a.p, a.len, 0, a.len / 4096, 0), 0, "%s", strerror(errno));
+#pragma GCC diagnostic pop
+	 }},
+	{"shmat(SHM_REMAP) over private memory", anon_area,
+	 [](Area &a) {
+		 int id = ::shmget(IPC_PRIVATE, a.len, IPC_CREAT | 0600);
+		 cr_assert_geq(id, 0);
+		 cr_assert_eq(::shmat(id, a.p, SHM_REMAP), a.p, "shmat: %s", strerror(errno));
+		 ::shmctl(id, IPC_RMID, nullptr);
+		 a.shm = id;
+	 }},
+	{"munmap + mmap at the same address", anon_area,
+	 [](Area &a) {
+		 ::munmap(a.p, a.len);
+		 must_map(a.p, a.len, MAP_PRIVATE | MAP_ANONYMOUS);
+	 }},
+	{"MAP_FIXED over part of it", anon_area,
+	 [](Area &a) { must_map(a.p + 4 * 4096, 2 * 4096, MAP_PRIVATE | MAP_ANONYMOUS); }},
+	{"partial munmap and mmap again", anon_area,
+	 [](Area &a) {
+		 ::munmap(a.p + 4096, 4096);
+		 must_map(a.p + 4096, 4096, MAP_PRIVATE | MAP_ANONYMOUS);
+	 }},
+	{"mremap away, new memory in its place", anon_area,
+	 [](Area &a) {
+		 void *q = ::mremap(a.p, a.len, a.len, MREMAP_MAYMOVE | MREMAP_FIXED,
+				    ::mmap(nullptr, a.len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+		 cr_assert_neq(q, MAP_FAILED);
+		 must_map(a.p, a.len, MAP_PRIVATE | MAP_ANONYMOUS);
+		 a.extra = static_cast<uint8_t *>(q);
+	 }},
+	{"mremap shrink and grow back", anon_area,
+	 [](Area &a) {
+		 cr_assert_eq(::mremap(a.p, a.len, a.len / 2, 0), a.p);
+		 cr_assert_eq(::mremap(a.p, a.len / 2, a.len, 0), a.p, "%s", strerror(errno));
+	 }},
+	{"mremap MREMAP_DONTUNMAP", anon_area,
+	 [](Area &a) {
+		 void *q = ::mremap(a.p, a.len, a.len, MREMAP_MAYMOVE | 4 /* MREMAP_DONTUNMAP */, nullptr);
+		 cr_assert_neq(q, MAP_FAILED, "%s", strerror(errno));
+		 a.extra = static_cast<uint8_t *>(q);
+	 }},
+	{"MADV_DONTNEED", anon_area, [](Area &a) { cr_assert_eq(::madvise(a.p, a.len, MADV_DONTNEED), 0); }},
+	{"MADV_FREE", anon_area, [](Area &a) { cr_assert_eq(::madvise(a.p, a.len, MADV_FREE), 0); }},
+	{"fork, the child writes", anon_area,
+	 [](Area &a) {
+		 pid_t pid = ::fork();
+		 if (pid == 0) {
+			 std::memset(a.p, 0xee, a.len);
+			 _exit(0);
+		 }
+		 int st;
+		 ::waitpid(pid, &st, 0);
+	 }},
+	{"mprotect read-only and back", anon_area,
+	 [](Area &a) {
+		 cr_assert_eq(::mprotect(a.p, a.len, PROT_READ), 0);
+		 cr_assert_eq(::mprotect(a.p, a.len, PROT_READ | PROT_WRITE), 0);
+	 }},
+};
+
+// a writes len bytes of src into the region b described; waits until b was
+// notified.
+void write_and_wait(Pair &p, Region &src, size_t len, const Bytes &desc, size_t &notes)
+{
+	Chunk c{&src, 0, len, 0};
+	auto t = p.a.write(p.b_at_a, {&c, 1}, desc, notes);
+	cr_assert(p.a.wait(*t, 60s), "write did not complete");
+	cr_assert_eq(t->status(), 0, "%s", t->error().c_str());
+	notes++;
+	cr_assert(eventually([&] { return p.in_b.nnotes.load() == notes; }, 60s), "no notification");
+}
+
+const char *monitor_name()
+{
+	const char *m = std::getenv("HMEMREG_MR_CACHE_MONITOR");
+	return m && *m ? m : "auto";
+}
+
+// The engine's cache uses the monitor the lane asked for (none unseen).
+void expect_monitor(Engine &e)
+{
+	const std::string want = monitor_name(), d = e.caps().describe();
+	const char *says = want == "kmod" ? "monitor hmemreg.ko" : want == "uffd" ? "monitor userfaultfd" : "";
+	cr_assert(d.find(says) != std::string::npos, "monitor %s asked, engine says:\n%s", want.c_str(), d.c_str());
+}
+
+} // namespace
+
+// The changed memory is the target: the second write must land in it.
+Test(rxe, changes_at_the_target_never_lose_writes, .timeout = 600)
+{
+	Pair p(rxe(), rxe());
+	expect_monitor(p.b);
+	Buffer src(kChangeLen);
+	size_t notes = 0;
+	std::string stale; // every case is tried; the stale ones are listed ("before": stale already
+			   // on the fresh area, left by an earlier case at the same address)
+	for (const ChangeCase &k : kChanges) {
+		Area a;
+		k.make(a);
+		std::memset(a.p, 0, a.len);
+		fill(src.data(), a.len, 1);
+		{
+			auto rs = p.a.register_region(src.data(), a.len);
+			auto rd = p.b.register_region(a.p, a.len);
+			write_and_wait(p, *rs, a.len, p.b.descriptor(*rd), notes);
+		}
+		if (!check_bytes(a.p, 1, a.len)) // an earlier case's registration still returned
+			stale += std::string("\n  (before) ") + k.name;
+		k.change(a);
+		std::memset(a.p, 0, a.len); // the process's pages now
+		fill(src.data(), a.len, 2);
+		auto rs = p.a.register_region(src.data(), a.len);
+		auto rd = p.b.register_region(a.p, a.len); // the cache: hit or new
+		write_and_wait(p, *rs, a.len, p.b.descriptor(*rd), notes);
+		if (!check_bytes(a.p, 2, a.len))
+			stale += std::string("\n  ") + k.name;
+	}
+	cr_assert(stale.empty(), "[%s] STALE target registrations (the write went to pages the process no longer has) after:%s",
+		  monitor_name(), stale.c_str());
+}
+
+// The changed memory is the source: the peer must receive its bytes now.
+Test(rxe, changes_at_the_source_send_the_new_bytes, .timeout = 600)
+{
+	Pair p(rxe(), rxe());
+	expect_monitor(p.a);
+	Buffer dst(kChangeLen);
+	size_t notes = 0;
+	std::string stale; // every case is tried; the stale ones are listed ("before": stale already
+			   // on the fresh area, left by an earlier case at the same address)
+	for (const ChangeCase &k : kChanges) {
+		Area a;
+		k.make(a);
+		fill(a.p, a.len, 3);
+		auto rd = p.b.register_region(dst.data(), a.len);
+		auto desc = p.b.descriptor(*rd);
+		{
+			auto rs = p.a.register_region(a.p, a.len);
+			write_and_wait(p, *rs, a.len, desc, notes);
+		}
+		if (!check_bytes(dst.data(), 3, a.len)) // an earlier case's registration still returned
+			stale += std::string("\n  (before) ") + k.name;
+		k.change(a);
+		fill(a.p, a.len, 4); // the process's pages now
+		auto rs = p.a.register_region(a.p, a.len); // the cache: hit or new
+		write_and_wait(p, *rs, a.len, desc, notes);
+		if (!check_bytes(dst.data(), 4, a.len))
+			stale += std::string("\n  ") + k.name;
+	}
+	cr_assert(stale.empty(), "[%s] STALE source registrations (the peer got bytes the process no longer has) after:%s",
+		  monitor_name(), stale.c_str());
 }

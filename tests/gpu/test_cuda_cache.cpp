@@ -3,6 +3,10 @@
 // and no stale hit after cuMemFree + cuMemAlloc at the same address.
 #include "gpu_test.hpp"
 
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 
@@ -109,7 +113,7 @@ GPU_TEST(cuda_cache, tcp_provider_refuses_cuda_memory_clearly)
 	hints->fabric_attr->prov_name = strdup("tcp");
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	fi_info *info = nullptr;
-	GPU_ASSERT(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info) == 0);
+	GPU_ASSERT(fi_getinfo(hmemreg_fabric_api_version(), nullptr, nullptr, 0, hints, &info) == 0);
 	fid_fabric *fab;
 	fid_domain *dom;
 	GPU_ASSERT(fi_fabric(info->fabric_attr, &fab, nullptr) == 0);
@@ -117,16 +121,18 @@ GPU_TEST(cuda_cache, tcp_provider_refuses_cuda_memory_clearly)
 	GPU_LOG("libfabric %u.%u, provider %s, FI_HMEM in caps: %s", FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
 		info->fabric_attr->prov_name, (info->caps & FI_HMEM) ? "yes" : "no");
 	hmemreg_cache *c = nullptr;
-	GPU_ASSERT(hmemreg_cache_create_fabric(dom, nullptr, &c) == 0);
+	GPU_ASSERT(hmemreg_cache_create_fabric_info(dom, info, nullptr, &c) == 0);
 	CUdeviceptr p;
 	GPU_ASSERT(d.cuMemAlloc(&p, 4 << 20) == CUDA_SUCCESS);
 	hmemreg_mr m{};
 	int rc = get_cuda(c, p, 4 << 20, m);
 	GPU_LOG("fi_mr_regattr of CUDA memory through the cache: %d (%s)", rc, hmemreg_strerror(rc));
+	// Without FI_HMEM the cache refuses device memory itself (2.x tcp would
+	// take the pointer for host memory and "succeed").
 	if (info->caps & FI_HMEM)
 		GPU_ASSERT(rc == 0);
 	else
-		GPU_ASSERT(rc == -HMEMREG_ENOTSUP || rc == -HMEMREG_EFABRIC || rc == -HMEMREG_EINVAL);
+		GPU_ASSERT(rc == -HMEMREG_ENOTSUP, "got %d", rc);
 	if (rc == 0)
 		hmemreg_mr_put(c, &m);
 	GPU_ASSERT(hmemreg_cache_destroy(c) == 0);
@@ -134,6 +140,77 @@ GPU_TEST(cuda_cache, tcp_provider_refuses_cuda_memory_clearly)
 	fi_close(&dom->fid);
 	fi_close(&fab->fid);
 	fi_freeinfo(hints);
+	fi_freeinfo(info);
+}
+
+// libhmemreg is loaded here: it must not stop shm from opening an FI_HMEM
+// domain (a process-wide FI_MR_CACHE_MAX_COUNT=0 made shm's CUDA IPC cache
+// refuse to start: fi_domain -28). Then CUDA memory registers directly
+// through the cache, by DMA-BUF where the API version allows it.
+GPU_TEST(cuda_cache, shm_hmem_domain_opens_with_libhmemreg_loaded)
+{
+	const Driver &d = drv();
+	fi_info *hints = fi_allocinfo();
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_RMA | FI_MSG | FI_HMEM;
+	hints->fabric_attr->prov_name = strdup("shm");
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_HMEM;
+	fi_info *info = nullptr;
+	const uint32_t v = hmemreg_fabric_api_version();
+	int rc = fi_getinfo(v, nullptr, nullptr, 0, hints, &info);
+	fi_freeinfo(hints);
+	GPU_LOG("libfabric %u.%u (API %u.%u): shm with FI_HMEM: %s", FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
+		FI_MAJOR(v), FI_MINOR(v), rc ? fi_strerror(-rc) : "offered");
+	if (rc) {
+		GPU_ASSERT(!std::getenv("HMEMREG_GPU_DIRECT"), "HMEMREG_GPU_DIRECT is set but shm offers no FI_HMEM");
+		GPU_LOG("SKIP: this libfabric's shm has no FI_HMEM (libfabric 1.17 has no CUDA)");
+		return;
+	}
+	GPU_ASSERT(std::getenv("FI_MR_CACHE_MONITOR") && std::string(std::getenv("FI_MR_CACHE_MONITOR")) == "disabled");
+	fid_fabric *fab = nullptr;
+	fid_domain *dom = nullptr;
+	GPU_ASSERT(fi_fabric(info->fabric_attr, &fab, nullptr) == 0);
+	rc = fi_domain(fab, info, &dom, nullptr);
+	GPU_ASSERT(rc == 0, "fi_domain(shm, FI_HMEM) with libhmemreg loaded: %d (%s)", rc, fi_strerror(-rc));
+	hmemreg_cache *c = nullptr;
+	GPU_ASSERT(hmemreg_cache_create_fabric_info(dom, info, nullptr, &c) == 0);
+	CUdeviceptr p;
+	GPU_ASSERT(d.cuMemAlloc(&p, 4 << 20) == CUDA_SUCCESS);
+	hmemreg_mr a{}, b{};
+	rc = get_cuda(c, p, 4 << 20, a);
+	GPU_LOG("CUDA memory through the cache on shm: %d (%s)", rc, hmemreg_strerror(rc));
+	const char *direct = std::getenv("HMEMREG_GPU_DIRECT");
+	if (rc != 0 && !(direct && std::strstr(direct, "shm"))) {
+		// FI_HMEM without CUDA in this libfabric (1.17): refused clearly.
+		GPU_ASSERT(rc == -HMEMREG_ENOTSUP, "got %d", rc);
+		GPU_ASSERT(hmemreg_cache_destroy(c) == 0);
+		d.cuMemFree(p);
+		GPU_ASSERT(fi_close(&dom->fid) == 0);
+		fi_close(&fab->fid);
+		fi_freeinfo(info);
+		return;
+	}
+	GPU_ASSERT(rc == 0);
+	GPU_ASSERT(a.mr && a.desc, "a direct registration has a descriptor (FI_MR_HMEM)");
+	GPU_ASSERT(get_cuda(c, p + 4096, 4096, b) == 0 && b.key == a.key, "a second get must hit");
+	hmemreg_mr_put(c, &b);
+	hmemreg_mr_put(c, &a);
+	// cuMemFree + cuMemAlloc: the buffer-ID check drops the entry on the next get.
+	GPU_ASSERT(d.cuMemFree(p) == CUDA_SUCCESS);
+	CUdeviceptr q;
+	GPU_ASSERT(d.cuMemAlloc(&q, 4 << 20) == CUDA_SUCCESS);
+	hmemreg_cache_stats st0, st1;
+	GPU_ASSERT(hmemreg_cache_get_stats(c, &st0) == 0);
+	GPU_ASSERT(get_cuda(c, q, 4 << 20, a) == 0);
+	GPU_ASSERT(hmemreg_cache_get_stats(c, &st1) == 0);
+	GPU_LOG("realloc at %s address: hits %llu -> %llu", q == p ? "the same" : "another",
+		(unsigned long long)st0.hits, (unsigned long long)st1.hits);
+	GPU_ASSERT(st1.hits == st0.hits, "no hit across a free");
+	hmemreg_mr_put(c, &a);
+	GPU_ASSERT(hmemreg_cache_destroy(c) == 0);
+	d.cuMemFree(q);
+	GPU_ASSERT(fi_close(&dom->fid) == 0);
+	fi_close(&fab->fid);
 	fi_freeinfo(info);
 }
 

@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: MIT
-// The engine on CUDA memory, staged through pinned host mirrors (the
-// provider here, libfabric 1.17's shm or tcp, has no FI_HMEM): scattered
-// device -> device writes between two processes, host <-> device within one,
-// verified byte for byte; which path was taken; bad input.
+// The engine on CUDA memory: staged through pinned host mirrors where the
+// provider has no FI_HMEM (libfabric 1.17's shm and tcp, 2.x's tcp), direct
+// where it has (2.x shm built with CUDA): scattered device -> device writes
+// between two processes (then cuMemFree + cuMemAlloc of the source at the
+// same address and a second write: the new bytes land), host <-> device
+// within one, verified byte for byte; which path was taken; bad input.
+// HMEMREG_GPU_DIRECT=shm,... names the providers that must take the direct
+// path in this run (the run on libfabric 2.6.0); all others must stage.
 #include "gpu_test.hpp"
 
 #include <poll.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 #include <chrono>
 #include <thread>
 #include <tuple>
@@ -48,9 +54,27 @@ Config config(const char *provider)
 	return c;
 }
 
-uint8_t pattern(size_t i)
+uint8_t pattern(size_t i, unsigned salt = 0)
 {
-	return static_cast<uint8_t>(i * 131 + 7 + (i >> 12));
+	return static_cast<uint8_t>(i * 131 + 7 + (i >> 12) + salt * 29);
+}
+
+// Whether this run expects `provider` to register CUDA memory directly.
+bool expect_direct(const char *provider)
+{
+	const char *v = std::getenv("HMEMREG_GPU_DIRECT");
+	std::string p(provider);
+	p = p.substr(0, p.find(';'));
+	return v && ("," + std::string(v) + ",").find("," + p + ",") != std::string::npos;
+}
+
+void check_path(const Engine &e, const char *provider)
+{
+	const bool direct = expect_direct(provider);
+	GPU_ASSERT(e.caps().hmem == direct, "%s: expected the %s path; device memory: %s", provider,
+		   direct ? "direct" : "staged", e.caps().device_memory.c_str());
+	GPU_ASSERT(e.caps().device_memory.find(direct ? "direct" : "staged") != std::string::npos, "%s",
+		   e.caps().device_memory.c_str());
 }
 
 // Scattered chunks with odd sizes, crossing piece boundaries, landing in
@@ -74,14 +98,14 @@ std::vector<Chunk> scatter(const Region *src, size_t &src_len, size_t &dst_len)
 	return v;
 }
 
-CUdeviceptr device_fill(const Driver &d, size_t n, bool with_pattern)
+CUdeviceptr device_fill(const Driver &d, size_t n, bool with_pattern, unsigned salt = 0)
 {
 	CUdeviceptr p;
 	GPU_ASSERT(d.cuMemAlloc(&p, n) == CUDA_SUCCESS);
 	std::vector<uint8_t> h(n, 0);
 	if (with_pattern)
 		for (size_t i = 0; i < n; i++)
-			h[i] = pattern(i);
+			h[i] = pattern(i, salt);
 	GPU_ASSERT(d.cuMemcpyHtoD(p, h.data(), n) == CUDA_SUCCESS);
 	return p;
 }
@@ -94,12 +118,12 @@ std::vector<uint8_t> device_read(const Driver &d, CUdeviceptr p, size_t n)
 }
 
 // Byte i of the target after the chunks landed (0 where nothing was written).
-std::vector<uint8_t> expected(std::span<const Chunk> chunks, size_t dst_len)
+std::vector<uint8_t> expected(std::span<const Chunk> chunks, size_t dst_len, unsigned salt = 0)
 {
 	std::vector<uint8_t> e(dst_len, 0);
 	for (const Chunk &c : chunks)
 		for (size_t k = 0; k < c.len; k++)
-			e[c.remote_offset + k] = pattern(c.local_offset + k);
+			e[c.remote_offset + k] = pattern(c.local_offset + k, salt);
 	return e;
 }
 
@@ -138,8 +162,8 @@ bool wait_flag(const std::atomic<int> &f, int seconds)
 	return f.load() != 0;
 }
 
-// Target process: a staged device region; reports over `out` whether what
-// landed is exactly what the writer sent.
+// Target process: a device region; per round (salt 0, then 1), reports over
+// `out` whether what landed is exactly what the writer sent.
 [[noreturn]] void target(const char *provider, int device, int in, int out)
 {
 	const Driver &d = drv(device);
@@ -156,15 +180,18 @@ bool wait_flag(const std::atomic<int> &f, int seconds)
 	});
 	put_blob(out, b.address());
 	put_blob(out, b.descriptor(*region));
-	char go;
-	GPU_ASSERT(read(in, &go, 1) == 1);
-	if (!wait_flag(notified, 60))
-		gpu_test::fail(__FILE__, __LINE__, "target: no notification in 60 s");
-	auto seen = device_read(d, dst, dst_len);
-	size_t at = first_difference(seen, expected(chunks, dst_len));
-	PathStats ps = b.path_stats();
-	uint64_t report[4] = {at, got.tag, ps.staged_to_device_bytes, ps.staged_landings};
-	GPU_ASSERT(write(out, report, sizeof(report)) == sizeof(report));
+	for (unsigned salt = 0; salt < 2; salt++) {
+		char go;
+		GPU_ASSERT(read(in, &go, 1) == 1);
+		if (!wait_flag(notified, 60))
+			gpu_test::fail(__FILE__, __LINE__, "target: no notification in 60 s");
+		notified = 0;
+		auto seen = device_read(d, dst, dst_len);
+		size_t at = first_difference(seen, expected(chunks, dst_len, salt));
+		PathStats ps = b.path_stats();
+		uint64_t report[4] = {at, got.tag, ps.staged_to_device_bytes, ps.staged_landings};
+		GPU_ASSERT(write(out, report, sizeof(report)) == sizeof(report));
+	}
 	std::_Exit(0);
 }
 
@@ -179,55 +206,80 @@ void device_to_device_between_processes(const char *provider, int src_dev = 0, i
 	Bytes addr = get_blob(from_t[0]);
 	Bytes desc = get_blob(from_t[0]);
 	Engine a(config(provider));
-	GPU_ASSERT(a.caps().device_memory.find("staged") != std::string::npos, "%s", a.caps().device_memory.c_str());
+	check_path(a, provider);
+	const bool direct = expect_direct(provider);
 	PeerId peer = a.add_peer(addr, true);
 	size_t src_len, dst_len;
 	auto probe = scatter(nullptr, src_len, dst_len);
 	CUdeviceptr src = device_fill(d, src_len, true);
-	auto region = a.register_region(reinterpret_cast<void *>(src), src_len);
-	GPU_ASSERT(region->staged());
-	auto chunks = scatter(region.get(), src_len, dst_len);
-	GPU_ASSERT(write(to_t[1], "g", 1) == 1);
-	auto x = a.write(peer, chunks, desc, 0xfeed);
-	GPU_ASSERT(a.wait(*x, std::chrono::seconds(60)), "write did not complete");
-	GPU_ASSERT(x->status() == 0, "%s", x->error().c_str());
-	GPU_ASSERT(x->staged());
-	size_t total = 0;
-	for (auto &c : chunks)
-		total += c.len;
-	PathStats ps = a.path_stats();
-	GPU_ASSERT(ps.staged_writes == 1 && ps.direct_writes == 0);
-	GPU_ASSERT(ps.staged_to_host_bytes == total, "%llu of %zu bytes copied to host",
-		   (unsigned long long)ps.staged_to_host_bytes, total);
-	uint64_t report[4];
-	GPU_ASSERT(read(from_t[0], report, sizeof(report)) == sizeof(report), "target died");
+	uint64_t staged_total = 0;
+	for (unsigned salt = 0; salt < 2; salt++) {
+		if (salt) {
+			// Free the source and allocate again (the driver usually hands
+			// out the same address): the next registration must not be the
+			// old one, in the cache or below it.
+			CUdeviceptr old = src;
+			GPU_ASSERT(d.cuMemFree(src) == CUDA_SUCCESS);
+			src = device_fill(d, src_len, true, salt);
+			GPU_LOG("source reallocated at %s address", src == old ? "the same" : "another");
+		}
+		auto region = a.register_region(reinterpret_cast<void *>(src), src_len);
+		GPU_ASSERT(region->staged() == !direct);
+		auto chunks = scatter(region.get(), src_len, dst_len);
+		GPU_ASSERT(write(to_t[1], "g", 1) == 1);
+		auto x = a.write(peer, chunks, desc, 0xfeed + salt);
+		GPU_ASSERT(a.wait(*x, std::chrono::seconds(60)), "write did not complete");
+		GPU_ASSERT(x->status() == 0, "%s", x->error().c_str());
+		GPU_ASSERT(x->staged() == !direct);
+		size_t total = 0;
+		for (auto &c : chunks)
+			total += c.len;
+		PathStats ps = a.path_stats();
+		if (direct) {
+			GPU_ASSERT(ps.staged_writes == 0 && ps.direct_writes == salt + 1);
+			GPU_ASSERT(ps.device_regs_dmabuf + ps.device_regs_address == salt + 1,
+				   "%llu device registrations for %u allocations",
+				   (unsigned long long)(ps.device_regs_dmabuf + ps.device_regs_address), salt + 1);
+		} else {
+			staged_total += total;
+			GPU_ASSERT(ps.staged_writes == salt + 1 && ps.direct_writes == 0);
+			GPU_ASSERT(ps.staged_to_host_bytes == staged_total, "%llu of %llu bytes copied to host",
+				   (unsigned long long)ps.staged_to_host_bytes, (unsigned long long)staged_total);
+		}
+		uint64_t report[4];
+		GPU_ASSERT(read(from_t[0], report, sizeof(report)) == sizeof(report), "target died");
+		GPU_ASSERT(report[0] == UINT64_MAX, "round %u: target byte %llu differs", salt,
+			   (unsigned long long)report[0]);
+		GPU_ASSERT(report[1] == 0xfeed + salt, "tag %llx", (unsigned long long)report[1]);
+		GPU_ASSERT(report[2] == (direct ? 0 : staged_total), "target copied %llu bytes to the device",
+			   (unsigned long long)report[2]);
+		GPU_ASSERT(report[3] == (direct ? 0 : salt + 1));
+		GPU_LOG("%s: %zu bytes in %zu chunks, GPU %d -> GPU %d (another process), %s, verified%s; %s", provider,
+			total, chunks.size(), src_dev, dst_dev, direct ? "direct" : "staged",
+			salt ? " (after cuMemFree + cuMemAlloc)" : "",
+			direct ? (ps.device_regs_dmabuf ? "FI_MR_DMABUF" : ("by address: " + ps.device_address_why).c_str())
+			       : "");
+	}
 	int st;
 	waitpid(pid, &st, 0);
 	GPU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "target failed");
-	GPU_ASSERT(report[0] == UINT64_MAX, "target byte %llu differs", (unsigned long long)report[0]);
-	GPU_ASSERT(report[1] == 0xfeed, "tag %llx", (unsigned long long)report[1]);
-	GPU_ASSERT(report[2] == total, "target copied %llu of %zu bytes to the device", (unsigned long long)report[2],
-		   total);
-	GPU_ASSERT(report[3] == 1);
-	GPU_LOG("%s: %zu bytes in %zu chunks, GPU %d -> GPU %d (another process), staged, verified", provider, total,
-		chunks.size(), src_dev, dst_dev);
 	d.cuMemFree(src);
 }
 
 } // namespace
 
-GPU_TEST(engine_staged, device_to_device_shm)
+GPU_TEST(engine_cuda, device_to_device_shm)
 {
 	device_to_device_between_processes("shm");
 }
 
-GPU_TEST(engine_staged, device_to_device_tcp)
+GPU_TEST(engine_cuda, device_to_device_tcp)
 {
 	device_to_device_between_processes("tcp;ofi_rxm");
 }
 
 // Issue 9, run 1: one process per GPU (skipped where there is one GPU).
-GPU_TEST(engine_staged, two_gpus_two_processes)
+GPU_TEST(engine_cuda, two_gpus_two_processes)
 {
 	int n = 0;
 	{
@@ -263,10 +315,12 @@ GPU_TEST(engine_staged, two_gpus_two_processes)
 }
 
 // Host -> device and device -> host, two engines in one process.
-GPU_TEST(engine_staged, host_and_device_mixed)
+GPU_TEST(engine_cuda, host_and_device_mixed)
 {
 	const Driver &d = drv();
 	Engine a(config("shm")), b(config("shm"));
+	check_path(a, "shm");
+	const bool direct = expect_direct("shm");
 	std::atomic<int> notified{0};
 	b.on_notify([&](const Notification &) { notified++; });
 	PeerId peer = a.add_peer(b.address(), true);
@@ -282,7 +336,7 @@ GPU_TEST(engine_staged, host_and_device_mixed)
 	auto rds = a.register_region(reinterpret_cast<void *>(dsrc), src_len);
 	auto rhd = b.register_region(hdst.data(), dst_len);
 	auto rdd = b.register_region(reinterpret_cast<void *>(ddst), dst_len);
-	GPU_ASSERT(!rhs->staged() && rds->staged() && !rhd->staged() && rdd->staged());
+	GPU_ASSERT(!rhs->staged() && rds->staged() == !direct && !rhd->staged() && rdd->staged() == !direct);
 
 	// host -> device
 	auto c1 = scatter(rhs.get(), src_len, dst_len);
@@ -307,14 +361,14 @@ GPU_TEST(engine_staged, host_and_device_mixed)
 	x = a.write(peer, c1, b.descriptor(*rhd), 3);
 	GPU_ASSERT(a.wait(*x, std::chrono::seconds(30)) && x->status() == 0 && !x->staged());
 	PathStats ps = a.path_stats();
-	GPU_ASSERT(ps.staged_writes == 2 && ps.direct_writes == 1, "staged %llu direct %llu",
-		   (unsigned long long)ps.staged_writes, (unsigned long long)ps.direct_writes);
+	GPU_ASSERT(ps.staged_writes == (direct ? 0 : 2) && ps.direct_writes == (direct ? 3 : 1),
+		   "staged %llu direct %llu", (unsigned long long)ps.staged_writes, (unsigned long long)ps.direct_writes);
 	d.cuMemFree(dsrc);
 	d.cuMemFree(ddst);
 }
 
-// VMM memory (cuMemCreate + cuMemMap) is staged like cudaMalloc memory.
-GPU_TEST(engine_staged, vmm_target)
+// VMM memory (cuMemCreate + cuMemMap) takes the path cudaMalloc memory takes.
+GPU_TEST(engine_cuda, vmm_target)
 {
 	const Driver &d = drv();
 	CUmemAllocationProp prop{};
@@ -345,7 +399,7 @@ GPU_TEST(engine_staged, vmm_target)
 		src[i] = pattern(i);
 	auto rs = a.register_region(src.data(), n);
 	auto rd = b.register_region(reinterpret_cast<void *>(p), n);
-	GPU_ASSERT(rd->staged());
+	GPU_ASSERT(rd->staged() == !expect_direct("shm"));
 	Chunk c{rs.get(), 0, n, 0};
 	auto x = a.write(peer, std::span<const Chunk>(&c, 1), b.descriptor(*rd), 9);
 	GPU_ASSERT(a.wait(*x, std::chrono::seconds(30)) && x->status() == 0, "%s", x->error().c_str());
@@ -357,7 +411,7 @@ GPU_TEST(engine_staged, vmm_target)
 	d.cuMemRelease(h);
 }
 
-GPU_TEST(engine_staged, bad_input)
+GPU_TEST(engine_cuda, bad_input)
 {
 	const Driver &d = drv();
 	Engine a(config("shm"));
@@ -381,13 +435,29 @@ GPU_TEST(engine_staged, bad_input)
 	GPU_ASSERT(d.cuMemFree(p) == CUDA_SUCCESS);
 	GPU_ASSERT(code_of(reinterpret_cast<void *>(p), 4096) != 0, "freed device memory must be refused");
 
-	Config no = config("shm");
+	// The direct path asked of a provider without FI_HMEM (tcp): a clear
+	// error at creation, not a silent fallback to staging.
+	Config need = config("tcp;ofi_rxm");
+	need.require_hmem = true;
+	int code = 0;
+	try {
+		Engine e(need);
+		GPU_LOG("tcp with require_hmem: %s", e.caps().device_memory.c_str());
+	} catch (const Error &e) {
+		code = e.code();
+		GPU_LOG("tcp with require_hmem: %s", e.what());
+		GPU_ASSERT(std::string(e.what()).find("FI_HMEM") != std::string::npos);
+	}
+	GPU_ASSERT(code == HMEMREG_ENOTSUP || expect_direct("tcp"));
+
+	// Staging off where the provider has no FI_HMEM: device memory refused.
+	Config no = config("tcp;ofi_rxm");
 	no.stage_device_memory = false;
 	Engine direct_only(no);
 	GPU_ASSERT(direct_only.caps().device_memory.find("refused") != std::string::npos);
 	CUdeviceptr q;
 	GPU_ASSERT(d.cuMemAlloc(&q, 1 << 20) == CUDA_SUCCESS);
-	int code = 0;
+	code = 0;
 	try {
 		direct_only.register_region(reinterpret_cast<void *>(q), 1 << 20);
 	} catch (const Error &e) {

@@ -20,9 +20,9 @@ refuse() {
 	! grep -qE -- "$pat" <<<"$out" && echo "ok: $what" || { fail "$what: /$pat/ in:"; echo "$out"; }
 }
 
-expect "providers' MR cache off by default" "" '^FI_MR_CACHE_MAX_COUNT=0$'
-expect "KEEP_PROVIDER_MR_CACHE=no means no" "HMEMREG_KEEP_PROVIDER_MR_CACHE=no" '^FI_MR_CACHE_MAX_COUNT=0$'
-expect "KEEP_PROVIDER_MR_CACHE=yes keeps it" "HMEMREG_KEEP_PROVIDER_MR_CACHE=yes" '^FI_MR_CACHE_MAX_COUNT=\(unset\)$'
+expect "providers' MR cache off by default" "" '^FI_MR_CACHE_MONITOR=disabled$'
+expect "KEEP_PROVIDER_MR_CACHE=no means no" "HMEMREG_KEEP_PROVIDER_MR_CACHE=no" '^FI_MR_CACHE_MONITOR=disabled$'
+expect "KEEP_PROVIDER_MR_CACHE=yes keeps it" "HMEMREG_KEEP_PROVIDER_MR_CACHE=yes" '^FI_MR_CACHE_MONITOR=\(unset\)$'
 expect "a bad boolean is refused by name" "HMEMREG_KEEP_PROVIDER_MR_CACHE=maybe" \
 	"warn:settings: HMEMREG_KEEP_PROVIDER_MR_CACHE='maybe' is not a boolean"
 expect "a typo is named, with the setting meant" "HMEMREG_MR_CACHE_MAXCOUNT=3" \

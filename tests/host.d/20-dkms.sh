@@ -5,7 +5,7 @@ set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 command -v dkms >/dev/null || { echo "SKIP: dkms not installed"; exit 77; }
 kver=$(make -s -C "$HMEMREG_TOP/kmod" print-kver)
-ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$HMEMREG_TOP/dkms.conf")
+ver=$(cat "$HMEMREG_TOP/VERSION")
 work=$(mktemp -d)
 mkdir -p "$work/dkms"
 trap 'rm -rf "$work"' EXIT
@@ -15,4 +15,5 @@ ko=$(find "$work/dkms" -name 'hmemreg.ko*' | head -n1)
 [ -n "$ko" ] || { echo "dkms build produced no hmemreg.ko"; exit 1; }
 modinfo "$ko" | grep -E "^(vermagic|depends|license)"
 modinfo -F vermagic "$ko" | grep -q "^$kver " || { echo "built for the wrong kernel"; exit 1; }
+[ "$(modinfo -F version "$ko")" = "$ver" ] || { echo "modinfo says version $(modinfo -F version "$ko"), VERSION $ver"; exit 1; }
 echo "dkms build OK for $kver"

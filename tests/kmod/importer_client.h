@@ -22,6 +22,32 @@ static inline int imp_attach(int ifd, int dfd, uint32_t flags)
 	return ret ? ret : (int)a.id;
 }
 
+// Attach as a DMA device of the attachment's own with these segment limits
+// (boundary 0: none); *out says what the device reports. The id, or -errno.
+static inline int imp_attach_dev(int ifd, int dfd, uint32_t flags, uint32_t max_seg,
+				 uint64_t boundary, struct hmimp_attach *out)
+{
+	struct hmimp_attach a = { .fd = dfd, .flags = flags, .max_seg = max_seg,
+				  .seg_boundary = boundary };
+	int ret = hm_ioctl(ifd, HMIMP_IOC_ATTACH, &a);
+
+	if (out)
+		*out = a;
+	return ret ? ret : (int)a.id;
+}
+
+// The HMIMP_SEGS_* segments of a mapped attachment into segs[room]: their
+// count (may exceed room), or -errno.
+static inline long imp_segs(int ifd, int id, uint32_t which, struct hmimp_seg *segs,
+			    uint64_t room)
+{
+	struct hmimp_segs a = { .id = id, .which = which, .count = room,
+				.segs = (uintptr_t)segs };
+	int ret = hm_ioctl(ifd, HMIMP_IOC_SEGS, &a);
+
+	return ret ? ret : (long)a.count;
+}
+
 static inline int imp_op(int ifd, unsigned long cmd, int id, uint32_t dir, uint32_t flags,
 		  struct hmimp_op *out)
 {

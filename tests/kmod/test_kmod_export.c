@@ -180,6 +180,12 @@ Test(export, bad_input)
 	e.provider = HMEMREG_PROVIDER_HOST;
 	e.handle = 5;
 	cr_assert_eq(hm_ioctl(fd, HMEMREG_IOC_EXPORT, &e), -EINVAL, "handle with host");
+	// Refused before its watch is armed: no watch was ever made for it.
+	uint64_t watches = hm_stat(HMEMREG_NLA_STAT_WATCHES_TOTAL);
+	e.flags = HMEMREG_EXPORT_WATCH;
+	cr_assert_eq(hm_ioctl(fd, HMEMREG_IOC_EXPORT, &e), -EINVAL, "handle with host, watched");
+	cr_assert_eq(hm_stat(HMEMREG_NLA_STAT_WATCHES_TOTAL), watches);
+	e.flags = 0;
 	e.handle = 0;
 	e.reserved = 1;
 	cr_assert_eq(hm_ioctl(fd, HMEMREG_IOC_EXPORT, &e), -EINVAL, "reserved");

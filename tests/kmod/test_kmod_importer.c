@@ -235,6 +235,13 @@ Test(importer, external_provider_through_exported_api)
 	cr_assert_eq(mmap(NULL, PG, PROT_READ, MAP_SHARED, dfd, 0), MAP_FAILED,
 		     "a provider without mmap refuses it");
 	cr_assert_eq(errno, EOPNOTSUPP);
+	// It has no create op: HMEMREG_IOC_EXPORT cannot name it.
+	int fd = hm_open();
+	struct hmemreg_export ex = { .size = sizeof(ex), .provider = pe.provider,
+				     .addr = 0, .len = PG };
+	cr_assert_eq(hm_ioctl(fd, HMEMREG_IOC_EXPORT, &ex), -EINVAL,
+		     "a provider without create through the export ioctl");
+	close(fd);
 	close(ifd);
 	close(dfd);
 	hm_assert_ledger_idle();

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <dlfcn.h>
 #include <poll.h>
@@ -39,6 +40,8 @@ struct Cuda {
 	CUresult (*cuCtxSetCurrent)(CUcontext);
 	CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
 	CUresult (*cuMemFree)(CUdeviceptr);
+	CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+	CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
 };
 
 Cuda cuda_open()
@@ -57,6 +60,8 @@ Cuda cuda_open()
 	c.cuCtxSetCurrent = reinterpret_cast<decltype(c.cuCtxSetCurrent)>(sym("cuCtxSetCurrent"));
 	c.cuMemAlloc = reinterpret_cast<decltype(c.cuMemAlloc)>(sym("cuMemAlloc_v2"));
 	c.cuMemFree = reinterpret_cast<decltype(c.cuMemFree)>(sym("cuMemFree_v2"));
+	c.cuMemcpyHtoD = reinterpret_cast<decltype(c.cuMemcpyHtoD)>(sym("cuMemcpyHtoD_v2"));
+	c.cuMemcpyDtoH = reinterpret_cast<decltype(c.cuMemcpyDtoH)>(sym("cuMemcpyDtoH_v2"));
 	GPU_ASSERT(c.cuInit(0) == 0);
 	CUdevice dev;
 	CUcontext ctx;
@@ -200,9 +205,27 @@ GPU_TEST(nccl_plugin, regmr_on_cuda_memory_matches_ptr_support)
 		GPU_ASSERT(r == ncclInvalidUsage && mh == nullptr,
 			   "(ptrSupport lacks CUDA: regMr must fail with ncclInvalidUsage, got %d)", r);
 	}
+	// The run on libfabric 2.6.0 over shm (HMEMREG_GPU_DIRECT) must offer
+	// device pointers: silently staying host-only would pass the rest.
+	const char *direct = std::getenv("HMEMREG_GPU_DIRECT");
+	const char *prov = std::getenv("HMEMREG_NCCL_PROVIDER");
+	if (direct && prov && std::strstr(direct, prov))
+		GPU_ASSERT((props.ptrSupport & (NCCL_PTR_CUDA | NCCL_PTR_DMABUF)) == (NCCL_PTR_CUDA | NCCL_PTR_DMABUF),
+			   "(provider %s with FI_HMEM: ptrSupport %#x lacks CUDA|DMABUF)", prov, props.ptrSupport);
 	if (!(props.ptrSupport & NCCL_PTR_DMABUF)) {
 		r = net->regMrDmaBuf(sc, reinterpret_cast<void *>(d), len, NCCL_PTR_CUDA, 0, 0, &mh);
 		GPU_ASSERT(r == ncclInvalidUsage, "(regMrDmaBuf without DMA-BUF support returned %d)", r);
+	} else {
+		// NCCL's fd is not needed (the engine exports the allocation itself);
+		// a second registration of part of the buffer is a cache hit.
+		r = net->regMrDmaBuf(sc, reinterpret_cast<void *>(d + 4096), len - 4096, NCCL_PTR_CUDA, 4096, -1, &mh);
+		GPU_ASSERT(r == ncclSuccess && mh != nullptr, "(regMrDmaBuf returned %d)", r);
+		GPU_ASSERT(net->deregMr(sc, mh) == ncclSuccess);
+		hmemreg_nccl_counters st{};
+		auto *stats = reinterpret_cast<int (*)(hmemreg_nccl_counters *)>(dlsym(lib, "hmemreg_nccl_stats"));
+		GPU_ASSERT(stats && stats(&st) == 0);
+		GPU_LOG("device registrations through the plugin: %llu", (unsigned long long)st.device_regs);
+		GPU_ASSERT(st.device_regs == 2);
 	}
 	// Host memory registers in this CUDA process all the same.
 	void *host = std::malloc(len);
@@ -217,6 +240,135 @@ GPU_TEST(nccl_plugin, regmr_on_cuda_memory_matches_ptr_support)
 	waitpid(peer, &st, 0);
 	GPU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "(peer status %#x)", st);
 	GPU_ASSERT(net->finalize(ctx) == ncclSuccess);
+}
+
+// Two ranks as two processes, CUDA buffers on both sides, through the
+// plugin's table as NCCL drives it (regMr NCCL_PTR_CUDA, isend/irecv/test,
+// iflush): the receiver's device memory holds exactly the sender's bytes.
+// Only where ptrSupport offers CUDA (FI_HMEM); elsewhere it says so.
+GPU_TEST(nccl_plugin, cuda_buffers_on_both_sides_two_processes)
+{
+	const size_t len = 8u << 20;
+	auto byte_at = [](size_t i) { return static_cast<uint8_t>(i * 7 + (i >> 10) + 1); };
+	int sv[2];
+	GPU_ASSERT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	void *lib = dlopen(plugin_path(), RTLD_NOW | RTLD_LOCAL);
+	GPU_ASSERT(lib != nullptr, "(%s)", dlerror());
+	auto *net = static_cast<ncclNet_v11_t *>(dlsym(lib, "ncclNetPlugin_v11"));
+	GPU_ASSERT(net != nullptr);
+	ncclNetCommConfig_t cfg{-1};
+	std::fflush(stdout);
+	pid_t peer = fork(); // before either side touches CUDA
+	GPU_ASSERT(peer >= 0);
+	if (peer == 0) { // receiver; exit codes name the step that failed
+		close(sv[0]);
+		void *ctx = nullptr, *lc = nullptr, *rc = nullptr;
+		char handle[NCCL_NET_HANDLE_MAXSIZE];
+		ncclNetDeviceHandle_t *dev = nullptr;
+		if (net->init(&ctx, 3, &cfg, nullptr, nullptr) || net->listen(ctx, 0, handle, &lc))
+			_exit(2);
+		ncclNetProperties_v11_t props{};
+		net->getProperties(0, &props);
+		uint8_t cuda_ok = (props.ptrSupport & NCCL_PTR_CUDA) != 0;
+		if (write(sv[1], &cuda_ok, 1) != 1 || write(sv[1], handle, sizeof(handle)) != sizeof(handle))
+			_exit(3);
+		if (!cuda_ok)
+			_exit(0);
+		for (int i = 0; i < 10000000 && !rc; i++)
+			if (net->accept(lc, &rc, &dev))
+				_exit(4);
+		if (!rc)
+			_exit(5);
+		Cuda cu = cuda_open();
+		CUdeviceptr d = 0;
+		std::vector<uint8_t> h(len, 0);
+		void *mh = nullptr, *rq = nullptr;
+		if (cu.cuMemAlloc(&d, len) || cu.cuMemcpyHtoD(d, h.data(), len) ||
+		    net->regMr(rc, reinterpret_cast<void *>(d), len, NCCL_PTR_CUDA, &mh))
+			_exit(6);
+		void *data = reinterpret_cast<void *>(d);
+		size_t size = len;
+		int tag = 7;
+		for (int i = 0; i < 1000000 && !rq; i++)
+			if (net->irecv(rc, 1, &data, &size, &tag, &mh, nullptr, &rq))
+				_exit(7);
+		int done = 0, got = 0;
+		for (long i = 0; i < 100000000 && !done; i++)
+			if (net->test(rq, &done, &got))
+				_exit(8);
+		if (!done || static_cast<size_t>(got) != len)
+			_exit(9);
+		int isize = static_cast<int>(len);
+		void *fr = nullptr;
+		if (net->iflush(rc, 1, &data, &isize, &mh, &fr) || fr)
+			_exit(10);
+		if (cu.cuMemcpyDtoH(h.data(), d, len))
+			_exit(11);
+		for (size_t i = 0; i < len; i++)
+			if (h[i] != byte_at(i))
+				_exit(12);
+		hmemreg_nccl_counters st{};
+		auto *stats = reinterpret_cast<int (*)(hmemreg_nccl_counters *)>(dlsym(lib, "hmemreg_nccl_stats"));
+		if (!stats || stats(&st) || st.device_regs != 1 || st.device_flushes != 1)
+			_exit(13);
+		char bye;
+		if (write(sv[1], "v", 1) != 1 || read(sv[1], &bye, 1) != 1)
+			_exit(14);
+		net->deregMr(rc, mh);
+		net->closeRecv(rc);
+		net->closeListen(lc);
+		net->finalize(ctx);
+		_exit(0);
+	}
+	close(sv[1]);
+	uint8_t cuda_ok = 0;
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	pollfd pfd{sv[0], POLLIN, 0};
+	GPU_ASSERT(poll(&pfd, 1, 30000) == 1);
+	GPU_ASSERT(read(sv[0], &cuda_ok, 1) == 1 && read(sv[0], handle, sizeof(handle)) == sizeof(handle));
+	if (!cuda_ok) {
+		int st = 0;
+		waitpid(peer, &st, 0);
+		GPU_LOG("SKIP: ptrSupport has no NCCL_PTR_CUDA here (provider %s without FI_HMEM)",
+			std::getenv("HMEMREG_NCCL_PROVIDER") ? std::getenv("HMEMREG_NCCL_PROVIDER") : "?");
+		const char *direct = std::getenv("HMEMREG_GPU_DIRECT");
+		const char *prov = std::getenv("HMEMREG_NCCL_PROVIDER");
+		GPU_ASSERT(!(direct && prov && std::strstr(direct, prov)), "(the direct run must offer CUDA)");
+		return;
+	}
+	void *ctx = nullptr;
+	GPU_ASSERT(net->init(&ctx, 4, &cfg, nullptr, nullptr) == ncclSuccess);
+	void *sc = nullptr;
+	ncclNetDeviceHandle_t *dev = nullptr;
+	for (int i = 0; i < 1000000 && !sc; i++)
+		GPU_ASSERT(net->connect(ctx, 0, handle, &sc, &dev) == ncclSuccess);
+	GPU_ASSERT(sc != nullptr);
+	Cuda cu = cuda_open();
+	CUdeviceptr s = 0;
+	std::vector<uint8_t> h(len);
+	for (size_t i = 0; i < len; i++)
+		h[i] = byte_at(i);
+	GPU_ASSERT(cu.cuMemAlloc(&s, len) == 0 && cu.cuMemcpyHtoD(s, h.data(), len) == 0);
+	void *mh = nullptr, *rq = nullptr;
+	GPU_ASSERT(net->regMr(sc, reinterpret_cast<void *>(s), len, NCCL_PTR_CUDA, &mh) == ncclSuccess);
+	for (int i = 0; i < 10000000 && !rq; i++) // NULL until the receiver's irecv reached us
+		GPU_ASSERT(net->isend(sc, reinterpret_cast<void *>(s), len, 7, mh, nullptr, &rq) == ncclSuccess);
+	GPU_ASSERT(rq != nullptr, "(the receive was never posted)");
+	int done = 0, got = 0;
+	for (long i = 0; i < 100000000 && !done; i++)
+		GPU_ASSERT(net->test(rq, &done, &got) == ncclSuccess);
+	GPU_ASSERT(done && static_cast<size_t>(got) == len);
+	char v = 0;
+	GPU_ASSERT(poll(&pfd, 1, 60000) == 1 && read(sv[0], &v, 1) == 1 && v == 'v', "(receiver did not verify)");
+	GPU_ASSERT(write(sv[0], "b", 1) == 1);
+	int st = 0;
+	waitpid(peer, &st, 0);
+	GPU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "(receiver exit status %d)", WEXITSTATUS(st));
+	GPU_LOG("%zu bytes device -> device between two processes through the plugin, verified; iflush waited", len);
+	GPU_ASSERT(net->deregMr(sc, mh) == ncclSuccess);
+	GPU_ASSERT(net->closeSend(sc) == ncclSuccess);
+	GPU_ASSERT(net->finalize(ctx) == ncclSuccess);
+	cu.cuMemFree(s);
 }
 
 GPU_TEST_MAIN()

@@ -100,6 +100,24 @@ Test(nccl_plugin, rail_and_thread_defaults)
 	unsetenv("HMEMREG_NCCL_PROGRESS_THREADS");
 }
 
+// PEER_TIMEOUT_MS: the engine's default unless set, 0 = never, a bad value
+// fails init.
+Test(nccl_plugin, peer_timeout_setting)
+{
+	Plugin p;
+	unsetenv("HMEMREG_NCCL_PEER_TIMEOUT_MS");
+	CHECK(init_settings(p).find("peer_timeout=engine's") != std::string::npos);
+	setenv("HMEMREG_NCCL_PEER_TIMEOUT_MS", "2500", 1);
+	CHECK(init_settings(p).find("peer_timeout=2500ms") != std::string::npos);
+	setenv("HMEMREG_NCCL_PEER_TIMEOUT_MS", "0", 1);
+	CHECK(init_settings(p).find("peer_timeout=never") != std::string::npos);
+	for (const char *bad : {"soon", "-1", "86400001"}) {
+		setenv("HMEMREG_NCCL_PEER_TIMEOUT_MS", bad, 1);
+		CHECK_RC(p.init(), ncclInvalidUsage);
+	}
+	unsetenv("HMEMREG_NCCL_PEER_TIMEOUT_MS");
+}
+
 // One transfer per size, 0 B .. 64 MiB, receive buffers larger than the
 // sends so test() must report the real size.
 Test(nccl_plugin, sizes_up_to_64MiB, .timeout = 90)

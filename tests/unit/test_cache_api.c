@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -137,10 +138,16 @@ Test(cache_api, environment_configures_the_cache)
 
 Test(cache_api, provider_cache_is_disabled_at_load)
 {
-	/* libhmemreg's constructor ran before main() */
-	const char *v = getenv("FI_MR_CACHE_MAX_COUNT");
+	/* libhmemreg's constructor ran before main(): the monitors of providers'
+	 * registration caches are off, the count is not touched (a zero count
+	 * makes every ofi_mr_cache_init() fail, shm's CUDA IPC cache included). */
+	const char *v = getenv("FI_MR_CACHE_MONITOR");
+	cr_assert_not_null(v);
+	cr_assert_str_eq(v, "disabled");
+	v = getenv("FI_MR_CUDA_CACHE_MONITOR_ENABLED");
 	cr_assert_not_null(v);
 	cr_assert_str_eq(v, "0");
+	cr_assert_null(getenv("FI_MR_CACHE_MAX_COUNT"), "FI_MR_CACHE_MAX_COUNT must be left to the user");
 }
 
 Test(cache_api, fork_child_has_an_empty_cache)
@@ -248,12 +255,29 @@ Test(cache_api, stats_block_is_readable_from_outside)
 
 Test(cache_api, stale_block_of_dead_process_is_detected)
 {
+	/* The child publishes its block and waits; we hold the block's lock so
+	 * that no process's hmemreg_shm_gc() removes it once the child is dead
+	 * (every process of libhmemreg runs one at its first stats block). */
+	int go[2], ready[2];
+	cr_assert_eq(pipe(go), 0);
+	cr_assert_eq(pipe(ready), 0);
 	pid_t pid = fork();
 	if (pid == 0) {
 		struct hmemreg_cache *c = make(HMEMREG_MONITOR_NONE, 1);
 		(void)c;
+		char x = 1;
+		if (write(ready[1], &x, 1) != 1 || read(go[0], &x, 1) != 1)
+			_exit(1);
 		_exit(0); /* no cleanup, as if it crashed */
 	}
+	char x;
+	cr_assert_eq(read(ready[0], &x, 1), 1);
+	char name[64], path[80];
+	snprintf(name, sizeof(name), HMEMREG_STATS_SHM_PREFIX "%d", (int)pid);
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	int lock = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(lock >= 0 && flock(lock, LOCK_SH) == 0, "cannot lock %s", path);
+	cr_assert_eq(write(go[1], &x, 1), 1);
 	int status;
 	waitpid(pid, &status, 0);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -263,7 +287,124 @@ Test(cache_api, stale_block_of_dead_process_is_detected)
 	cr_assert_eq(b->pid, pid);
 	cr_assert_eq(hmemreg_stats_block_check(b, len), -HMEMREG_ESTALE);
 	munmap(b, len);
-	char name[64];
-	snprintf(name, sizeof(name), HMEMREG_STATS_SHM_PREFIX "%d", (int)pid);
 	shm_unlink(name);
+	close(lock);
+}
+
+/* A file of the kinds hmemreg_shm_gc() looks at, in dir. */
+static void touch(const char *dir, const char *name, size_t size)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	cr_assert(fd >= 0, "%s", path);
+	cr_assert_eq(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+}
+
+static int exists(const char *dir, const char *name)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return access(path, F_OK) == 0;
+}
+
+static pid_t dead_pid(void)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	return pid;
+}
+
+struct gc_seen {
+	int files, removed, live, stale;
+};
+
+static void count_file(const struct hmemreg_shm_file *f, void *arg)
+{
+	struct gc_seen *s = arg;
+	s->files++;
+	s->removed += f->verdict == HMEMREG_SHM_REMOVED;
+	s->live += f->verdict == HMEMREG_SHM_LIVE;
+	s->stale += f->verdict == HMEMREG_SHM_STALE;
+}
+
+Test(cache_api, shm_gc_removes_files_of_dead_processes_only)
+{
+	char dir[] = "/tmp/hmemreg-gc-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char dead_block[64], dead_region[64], live_block[64], live_region[64], held_region[64];
+	pid_t dead = dead_pid();
+	snprintf(dead_block, sizeof(dead_block), "hmemreg-stats.%d", (int)dead);
+	snprintf(dead_region, sizeof(dead_region), "hmemreg_%d_123", (int)dead);
+	snprintf(live_block, sizeof(live_block), "hmemreg-stats.%d", (int)getpid());
+	snprintf(live_region, sizeof(live_region), "hmemreg_%d_456", (int)getpid());
+	snprintf(held_region, sizeof(held_region), "hmemreg_%d_789", (int)dead);
+	touch(dir, dead_block, 4096); /* not even a block: goes by its pid */
+	touch(dir, dead_region, 1 << 16);
+	touch(dir, live_block, 16);
+	touch(dir, live_region, 1 << 16);
+	touch(dir, held_region, 4096); /* dead pid, but someone holds its lock */
+	touch(dir, "hmemreg_x_1", 1);  /* not a name of ours */
+	touch(dir, "unrelated", 1);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, held_region);
+	int lock = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(lock >= 0 && flock(lock, LOCK_SH) == 0);
+
+	cr_assert_eq(hmemreg_shm_gc(dir, 0x8, NULL, NULL), -HMEMREG_EINVAL, "unknown flag");
+	cr_assert_eq(hmemreg_shm_gc("/nonexistent-hmemreg", 0, NULL, NULL), -HMEMREG_ESYS);
+
+	struct gc_seen dry = {0};
+	cr_assert_eq(hmemreg_shm_gc(dir, HMEMREG_SHM_GC_DRY_RUN, count_file, &dry), 2);
+	cr_assert_eq(dry.files, 5, "ours are five, got %d", dry.files);
+	cr_assert_eq(dry.stale, 2);
+	cr_assert_eq(dry.live, 3);
+	cr_assert(exists(dir, dead_block) && exists(dir, dead_region), "a dry run removes nothing");
+
+	struct gc_seen real = {0};
+	cr_assert_eq(hmemreg_shm_gc(dir, 0, count_file, &real), 2);
+	cr_assert_eq(real.removed, 2);
+	cr_assert(!exists(dir, dead_block), "block of a dead pid removed");
+	cr_assert(!exists(dir, dead_region), "region of a dead pid removed");
+	cr_assert(exists(dir, live_block) && exists(dir, live_region), "files of a live pid kept");
+	cr_assert(exists(dir, held_region), "a file whose lock is held is kept");
+	cr_assert(exists(dir, "hmemreg_x_1") && exists(dir, "unrelated"), "other files untouched");
+	close(lock);
+	cr_assert_eq(hmemreg_shm_gc(dir, 0, NULL, NULL), 1, "released: the held one goes now");
+	cr_assert(!exists(dir, held_region));
+
+	const char *left[] = {live_block, live_region, "hmemreg_x_1", "unrelated"};
+	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, left[i]);
+		unlink(path);
+	}
+	cr_assert_eq(rmdir(dir), 0);
+}
+
+Test(cache_api, library_holds_and_removes_its_own_block)
+{
+	/* A live process's block is locked: a gc (any process's) keeps it. */
+	struct hmemreg_cache *c = make(HMEMREG_MONITOR_NONE, 1);
+	char path[80];
+	snprintf(path, sizeof(path), "/dev/shm" HMEMREG_STATS_SHM_PREFIX "%d", (int)getpid());
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(fd >= 0, "no %s", path);
+	cr_assert_neq(flock(fd, LOCK_EX | LOCK_NB), 0, "the library holds its block's lock");
+	close(fd);
+	hmemreg_cache_destroy(c);
+	/* A fork child that exits normally removes its own block. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct hmemreg_cache *k = make(HMEMREG_MONITOR_NONE, 1);
+		hmemreg_cache_destroy(k);
+		exit(0);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	snprintf(path, sizeof(path), "/dev/shm" HMEMREG_STATS_SHM_PREFIX "%d", (int)pid);
+	cr_assert_neq(access(path, F_OK), 0, "%s left behind by a clean exit", path);
 }

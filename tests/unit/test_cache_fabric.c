@@ -26,7 +26,7 @@ static void open_domain(void)
 	hints->ep_attr->type = FI_EP_MSG;
 	hints->caps = FI_MSG | FI_RMA;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	int rc = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info);
+	int rc = fi_getinfo(hmemreg_fabric_api_version(), NULL, NULL, 0, hints, &info);
 	fi_freeinfo(hints);
 	if (rc)
 		cr_skip_test("no %s provider here: %s", prov ? prov : "tcp", fi_strerror(-rc));
@@ -56,9 +56,23 @@ static struct hmemreg_cache *make(uint32_t monitor)
 	cfg.monitor = monitor;
 	cfg.publish_stats = 0;
 	struct hmemreg_cache *c = NULL;
-	int rc = hmemreg_cache_create_fabric(domain, &cfg, &c);
+	int rc = hmemreg_cache_create_fabric_info(domain, info, &cfg, &c);
 	cr_assert_eq(rc, 0, "%s", hmemreg_strerror(rc));
 	return c;
+}
+
+Test(cache_fabric, create_with_info_checks_it)
+{
+	struct hmemreg_cache *c = NULL;
+	cr_assert_eq(hmemreg_cache_create_fabric_info(domain, NULL, NULL, &c), -HMEMREG_EINVAL);
+	uint32_t v = info->fabric_attr->api_version;
+	info->fabric_attr->api_version = fi_version() + 1; /* newer than the runtime */
+	cr_assert_eq(hmemreg_cache_create_fabric_info(domain, info, NULL, &c), -HMEMREG_EINVAL);
+	info->fabric_attr->api_version = v;
+	cr_assert_null(c);
+	/* The version libhmemreg negotiates is one this runtime accepts. */
+	cr_assert_leq(hmemreg_fabric_api_version(), fi_version());
+	cr_assert_geq(hmemreg_fabric_api_version(), FI_VERSION(1, 17));
 }
 
 Test(cache_fabric, registers_with_the_provider_and_caches)
@@ -112,7 +126,7 @@ static long vm_pin_kb(void)
 
 /* Providers whose registrations pin pages (verbs) show it in VmPin: the
  * cache's entry keeps them pinned while cached, and releasing the entry
- * unpins them (the provider's own cache is off: FI_MR_CACHE_MAX_COUNT=0). */
+ * unpins them (the provider's own cache is off: its monitors are disabled). */
 Test(cache_fabric, registrations_pin_and_release_pages)
 {
 	const char *pin = getenv("HMEMREG_TEST_EXPECT_PIN");
@@ -154,7 +168,10 @@ Test(cache_fabric, provider_errors_are_reported)
 					.addr = (void *)0x100000, .len = 4096, .dmabuf_fd = -1};
 	struct hmemreg_mr mr;
 	int rc = hmemreg_mr_get_req(c, &rq, &mr);
-	cr_assert_lt(rc, 0, "CUDA memory on a provider without FI_HMEM must fail");
+	/* The domain was opened without FI_HMEM (the cache knows from its fi_info):
+	 * refused here, whatever the provider would make of the pointer (2.x tcp
+	 * takes it for host memory). */
+	cr_assert_eq(rc, -HMEMREG_ENOTSUP, "CUDA memory on a domain without FI_HMEM must fail: %d", rc);
 	cr_assert_str_neq(hmemreg_strerror(rc), "unknown hmemreg error");
 	struct hmemreg_cache_stats st;
 	hmemreg_cache_get_stats(c, &st);

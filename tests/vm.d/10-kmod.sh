@@ -5,6 +5,8 @@
 set -e
 . "$(dirname "$0")/../lib.sh"
 require_vm
+# Huge pages for test_kmod_segments' physically contiguous buffers.
+echo 8 > /proc/sys/vm/nr_hugepages
 kmod_load max_watches=1024 ring_events=256 devmem_mb=32
 importer_load
 bad=0

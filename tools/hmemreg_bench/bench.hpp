@@ -63,4 +63,9 @@ private:
 	bool header_due_ = true;
 };
 
+// Puts back the default action of the crash and termination signals whose
+// handlers the PSM libraries installed at load (crash_signals.cpp): a crash
+// then ends by its signal, not exit(1). Returns how many were reset.
+int restore_crash_signals();
+
 } // namespace hmemreg::bench

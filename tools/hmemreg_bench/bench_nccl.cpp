@@ -10,6 +10,7 @@
 //                      [--provider P] [--node ADDR]
 //                      [--window W] [--sizes a,b,...] [--lat-sizes a,b,...] [--seconds S]
 //                      [--repeat N] [--no-ref] [--no-bw] [--no-lat] [--log warn|info]
+//                      [--mem host|cuda]
 //
 // As NCCL does: the table is ncclNetPlugin_v11, else _v10; init gets a
 // logger; devices and properties are read before listen; each direction is
@@ -21,6 +22,10 @@
 // Each figure is the best of --repeat (3) timed runs of about --seconds (and
 // of --rounds: the plugins take turns that many times). Latency is the median
 // round trip of a run, halved (its mean beside it).
+// --mem cuda: both ranks' buffers are cuMemAlloc'ed memory on GPU 0,
+// registered as NCCL_PTR_CUDA (the plugin must offer it: FI_HMEM); patterns
+// are written and checked through host copies, after an iflush, as NCCL
+// flushes a GPU receive. Run it next to --mem host for the host reference.
 #include <algorithm>
 #include <chrono>
 #include <cstdarg>
@@ -41,6 +46,7 @@
 #include "nccl_abi.h"
 #include "reference_tools.hpp"
 #include "xfer_target.hpp"
+#include "hmem/cuda_driver.hpp"
 
 namespace {
 
@@ -58,22 +64,30 @@ struct Options {
 	long rounds = 1;
 	bool ref = true, bw = true, lat = true;
 	std::string log = "warn";
+	std::string mem = "host";
 	std::vector<uint64_t> sizes = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
 	std::vector<uint64_t> lat_sizes = {8, 64, 512, 1 << 10, 4 << 10, 16 << 10, 64 << 10};
 };
 
 constexpr long kCheckPingPongs = 4;
 
+// The plugin beside this binary: the build tree's (tools/../plugins/nccl/),
+// else the installed one (bindir/../libdir, from CMake), else by name through
+// the loader's search path, as NCCL itself finds it.
 std::string default_plugin()
 {
+	static const char kName[] = "libnccl-net-hmemreg.so";
 	char exe[4096];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0)
-		return "libnccl-net-hmemreg.so";
+		return kName;
 	exe[n] = 0;
 	std::string dir(exe);
 	dir = dir.substr(0, dir.rfind('/'));
-	return dir + "/../plugins/nccl/libnccl-net-hmemreg.so";
+	for (const std::string &p : {dir + "/../plugins/nccl/" + kName, dir + "/" HMEMREG_BENCH_BIN_TO_LIBDIR "/" + kName})
+		if (access(p.c_str(), R_OK) == 0)
+			return p;
+	return kName;
 }
 
 bool xfer(int fd, void *p, size_t n, bool out)
@@ -168,7 +182,16 @@ struct Net {
 		ncclNetDeviceHandle_t *dev = nullptr;
 		return HMEMREG_NET_CALL(accept, lc, rc, &dev);
 	}
-	ncclResult_t reg(void *comm, void *p, size_t n, void **mh) { return HMEMREG_NET_CALL(regMr, comm, p, n, NCCL_PTR_HOST, mh); }
+	ncclResult_t reg(void *comm, void *p, size_t n, int type, void **mh)
+	{
+		return HMEMREG_NET_CALL(regMr, comm, p, n, type, mh);
+	}
+	ncclResult_t flush(void *rc, void *p, size_t n, void *mh, void **rq)
+	{
+		int sizes[1] = {static_cast<int>(n)};
+		void *d[1] = {p}, *m[1] = {mh};
+		return HMEMREG_NET_CALL(iflush, rc, 1, d, sizes, m, rq);
+	}
 	ncclResult_t dereg(void *comm, void *mh) { return HMEMREG_NET_CALL(deregMr, comm, mh); }
 	ncclResult_t isend(void *sc, void *p, size_t n, int tag, void *mh, void **rq)
 	{
@@ -231,16 +254,58 @@ struct Rank {
 	size_t slen = 0, rlen = 0;
 	void *smh = nullptr, *rmh = nullptr;
 	uint64_t checked = 0; // bytes this rank verified
+	bool cuda = false;	      // sbuf/rbuf are device pointers (--mem cuda)
+	std::vector<uint8_t> scratch; // host copy of a device message
 
-	explicit Rank(bool init) : initiator(init) {}
+	Rank(bool init, bool on_gpu) : initiator(init), cuda(on_gpu) {}
 
-	bool wait(void *rq, size_t expect, Clock::time_point deadline)
+	// The pattern written, a slot cleared, a message checked: in place for
+	// host memory, through a host copy for device memory.
+	bool fill_msg(uint8_t *p, size_t n, uint64_t seed)
+	{
+		if (!cuda) {
+			fill(p, n, seed);
+			return true;
+		}
+		scratch.resize(n);
+		fill(scratch.data(), n, seed);
+		return hmemreg::cuda::Driver::get().cuMemcpyHtoD(dptr(p), scratch.data(), n) == CUDA_SUCCESS;
+	}
+	bool clear_msg(uint8_t *p, size_t n)
+	{
+		if (!cuda) {
+			std::memset(p, 0, n);
+			return true;
+		}
+		return hmemreg::cuda::Driver::get().cuMemsetD8(dptr(p), 0, n) == CUDA_SUCCESS;
+	}
+	// The first wrong byte, n if none; a device receive is flushed first.
+	size_t check_msg(const uint8_t *p, size_t n, uint64_t seed)
+	{
+		if (!cuda)
+			return first_wrong(p, n, seed);
+		void *rq = nullptr;
+		if (net.flush(rc, const_cast<uint8_t *>(p), n, rmh, &rq) != ncclSuccess ||
+		    (rq && !wait(rq, n, Clock::now() + std::chrono::seconds(30), false))) {
+			std::fprintf(stderr, "nccl bench [%s]: iflush of a %zu-byte receive failed\n", g_log_label, n);
+			return 0;
+		}
+		scratch.resize(n);
+		if (hmemreg::cuda::Driver::get().cuMemcpyDtoH(scratch.data(), dptr(p), n) != CUDA_SUCCESS) {
+			std::fprintf(stderr, "nccl bench [%s]: cuMemcpyDtoH of %zu bytes failed\n", g_log_label, n);
+			return 0;
+		}
+		return first_wrong(scratch.data(), n, seed);
+	}
+	static CUdeviceptr dptr(const uint8_t *p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
+
+	bool wait(void *rq, size_t expect, Clock::time_point deadline, bool sized = true)
 	{
 		for (;;) {
 			int done = 0, size = -1;
 			TRY(net.test(rq, &done, &size));
 			if (done) {
-				if (static_cast<size_t>(size) != expect) {
+				if (sized && static_cast<size_t>(size) != expect) {
 					std::fprintf(stderr, "nccl bench [%s]: %d bytes completed, %zu expected\n", g_log_label,
 						     size, expect);
 					return false;
@@ -292,12 +357,12 @@ struct Rank {
 				uint8_t *p = base + slot * n;
 				void *rq = nullptr;
 				if (initiator) {
-					if (check)
-						fill(p, n, seed_of(n, posted, 0));
+					if (check && !fill_msg(p, n, seed_of(n, posted, 0)))
+						return false;
 					TRY(net.isend(sc, p, n, static_cast<int>(posted & 0xffff), smh, &rq));
 				} else {
-					if (check)
-						std::memset(p, 0, n);
+					if (check && !clear_msg(p, n))
+						return false;
 					TRY(net.irecv(rc, p, n, static_cast<int>(posted & 0xffff), rmh, &rq));
 				}
 				if (rq) {
@@ -319,7 +384,7 @@ struct Rank {
 				}
 				if (check && !initiator) {
 					const uint8_t *p = base + oldest * n;
-					size_t bad = first_wrong(p, n, seed_of(n, completed, 0));
+					size_t bad = check_msg(p, n, seed_of(n, completed, 0));
 					if (bad != n) {
 						std::fprintf(stderr, "nccl bench [%s]: message %ld of %zu bytes: byte %zu is wrong\n",
 							     g_log_label, completed, n, bad);
@@ -349,25 +414,25 @@ struct Rank {
 			const auto t0 = Clock::now();
 			const int tag = static_cast<int>(i & 0xffff);
 			void *rr = nullptr, *sr = nullptr;
-			if (check)
-				std::memset(rbuf, 0, n);
+			if (check && !clear_msg(rbuf, n))
+				return false;
 			if (!post_recv(rbuf, n, tag, &rr, deadline))
 				return false;
 			if (initiator) {
-				if (check)
-					fill(sbuf, n, seed_of(n, i, 1));
+				if (check && !fill_msg(sbuf, n, seed_of(n, i, 1)))
+					return false;
 				if (!post_send(sbuf, n, tag, &sr, deadline) || !wait(sr, n, deadline) || !wait(rr, n, deadline))
 					return false;
 			} else {
 				if (!wait(rr, n, deadline))
 					return false;
-				if (check)
-					fill(sbuf, n, seed_of(n, i, 2));
+				if (check && !fill_msg(sbuf, n, seed_of(n, i, 2)))
+					return false;
 				if (!post_send(sbuf, n, tag, &sr, deadline) || !wait(sr, n, deadline))
 					return false;
 			}
 			if (check) {
-				size_t bad = first_wrong(rbuf, n, seed_of(n, i, initiator ? 2 : 1));
+				size_t bad = check_msg(rbuf, n, seed_of(n, i, initiator ? 2 : 1));
 				if (bad != n) {
 					std::fprintf(stderr, "nccl bench [%s]: ping-pong %ld of %zu bytes: byte %zu is wrong\n",
 						     g_log_label, i, n, bad);
@@ -394,8 +459,10 @@ struct Rank {
 		ncclNetProperties_v11_t props;
 		TRY(net.properties(&props));
 		net.name = props.name ? props.name : "?";
-		if (!(props.ptrSupport & NCCL_PTR_HOST)) {
-			std::fprintf(stderr, "nccl bench [%s]: device 0 takes no host memory\n", g_log_label);
+		if (!(props.ptrSupport & (cuda ? NCCL_PTR_CUDA : NCCL_PTR_HOST))) {
+			std::fprintf(stderr, "nccl bench [%s]: device 0 takes no %s (ptrSupport %d%s)\n", g_log_label,
+				     cuda ? "CUDA memory" : "host memory", props.ptrSupport,
+				     cuda ? ": its provider has no FI_HMEM" : "");
 			return false;
 		}
 		char mine[NCCL_NET_HANDLE_MAXSIZE] = {}, theirs[NCCL_NET_HANDLE_MAXSIZE];
@@ -420,19 +487,37 @@ struct Rank {
 	{
 		slen = initiator ? std::max(stream_len, pp_len) : pp_len;
 		rlen = initiator ? pp_len : std::max(stream_len, pp_len);
-		void *s = nullptr, *r = nullptr;
-		if (posix_memalign(&s, 4096, slen) || posix_memalign(&r, 4096, rlen)) {
-			std::free(s);
-			std::fprintf(stderr, "nccl bench [%s]: no memory for %zu + %zu bytes\n", g_log_label, slen, rlen);
-			return false;
+		if (cuda) {
+			const hmemreg::cuda::Driver &cu = hmemreg::cuda::Driver::get();
+			CUdeviceptr s = 0, r = 0;
+			if (!cu.loaded || hmemreg::cuda::use_device(0) || cu.cuMemAlloc(&s, slen) != CUDA_SUCCESS ||
+			    cu.cuMemAlloc(&r, rlen) != CUDA_SUCCESS || cu.cuMemsetD8(s, 0x5a, slen) != CUDA_SUCCESS ||
+			    cu.cuMemsetD8(r, 0, rlen) != CUDA_SUCCESS) {
+				std::fprintf(stderr, "nccl bench [%s]: no CUDA memory for %zu + %zu bytes (%s)\n", g_log_label,
+					     slen, rlen, cu.loaded ? "cuMemAlloc" : cu.why_not.c_str());
+				if (s)
+					cu.cuMemFree(s);
+				return false;
+			}
+			sbuf = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(s));
+			rbuf = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(r));
+		} else {
+			void *s = nullptr, *r = nullptr;
+			if (posix_memalign(&s, 4096, slen) || posix_memalign(&r, 4096, rlen)) {
+				std::free(s);
+				std::fprintf(stderr, "nccl bench [%s]: no memory for %zu + %zu bytes\n", g_log_label, slen,
+					     rlen);
+				return false;
+			}
+			sbuf = static_cast<uint8_t *>(s);
+			rbuf = static_cast<uint8_t *>(r);
+			std::memset(sbuf, 0x5a, slen);
+			std::memset(rbuf, 0, rlen);
 		}
-		sbuf = static_cast<uint8_t *>(s);
-		rbuf = static_cast<uint8_t *>(r);
-		std::memset(sbuf, 0x5a, slen);
-		std::memset(rbuf, 0, rlen);
 		// Each buffer on the comm that uses it (NCCL registers per comm).
-		TRY(net.reg(sc, sbuf, slen, &smh));
-		TRY(net.reg(rc, rbuf, rlen, &rmh));
+		const int type = cuda ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
+		TRY(net.reg(sc, sbuf, slen, type, &smh));
+		TRY(net.reg(rc, rbuf, rlen, type, &rmh));
 		return true;
 	}
 
@@ -445,8 +530,13 @@ struct Rank {
 		TRY(net.close_recv(rc));
 		TRY(net.close_listen(lc));
 		TRY(net.finalize());
-		std::free(sbuf);
-		std::free(rbuf);
+		if (cuda) {
+			hmemreg::cuda::Driver::get().cuMemFree(dptr(sbuf));
+			hmemreg::cuda::Driver::get().cuMemFree(dptr(rbuf));
+		} else {
+			std::free(sbuf);
+			std::free(rbuf);
+		}
 		return true;
 	}
 };
@@ -467,7 +557,7 @@ long calibrate(double per_op, double seconds, long lo, long hi)
 
 bool run_rank(const Options &o, const std::string &path, bool initiator, int fd, int out)
 {
-	Rank k(initiator);
+	Rank k(initiator, o.mem == "cuda");
 	k.fd = fd;
 	if (!k.net.open(path))
 		return false;
@@ -688,6 +778,8 @@ int bench_nccl(int argc, char **argv)
 	p.app().add_flag("!--no-ref", o.ref, "skip the iperf3 reference");
 	p.app().add_flag("!--no-bw", o.bw, "skip bandwidth");
 	p.app().add_flag("!--no-lat", o.lat, "skip latency");
+	p.text("--mem", o.mem, "host, or cuda (cuMemAlloc'ed buffers on GPU 0, NCCL_PTR_CUDA)")
+		->check(CLI::IsMember({"host", "cuda"}));
 	p.app().add_option("--log", o.log, "plugin log level shown (the logger NCCL would pass)")
 		->check(CLI::IsMember({"none", "warn", "info", "trace"}))
 		->capture_default_str();
@@ -725,7 +817,7 @@ int bench_nccl(int argc, char **argv)
 		for (const Record &r : ours.bw) {
 			double ref = o.ref ? iperf3_gbps(r.bytes, o.seconds) : -1;
 			Row row;
-			row.add("bench", "nccl").add("mode", "bw").add("plugin", ours.name).add("provider", o.provider);
+			row.add("bench", "nccl").add("mode", "bw").add("plugin", ours.name).add("provider", o.provider).add("mem", o.mem);
 			row.add("bytes", static_cast<unsigned long long>(r.bytes)).add("gbps", r.value, 3);
 			row.add("checked_bytes", static_cast<unsigned long long>(r.checked));
 			if (with_peer) {
@@ -747,7 +839,7 @@ int bench_nccl(int argc, char **argv)
 		pr.section("NCCL plugin one-way latency (half a ping-pong)" + (with_peer ? " vs " + peer.name : ""));
 		for (const Record &r : ours.lat) {
 			Row row;
-			row.add("bench", "nccl").add("mode", "lat").add("plugin", ours.name).add("provider", o.provider);
+			row.add("bench", "nccl").add("mode", "lat").add("plugin", ours.name).add("provider", o.provider).add("mem", o.mem);
 			row.add("bytes", static_cast<unsigned long long>(r.bytes)).add("lat_us", r.value, 2).add("mean_us", r.mean, 2);
 			row.add("checked_bytes", static_cast<unsigned long long>(r.checked));
 			if (with_peer) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // hmemreg_bench reg: what the cache saves per provider. For each provider
 // and size: "cold" = fi_mr_regattr + fi_close straight on the domain (the
-// provider's own cache is off: FI_MR_CACHE_MAX_COUNT=0, set by libhmemreg),
+// provider's own cache is off: libhmemreg disables its monitors at load),
 // "miss" = a cache get that registers (after an explicit invalidate, so it
 // includes watching and deregistering), "hit" = a cached get+put.
 // speedup = cold / hit, from the same run. With --mem cuda: CUDA memory

@@ -5,10 +5,14 @@
 //   hmemreg_bench reg --mem cuda [--provider NAME] [--sizes LIST] [--iters N] [--json]
 //
 // Cases per size (ns_per_op, and ratio = cold / this):
-//   cold_register  fi_mr_regattr + fi_close on the provider's domain (host
-//                  memory; CUDA memory only where the provider has FI_HMEM)
+//   cold_register  fi_mr_regattr + fi_close on the provider's domain by
+//                  address with FI_HMEM_CUDA (where the provider has FI_HMEM)
+//   cold_dmabuf    export + fi_mr_regattr(FI_MR_DMABUF) + fi_close + close:
+//                  what a miss costs on the direct path (API >= 1.20)
 //   dmabuf_export  CUDA only: cuMemGetHandleForAddressRange(DMA_BUF_FD) of
 //                  the whole allocation + close (the 20-40 us the cache hides)
+// x_vs_cold is against the cold cost of the path a miss takes here
+// (cold_dmabuf, else cold_register, else the export alone).
 //   buffer_id      CUDA only: the per-hit validity check (one driver call)
 //   cached_hit     hmemreg cache get + put of a registered buffer (CUDA: the
 //                  hit includes the buffer-ID check)
@@ -22,12 +26,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bench.hpp"
 #include "bench_reg.hpp"
 #include "domain.hpp"
+#include "fabric/abi.hpp"
 #include "hmem/cuda_driver.hpp"
 #include "hmem/cuda_memory.hpp"
 #include "hmemreg/hmemreg.h"
@@ -38,17 +44,33 @@ namespace {
 
 using Options = RegOptions;
 
-// fi_mr_regattr of one range of memory kind `iface` on d's domain.
-int reg_range(const Domain &d, void *p, size_t n, fi_hmem_iface iface, int device, fid_mr **mr)
+// fi_mr_regattr of one range of memory kind `iface` on d's domain, by
+// address, or through the DMA-BUF fd (>= 0) that starts at `base`.
+int reg_range(const Domain &d, void *p, size_t n, fi_hmem_iface iface, int device, fid_mr **mr, int fd = -1,
+	      uintptr_t base = 0)
 {
 	iovec iov{p, n};
-	fi_mr_attr attr{};
-	attr.mr_iov = &iov;
+	fabric::MrAttr storage; // room for what newer API versions read
+	fi_mr_attr &attr = storage.attr;
+	fabric::DmabufRange dmabuf{};
+	uint64_t flags = 0;
+	if (fd >= 0) {
+		dmabuf.fd = fd;
+		dmabuf.offset = reinterpret_cast<uintptr_t>(p) - base;
+		dmabuf.len = n;
+		dmabuf.base_addr = reinterpret_cast<void *>(base);
+		storage.set_dmabuf(&dmabuf);
+		flags = fabric::kMrDmabuf;
+	} else {
+		attr.mr_iov = &iov;
+	}
 	attr.iov_count = 1;
 	attr.access = FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ | FI_SEND | FI_RECV;
 	attr.iface = iface;
 	attr.device.cuda = device;
-	return fi_mr_regattr(d.domain, &attr, 0, mr);
+	if (iface != FI_HMEM_SYSTEM)
+		flags |= FI_HMEM_DEVICE_ONLY; // as the cache registers device allocations
+	return fi_mr_regattr(d.domain, &attr, flags, mr);
 }
 
 void emit(Printer &out, const Options &o, const char *prov, size_t bytes, const char *c, double ns, double cold,
@@ -83,9 +105,33 @@ int run_cuda(const Options &o, Printer &out)
 	}
 	if (cuda::use_device(0))
 		return 1;
-	Domain fab;
-	bool have_fab = fab.open(o.providers.front(), FI_EP_RDM) == 0;
+	// FI_HMEM where the provider has it, else the domain without.
+	std::optional<Domain> opened;
+	opened.emplace();
+	bool have_fab = opened->open(o.providers.front(), FI_EP_RDM, true) == 0;
+	if (!have_fab) {
+		opened.emplace();
+		have_fab = opened->open(o.providers.front(), FI_EP_RDM) == 0;
+	}
+	Domain &fab = *opened;
 	bool hmem = have_fab && (fab.info->caps & FI_HMEM);
+	// FI_HMEM without CUDA in this libfabric (1.17's shm): measured like a
+	// provider without FI_HMEM.
+	if (hmem) {
+		CUdeviceptr probe;
+		fid_mr *mr = nullptr;
+		if (d.cuMemAlloc(&probe, 2 << 20) != CUDA_SUCCESS)
+			return 1;
+		void *pp = reinterpret_cast<void *>(static_cast<uintptr_t>(probe));
+		hmem = reg_range(fab, pp, 2 << 20, FI_HMEM_CUDA, 0, &mr) == 0;
+		if (mr)
+			fi_close(&mr->fid);
+		d.cuMemFree(probe);
+		if (!hmem)
+			std::fprintf(stderr, "reg: provider %s offers FI_HMEM but does not register CUDA memory\n",
+				     fab.info->fabric_attr->prov_name);
+	}
+	bool dmabuf = hmem && fab.info->fabric_attr->api_version >= fabric::kApi1_20;
 	const char *prov = have_fab ? fab.info->fabric_attr->prov_name : o.providers.front().c_str();
 	// The cache over the in-memory registrar when the provider cannot reach
 	// CUDA memory: what is measured is the cache and its buffer-ID check.
@@ -93,7 +139,8 @@ int run_cuda(const Options &o, Printer &out)
 	hmemreg_cache_config cfg;
 	hmemreg_cache_config_init(&cfg);
 	cfg.monitor = HMEMREG_MONITOR_NONE;
-	int rc = hmem ? hmemreg_cache_create_fabric(fab.domain, &cfg, &cache) : hmemreg_cache_create_memory(&cfg, &cache);
+	int rc = hmem ? hmemreg_cache_create_fabric_info(fab.domain, fab.info, &cfg, &cache)
+		      : hmemreg_cache_create_memory(&cfg, &cache);
 	if (rc) {
 		std::fprintf(stderr, "reg: cache: %s\n", hmemreg_strerror(rc));
 		return 1;
@@ -120,8 +167,27 @@ int run_cuda(const Options &o, Printer &out)
 					return false;
 				return fi_close(&mr->fid) == 0;
 			});
-			emit(out, o, prov, n, "cold_register", r, r);
+			emit(out, o, prov, n, "cold_register", r, r, "by address, FI_HMEM_CUDA");
 			cold = r;
+		}
+		if (dmabuf) {
+			bool refused = false;
+			double r = ns_per(it, [&] {
+				UniqueFd fd;
+				fid_mr *mr = nullptr;
+				if (cuda::export_dmabuf(info, fd))
+					return false;
+				int rc = reg_range(fab, ptr, n, FI_HMEM_CUDA, 0, &mr, fd.get(), info.base);
+				if (rc == -FI_EOPNOTSUPP || rc == -FI_ENOSYS)
+					refused = true;
+				return rc == 0 && fi_close(&mr->fid) == 0;
+			});
+			if (refused)
+				emit(out, o, prov, n, "cold_dmabuf", -1, cold, "provider refused FI_MR_DMABUF");
+			else {
+				emit(out, o, prov, n, "cold_dmabuf", r, r, "export + fi_mr_regattr(FI_MR_DMABUF)");
+				cold = r;
+			}
 		}
 		emit(out, o, prov, n, "dmabuf_export", exp, cold, hmem ? "" : "provider has no FI_HMEM: export is the cold cost");
 		double bid = ns_per(o.iters ? o.iters : 1000000, [&] { return cuda::buffer_id(ptr) != 0; });
@@ -133,7 +199,9 @@ int run_cuda(const Options &o, Printer &out)
 		rq.len = n;
 		rq.dmabuf_fd = -1;
 		emit(out, o, prov, n, "cached_hit", cached_hit(cache, rq, o.iters ? o.iters : 1000000), cold,
-		     hmem ? "" : "memory registrar (cache + buffer-ID check)");
+		     !hmem ? "memory registrar (cache + buffer-ID check)"
+		     : dmabuf ? "libfabric registrar, misses through FI_MR_DMABUF"
+			      : "libfabric registrar, misses by address");
 		hmemreg_cache_invalidate(cache, HMEMREG_IFACE_CUDA, ptr, n);
 		d.cuMemFree(p);
 	}

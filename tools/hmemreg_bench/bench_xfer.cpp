@@ -51,6 +51,7 @@
 #include "reference_tools.hpp"
 #include "engine/engine.hpp"
 #include "hmem/cuda_driver.hpp"
+#include "xfer_cuda_procs.hpp"
 #include "xfer_target.hpp"
 
 using namespace hmemreg;
@@ -370,9 +371,42 @@ std::vector<Chunk> layout(const Region &src, size_t size, size_t nchunks)
 	return chunks;
 }
 
+// Until the engine holds no transfer to `peer` any more, whose callback
+// captures locals of the caller: on destruction, also when unwinding. A dead
+// peer's transfers fail within the engine's peer timeout; should they not
+// (no timeout), the process ends rather than let a callback use freed memory.
+class Drained {
+public:
+	Drained(Engine &e, PeerId peer) : e_(e), peer_(peer) {}
+	Drained(const Drained &) = delete;
+	Drained &operator=(const Drained &) = delete;
+	~Drained() noexcept
+	{
+		const unsigned t = e_.caps().peer_timeout_ms;
+		const auto bound = std::chrono::milliseconds(t ? t + 5000ull : 60'000ull);
+		try {
+			if (e_.drain(peer_, bound))
+				return;
+			std::fprintf(stderr, "xfer: transfers to the target still unfinished %lld ms on; exiting (their "
+					     "callbacks would use freed memory)\n",
+				     static_cast<long long>(bound.count()));
+		} catch (const Error &e) {
+			std::fprintf(stderr, "xfer: %s; exiting\n", e.what());
+		}
+		std::fflush(nullptr);
+		std::_Exit(1);
+	}
+
+private:
+	Engine &e_;
+	PeerId peer_;
+};
+
 // A transfer counts once the target was notified (`notes`, counted by the
 // target's on_notify): the writer's completion alone means its buffers are
 // free again, which with immediate notification comes before the data lands.
+// Returns only once every transfer it posted finished and its callback
+// returned (the callbacks capture its locals).
 Result run_writes(Engine &a, PeerId peer, const Region &src, const Bytes &desc, size_t size, size_t nchunks,
 		  double seconds, size_t window, const std::function<size_t()> &notes, size_t max_iters = SIZE_MAX)
 {
@@ -382,30 +416,41 @@ Result run_writes(Engine &a, PeerId peer, const Region &src, const Bytes &desc, 
 	std::atomic<bool> stop{false};
 	std::atomic<int> failed{0};
 	std::function<void(const Transfer &)> cb;
+	auto fail = [&](const std::string &why) {
+		if (failed.exchange(1) == 0)
+			std::fprintf(stderr, "xfer: transfer failed: %s\n", why.c_str());
+	};
+	// Also from a callback: a write refused (dead peer) fails the run.
 	auto post_one = [&] {
-		if (stop.load(std::memory_order_relaxed))
+		if (stop.load(std::memory_order_relaxed) || failed.load(std::memory_order_relaxed))
 			return;
 		if (posted.fetch_add(1) >= max_iters) {
 			posted.fetch_sub(1);
 			return;
 		}
-		a.write(peer, chunks, desc, 0, cb);
+		try {
+			a.write(peer, chunks, desc, 0, cb);
+		} catch (const Error &e) {
+			posted.fetch_sub(1);
+			fail(e.what());
+		}
 	};
 	cb = [&](const Transfer &t) {
-		if (t.status() != 0 && failed.exchange(1) == 0)
-			std::fprintf(stderr, "xfer: transfer failed: %s\n", t.error().c_str());
+		if (t.status() != 0)
+			fail(t.error());
 		done.fetch_add(1);
 		post_one();
 	};
 	auto t0 = Clock::now();
 	auto end = t0 + std::chrono::duration<double>(seconds);
-	for (size_t i = 0; i < window; i++)
-		post_one();
-	while (Clock::now() < end && done.load() < max_iters && !failed.load())
-		std::this_thread::sleep_for(std::chrono::microseconds(200));
-	stop = true;
-	while (done.load() < posted.load() && !failed.load())
-		std::this_thread::sleep_for(std::chrono::microseconds(20));
+	{
+		Drained drained(a, peer); // declared after what the callbacks use: runs before it goes
+		for (size_t i = 0; i < window; i++)
+			post_one();
+		while (Clock::now() < end && done.load() < max_iters && !failed.load())
+			std::this_thread::sleep_for(std::chrono::microseconds(200));
+		stop = true;
+	}
 	auto give_up = Clock::now() + std::chrono::seconds(30);
 	while (!failed.load() && notes() - notes0 < done.load() && Clock::now() < give_up)
 		std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -829,7 +874,8 @@ int xfer_main(int argc, char **argv)
 	p.texts("--notify", notify, "target notification; several run interleaved, one row each")
 		->check(CLI::IsMember({"auto", "immediate", "imm", "immediate4", "imm4", "message", "msg"}));
 	p.count("--threads", threads, "progress threads per engine")->default_str("one per rail");
-	p.app().add_option("--procs", procs, "2: the target engines run in a child process (host memory)")
+	p.app().add_option("--procs", procs, "2: the target engines run in a child process (with --mem cuda: "
+					     "device memory on GPU 0 in both processes, one provider, one chunk, sizes doubling)")
 		->check(CLI::IsMember({1u, 2u}))
 		->capture_default_str();
 	p.text("--connect", o.connect, "HOST:PORT of a bench server (--serve) holding the target engines");
@@ -874,9 +920,32 @@ int xfer_main(int argc, char **argv)
 		std::fprintf(stderr, "hmemreg_bench xfer: --provider, --notify and --write-iov each need a value\n");
 		return 2;
 	}
-	if ((o.procs == 2 || !o.connect.empty() || !o.serve.empty()) && o.cuda) {
-		std::fprintf(stderr, "xfer: --procs 2, --connect and --serve move host memory only (--mem host)\n");
+	if ((!o.connect.empty() || !o.serve.empty()) && o.cuda) {
+		std::fprintf(stderr, "xfer: --connect and --serve move host memory only (--mem host)\n");
 		return 2;
+	}
+	if (o.procs == 2 && o.cuda) {
+		// Device memory between two processes (shm's CUDA IPC needs two):
+		// xfer_cuda_procs.cpp, GPU 0 on both sides, one provider, 1 chunk.
+		if (o.providers.size() != 1 || o.src_dev || o.dst_dev) {
+			std::fprintf(stderr, "xfer: --mem cuda --procs 2 takes one --provider and GPU 0 on both sides\n");
+			return 2;
+		}
+		bench::CudaProcsOptions c;
+		c.provider = o.providers[0];
+		c.min_size = o.min_size;
+		c.max_size = o.max_size;
+		c.window = static_cast<unsigned>(std::min<size_t>(o.window, 64));
+		c.repeat = o.repeat;
+		c.seconds = o.seconds;
+		c.verify = o.verify;
+		c.json = o.json;
+		try {
+			return bench::xfer_cuda_two_processes(c);
+		} catch (const Error &e) {
+			std::fprintf(stderr, "xfer: %s\n", e.what());
+			return 1;
+		}
 	}
 	if (!o.connect.empty() + !o.serve.empty() + (o.procs == 2) > 1) {
 		std::fprintf(stderr, "xfer: --procs 2, --connect and --serve exclude each other\n");

@@ -5,6 +5,8 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 
+#include "hmemreg/hmemreg.h"
+
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -17,14 +19,16 @@ struct Domain {
 	fid_fabric *fabric = nullptr;
 	fid_domain *domain = nullptr;
 
-	int open(const std::string &prov, fi_ep_type ep = FI_EP_MSG)
+	// At the API version libhmemreg negotiates with this runtime; hmem: ask
+	// for FI_HMEM (device memory registered directly).
+	int open(const std::string &prov, fi_ep_type ep = FI_EP_MSG, bool hmem = false)
 	{
 		fi_info *hints = fi_allocinfo();
 		hints->fabric_attr->prov_name = strdup(prov.c_str());
 		hints->ep_attr->type = ep;
-		hints->caps = FI_MSG | FI_RMA;
-		hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-		int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+		hints->caps = FI_MSG | FI_RMA | (hmem ? FI_HMEM : 0);
+		hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_HMEM;
+		int rc = fi_getinfo(hmemreg_fabric_api_version(), nullptr, nullptr, 0, hints, &info);
 		fi_freeinfo(hints);
 		if (rc == 0)
 			rc = fi_fabric(info->fabric_attr, &fabric, nullptr);

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <hmemreg/common.h>
+
 #include "bench.hpp"
 
 namespace hmemreg::bench {
@@ -85,7 +87,8 @@ void Printer::print(const Row &row)
 
 static int usage(FILE *f)
 {
-	std::fprintf(f, "usage: hmemreg_bench SUBCOMMAND [--json] [options]\n\nsubcommands:\n");
+	std::fprintf(f, "usage: hmemreg_bench SUBCOMMAND [--json] [options]\n"
+		     "       hmemreg_bench --version | --help\n\nsubcommands:\n");
 	for (const auto &[name, b] : hmemreg::bench::registry())
 		std::fprintf(f, "  %-8s %s\n", name.c_str(), b.help);
 	return f == stderr ? 2 : 0;
@@ -93,10 +96,15 @@ static int usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	hmemreg::bench::restore_crash_signals();
 	if (argc < 2)
 		return usage(stderr);
 	if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help"))
 		return usage(stdout);
+	if (!std::strcmp(argv[1], "--version")) {
+		std::printf("hmemreg_bench %s\n", HMEMREG_VERSION_STRING);
+		return 0;
+	}
 	auto &r = hmemreg::bench::registry();
 	auto it = r.find(argv[1]);
 	if (it == r.end()) {

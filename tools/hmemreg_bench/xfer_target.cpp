@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -250,7 +251,8 @@ private:
 // its 32-bit length on a stream socket (a socket pair with the child, TCP
 // with a server). Requests: 'M' make, 'P' add peer, 'C' clear, 'N'
 // notifications so far, 'Z' zero a region, 'V' verify a region, 'I' start
-// iperf3 servers. Replies: 'K' and what was asked for, or 'E' and the
+// iperf3 servers, 'Q' goodbye (the writer is done: a connection that ends
+// without one broke). Replies: 'K' and what was asked for, or 'E' and the
 // error's text.
 
 class Message {
@@ -322,6 +324,38 @@ private:
 
 constexpr size_t kMaxMessage = 1 << 16;
 
+// Control connections over TCP: a peer that dies or a network that splits
+// ends them within bounded time instead of leaving recv() blocked forever.
+// Keepalive probes an idle connection (first after 5 s, then every second);
+// TCP_USER_TIMEOUT drops it once data or probes stay unacknowledged for
+// 10 s; a reply not there after kReplySeconds, or a request after
+// kIdleSeconds (the client measures references between requests), is
+// given up on.
+constexpr int kUserTimeoutMs = 10'000;
+constexpr int kReplySeconds = 60;
+constexpr int kIdleSeconds = 120;
+
+void set_timeout(int fd, int optname, int seconds)
+{
+	timeval tv{seconds, 0};
+	if (::setsockopt(fd, SOL_SOCKET, optname, &tv, sizeof(tv)) < 0)
+		throw Error(HMEMREG_ESYS, std::string("xfer: setsockopt(SO_RCVTIMEO/SO_SNDTIMEO): ") +
+						  std::strerror(errno));
+}
+
+void harden_control_socket(int fd, int recv_seconds)
+{
+	const int one = 1, idle = 5, interval = 1, probes = 5, user = kUserTimeoutMs;
+	if (::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0 ||
+	    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) < 0 ||
+	    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval)) < 0 ||
+	    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes)) < 0 ||
+	    ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof(user)) < 0)
+		throw Error(HMEMREG_ESYS, std::string("xfer: control connection keepalive: ") + std::strerror(errno));
+	set_timeout(fd, SO_RCVTIMEO, recv_seconds);
+	set_timeout(fd, SO_SNDTIMEO, kReplySeconds);
+}
+
 void send_message(int fd, const Message &m)
 {
 	if (m.data().size() > kMaxMessage)
@@ -337,7 +371,9 @@ void send_message(int fd, const Message &m)
 			continue;
 		if (n <= 0)
 			throw Error(HMEMREG_ESYS, std::string("xfer: cannot send to the other bench process: ") +
-							  std::strerror(errno));
+							  (errno == EAGAIN || errno == EWOULDBLOCK
+								   ? std::string("timed out")
+								   : std::string(std::strerror(errno))));
 		at += static_cast<size_t>(n);
 	}
 }
@@ -351,8 +387,13 @@ bool recv_exactly(int fd, char *p, size_t len)
 			continue;
 		if (n == 0 && at == 0)
 			return false;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			throw Error(HMEMREG_ESYS, "xfer: the other bench process sent nothing within the control "
+						  "connection's timeout (gone, or the network split)");
 		if (n < 0)
-			throw Error(HMEMREG_ESYS, std::string("xfer: from the other bench process: ") + std::strerror(errno));
+			throw Error(HMEMREG_ESYS, std::string("xfer: from the other bench process: ") + std::strerror(errno) +
+							  (errno == ETIMEDOUT ? " (no answer to keepalive or data: gone, or the network split)"
+									      : ""));
 		if (n == 0)
 			throw Error(HMEMREG_ESYS, "xfer: the other bench process left in the middle of a message");
 		at += static_cast<size_t>(n);
@@ -481,6 +522,9 @@ void handle(Served &s, Spawned &iperf, const std::string &node, bool remote, Mes
 								     std::to_string(at - want.begin()));
 		}
 		rep.put('K');
+	} else if (op == 'Q') {
+		req.end();
+		rep.put('K');
 	} else if (op == 'I') {
 		const int port0 = req.get<int>();
 		const unsigned streams = req.get<unsigned>();
@@ -495,15 +539,18 @@ void handle(Served &s, Spawned &iperf, const std::string &node, bool remote, Mes
 	}
 }
 
-// Requests from one writer until it leaves. Throws only when the connection
-// itself fails.
+// Requests from one writer until it says goodbye ('Q'). Throws when the
+// connection fails or ends without one (the writer died, or the network
+// broke).
 void serve_connection(int fd, Served &s, const std::string &node, bool remote)
 {
 	Spawned iperf; // iperf3 servers the writer asked for
 	for (;;) {
 		Message req(recv_message(fd));
 		if (req.data().empty())
-			return; // the writer is done (or gone)
+			throw Error(HMEMREG_ESYS, "xfer: the writer's connection ended without its goodbye "
+						  "(it died, or the connection broke)");
+		const bool bye = req.data()[0] == 'Q';
 		Message rep;
 		try {
 			handle(s, iperf, node, remote, req, rep);
@@ -512,6 +559,8 @@ void serve_connection(int fd, Served &s, const std::string &node, bool remote)
 			rep.put('E').put_string(e.what());
 		}
 		send_message(fd, rep);
+		if (bye && rep.data()[0] == 'K')
+			return;
 	}
 }
 
@@ -535,10 +584,20 @@ public:
 	explicit Client(int fd) : fd_(fd) {}
 	Message call(const Message &m)
 	{
-		send_message(fd_, m);
-		Message rep(recv_message(fd_));
-		if (rep.data().empty())
+		if (broken_)
+			throw Error(HMEMREG_ESYS, "xfer: the connection to the target broke earlier");
+		Message rep;
+		try {
+			send_message(fd_, m);
+			rep = Message(recv_message(fd_));
+		} catch (const Error &) {
+			broken_ = true;
+			throw;
+		}
+		if (rep.data().empty()) {
+			broken_ = true;
 			throw Error(HMEMREG_ESYS, "xfer: the target is gone");
+		}
 		if (rep.get<char>() == 'E')
 			throw Error(HMEMREG_EFABRIC, "xfer: target: " + unprefixed(rep.get_string()));
 		return rep;
@@ -577,15 +636,31 @@ public:
 		}
 	}
 	int fd() const { return fd_; }
-	void close()
+	// Says goodbye (the server's exit status tells a writer that finished
+	// from one that died) and closes; false (with a message) when the target
+	// did not answer. Idempotent.
+	bool close() noexcept
 	{
-		if (fd_ >= 0)
-			::close(fd_);
+		if (fd_ < 0)
+			return true;
+		bool ok = !broken_; // else: already said why
+		try {
+			Message m;
+			m.put('Q');
+			if (ok)
+				call(m);
+		} catch (const Error &e) {
+			std::fprintf(stderr, "%s\n", e.what());
+			ok = false;
+		}
+		::close(fd_);
 		fd_ = -1;
+		return ok;
 	}
 
 private:
 	int fd_;
+	bool broken_ = false;
 };
 
 class ChildProcess final : public Targets {
@@ -730,6 +805,10 @@ int tcp_socket(const std::string &host_port, bool listen)
 		::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); // small request/reply
 		if (listen)
 			::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (!listen) {
+			timeval tv{30, 0}; // connect() gives up after this (a host that never answers)
+			::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		}
 		if (listen && a->ai_family == AF_INET6) {
 			int zero = 0; // IPv4 too, whatever net.ipv6.bindv6only says
 			::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
@@ -750,8 +829,20 @@ public:
 		: host_(split_host_port(host_port).first), where_("at " + host_port),
 		  c_(tcp_socket(host_port, false))
 	{
+		try {
+			harden_control_socket(c_.fd(), kReplySeconds);
+		} catch (...) {
+			::close(c_.fd());
+			throw;
+		}
 	}
-	~Remote() override { c_.close(); }
+	~Remote() override { finish(); }
+	bool finish() noexcept override
+	{
+		if (c_.fd() >= 0)
+			ok_ = c_.close();
+		return ok_;
+	}
 
 	TargetEngine make(const Config &cfg, std::span<const Span> regions) override
 	{
@@ -807,6 +898,7 @@ public:
 private:
 	std::string host_, where_;
 	Client c_;
+	bool ok_ = true;
 };
 
 } // namespace
@@ -857,6 +949,7 @@ int serve(const std::string &host_port, const std::string &node)
 	{
 		Served s(nullptr, 0);
 		try {
+			harden_control_socket(fd, kIdleSeconds);
 			serve_connection(fd, s, node, true);
 		} catch (const Error &e) {
 			std::fprintf(stderr, "%s\n", e.what());
@@ -864,6 +957,8 @@ int serve(const std::string &host_port, const std::string &node)
 		}
 	}
 	::close(fd);
+	if (rc)
+		std::fprintf(stderr, "xfer: the bench server ends with exit 1: its client's connection broke\n");
 	return rc;
 }
 

@@ -46,7 +46,7 @@ struct Mapping {
 	}
 };
 
-// Nearest-rank p99 over log2 buckets; the bucket's upper bound is reported.
+// Nearest-rank p99 over log2 buckets: the upper bound of its bucket.
 uint64_t p99_from_hist(const uint64_t *hist, size_t buckets)
 {
 	uint64_t total = 0;
@@ -96,6 +96,7 @@ void read_block(const std::string &path, int want_pid, Scan &scan)
 		return;
 	ProcessView p;
 	p.pid = b->pid;
+	p.start_time = b->start_time;
 	p.comm = comm_of(b->pid);
 	const uint32_t n = b->max_caches < HMEMREG_STATS_MAX_CACHES ? b->max_caches : HMEMREG_STATS_MAX_CACHES;
 	for (uint32_t i = 0; i < n; i++) {
@@ -103,11 +104,12 @@ void read_block(const std::string &path, int want_pid, Scan &scan)
 		if (__atomic_load_n(&slot.state, __ATOMIC_ACQUIRE) != 1)
 			continue;
 		CacheView c;
+		c.id = __atomic_load_n(&slot.id, __ATOMIC_RELAXED);
 		c.name = field(slot.name, sizeof(slot.name));
 		hmemreg_stats_sum(&slot, &c.sum);
 		c.monitor = field(c.sum.monitor, sizeof(c.sum.monitor));
 		c.registrar = field(c.sum.registrar, sizeof(c.sum.registrar));
-		c.reg_p99_ns = p99_from_hist(slot.registration_hist, HMEMREG_STATS_REG_HIST_BUCKETS);
+		c.reg_p99_le_ns = p99_from_hist(slot.registration_hist, HMEMREG_STATS_REG_HIST_BUCKETS);
 		p.caches.push_back(std::move(c));
 	}
 	scan.live.push_back(std::move(p));

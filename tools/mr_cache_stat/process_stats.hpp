@@ -11,13 +11,17 @@
 namespace mr_cache_stat {
 
 struct CacheView {
+	uint32_t id = 0; // unique in its process, never reused (the block's slot id)
 	std::string name, monitor, registrar;
 	hmemreg_cache_stats sum{};
-	uint64_t reg_p99_ns = 0; // from the registration-time histogram, 0 if none
+	// Upper bound of the registration-time histogram bucket holding the p99
+	// (a power of two), 0 if none: "p99 <= this", not a measured p99.
+	uint64_t reg_p99_le_ns = 0;
 };
 
 struct ProcessView {
 	int pid = 0;
+	uint64_t start_time = 0; // the block's (clock ticks since boot): with pid, names the process
 	std::string comm;
 	std::vector<CacheView> caches;
 };

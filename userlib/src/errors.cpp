@@ -12,7 +12,7 @@ constexpr std::array<const char *, HMEMREG_ERROR_MAX> kErrorText = {
 	"invalid argument",
 	"out of memory",
 	"hmemreg kernel module not loaded (/dev/hmemreg absent)",
-	"permission denied on /dev/hmemreg (see udev/99-hmemreg.rules)",
+	"permission denied on /dev/hmemreg (members of group hmemreg may open it: udev rule 99-hmemreg.rules)",
 	"kernel module ABI incompatible with this library",
 	"system call failed (see errno)",
 	"operation not supported for this memory or provider",

@@ -93,6 +93,12 @@ bool Config::load(std::string &why)
 	if (!number("HMEMREG_NCCL_INLINE_MAX", 0, 64ULL << 10, x, why, true))
 		return false;
 	inline_max = x;
+	if (env("HMEMREG_NCCL_PEER_TIMEOUT_MS")) {
+		x = 0;
+		if (!number("HMEMREG_NCCL_PEER_TIMEOUT_MS", 0, 86'400'000, x, why))
+			return false;
+		peer_timeout_ms = static_cast<long long>(x);
+	}
 	if (rails == 0)
 		rails = provider.find("tcp") != std::string::npos ? 4 : 1;
 	if (progress_threads == kPerRail)
@@ -114,7 +120,10 @@ std::string Config::describe() const
 	  << " domain=" << (domain.empty() ? "any" : domain) << " rails=" << rails
 	  << " progress_threads=" << progress_threads << " speed=" << speed_mbps << "Mbps"
 	  << " max_requests=" << max_requests << " notify=" << notify << " eager=" << eager_slots << "x"
-	  << (eager_max >> 10) << "KiB inline<=" << inline_max << "B";
+	  << (eager_max >> 10) << "KiB inline<=" << inline_max << "B peer_timeout="
+	  << (peer_timeout_ms == kEngineDefault ? std::string("engine's")
+	      : peer_timeout_ms == 0		 ? std::string("never")
+						 : std::to_string(peer_timeout_ms) + "ms");
 	return o.str();
 }
 

@@ -46,6 +46,13 @@ struct Config {
 	// writes with immediate data where the provider has it), "immediate", or
 	// "message" (a Done message after delivery-complete writes).
 	std::string notify = "auto";
+	// PEER_TIMEOUT_MS: a peer with unfinished transfers and no completion for
+	// this long is declared dead and its requests fail (test() reports an
+	// error, as NCCL expects of a broken connection). 0: never; unset
+	// (kEngineDefault): the engine's default, HMEMREG_PEER_TIMEOUT_MS, else
+	// 10000 ms.
+	static constexpr long long kEngineDefault = -1;
+	long long peer_timeout_ms = kEngineDefault;
 
 	// Defaults overridden by the environment. False (with `why`) on an
 	// unparsable value.

@@ -178,6 +178,8 @@ struct hmemreg_nccl_counters {
 	uint64_t bytes_received;
 	uint64_t eager_receives;   /* receives whose data came through an eager slot */
 	uint64_t peer_closes;      /* connections whose other side closed them */
+	uint64_t device_regs;      /* regMr/regMrDmaBuf of CUDA memory (direct, FI_HMEM) */
+	uint64_t device_flushes;   /* iflush calls that waited for device copies */
 };
 int hmemreg_nccl_stats(struct hmemreg_nccl_counters *out);
 

@@ -7,6 +7,8 @@
 #include <random>
 #include <thread>
 
+#include "hmem/cuda_copy.hpp"
+#include "hmem/cuda_memory.hpp"
 #include "log.hpp"
 
 namespace hmemreg::nccl {
@@ -14,12 +16,6 @@ namespace hmemreg::nccl {
 using engine::PeerId;
 
 namespace {
-
-// What the engine can register. Its register_region() takes host memory
-// only (no memory kind / device / DMA-BUF parameter), so CUDA and DMA-BUF
-// pointers are not offered to NCCL whatever the provider could do; NCCL then
-// stages device data through host buffers it registers with us.
-constexpr int kPtrSupport = NCCL_PTR_HOST;
 
 ncclResult_t result_of(const Error &e)
 {
@@ -92,6 +88,8 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	// with it (a rail polled one turn in 16; not understood yet).
 	ec.sends_on_first_rail = cfg.progress_threads > 0;
 	ec.first_rail_write_max = 64u << 10; // and small writes (one piece each, below max_write)
+	if (cfg.peer_timeout_ms != Config::kEngineDefault)
+		ec.peer_timeout_ms = static_cast<unsigned>(cfg.peer_timeout_ms);
 	ec.notify = cfg.notify == "immediate" ? engine::Config::Notify::Immediate
 		    : cfg.notify == "message" ? engine::Config::Notify::Message
 					      : engine::Config::Notify::Auto;
@@ -100,6 +98,24 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	const auto &caps = engine_->caps();
 	dev_name_ = "hmemreg:" + caps.provider + (caps.rail_domains.empty() ? "" : ":" + caps.rail_domains[0]);
 	NINFO(NCCL_INIT | NCCL_NET, "engine: %s", caps.describe().c_str());
+	// Device pointers only where the provider reaches device memory itself
+	// and iflush gives NCCL the ordering it needs: shm, whose target copies
+	// into device memory with cudaMemcpy on this process's legacy stream
+	// (iflush waits for that stream). A NIC writing GPU memory (verbs, efa
+	// with GPUDirect RDMA) needs a read-back flush this plugin does not do,
+	// so there device data goes through host buffers NCCL registers here.
+	const bool cpu_copies = caps.provider == "shm";
+	if (caps.hmem && cpu_copies) {
+		ptr_support_ = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
+		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST|CUDA|DMABUF: provider %s registers CUDA memory directly (%s)",
+		      caps.provider.c_str(), caps.device_memory.c_str());
+	} else {
+		host_only_why_ = caps.hmem ? "provider " + caps.provider +
+						     " has FI_HMEM, but its device writes would need a GPUDirect RDMA flush "
+						     "(a read-back), which iflush does not do"
+					   : caps.device_memory;
+		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST only: %s", host_only_why_.c_str());
+	}
 	// Callbacks run on the engine's progress context: nothing may escape them.
 	engine_->on_message([this](const engine::Message &m) {
 		try {
@@ -174,7 +190,7 @@ ncclResult_t Plugin::properties(int dev, ncclNetProperties_v11_t *props)
 	props->name = const_cast<char *>(dev_name_.c_str());
 	props->pciPath = nullptr; // not tied to one PCI device we could name
 	props->guid = 0;
-	props->ptrSupport = kPtrSupport;
+	props->ptrSupport = ptr_support_;
 	props->regIsGlobal = 1; // registrations belong to the engine, usable on any comm
 	props->forceFlush = 0;
 	props->speed = cfg_.speed_mbps;
@@ -304,9 +320,9 @@ ncclResult_t Plugin::reg_mr(void *comm, void *data, size_t size, int type, void 
 			return ncclInternalError;
 		}
 	}
-	if (type != NCCL_PTR_HOST) {
-		NWARN("regMr: memory type %d is not supported (ptrSupport is HOST only: the engine registers "
-		      "host memory)", type);
+	const bool device = type == NCCL_PTR_CUDA || type == NCCL_PTR_DMABUF;
+	if (type != NCCL_PTR_HOST && !(device && (ptr_support_ & NCCL_PTR_CUDA))) {
+		NWARN("regMr: memory type %d is not supported (ptrSupport is HOST only: %s)", type, host_only_why_.c_str());
 		return ncclInvalidUsage;
 	}
 	if (!data && size) {
@@ -316,9 +332,24 @@ ncclResult_t Plugin::reg_mr(void *comm, void *data, size_t size, int type, void 
 	auto h = std::make_unique<MemHandle>();
 	h->addr = reinterpret_cast<uintptr_t>(data);
 	h->size = size;
+	if (size && device) {
+		cuda::PointerInfo info;
+		std::string why;
+		if (cuda::classify(data, size, info, &why) < 0 || info.kind != cuda::MemKind::device) {
+			NWARN("regMr: %p (%zu bytes) was passed as CUDA memory but is not: %s", data, size,
+			      why.empty() ? cuda::kind_name(info.kind) : why.c_str());
+			return ncclInvalidArgument;
+		}
+		h->cuda_device = info.device;
+		device_regs_++;
+	}
 	if (size) {
 		try {
-			h->region = regs_->get(data, size);
+			// Device memory: exactly the buffer (rounding could leave its
+			// allocation), registered each time; the engine's cache makes a
+			// repeat a hit after checking the allocation's buffer ID, which
+			// the page-range sharing of Registrations would skip.
+			h->region = device ? engine_->register_region(data, size) : regs_->get(data, size);
 			h->descriptor = engine_->descriptor(*h->region);
 		} catch (const Error &e) {
 			NWARN("regMr of %p (%zu bytes): %s", data, size, e.what());
@@ -336,10 +367,18 @@ ncclResult_t Plugin::reg_mr_dmabuf(void *comm, void *data, size_t size, int type
 {
 	if (type == NCCL_PTR_HOST && fd < 0) // no DMA-BUF at all: plain host registration
 		return reg_mr(comm, data, size, type, mhandle);
+	if ((type == NCCL_PTR_CUDA || type == NCCL_PTR_DMABUF) && (ptr_support_ & NCCL_PTR_DMABUF)) {
+		// NCCL's fd describes [data, data + size) of a CUDA allocation. The
+		// engine registers that range as CUDA memory and, where the provider
+		// takes FI_MR_DMABUF, through its own export of the whole allocation
+		// (one export per cached registration, shared by every buffer in it);
+		// NCCL closes its fd after this call, and nothing here keeps it.
+		return reg_mr(comm, data, size, NCCL_PTR_CUDA, mhandle);
+	}
 	if (mhandle)
 		*mhandle = nullptr;
-	NWARN("regMrDmaBuf: DMA-BUF registration is not supported (fd %d, offset %llu, type %d); ptrSupport "
-	      "does not include NCCL_PTR_DMABUF", fd, static_cast<unsigned long long>(offset), type);
+	NWARN("regMrDmaBuf: DMA-BUF registration is not supported (fd %d, offset %llu, type %d): %s", fd,
+	      static_cast<unsigned long long>(offset), type, host_only_why_.c_str());
 	return ncclInvalidUsage;
 }
 
@@ -718,15 +757,36 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	return ncclSuccess;
 }
 
-ncclResult_t Plugin::iflush(void *recv_comm, int, void **, int *, void **, void **request)
+ncclResult_t Plugin::iflush(void *recv_comm, int n, void **, int *, void **mhandles, void **request)
 {
-	// Host memory only (ptrSupport): data is in place once the receive
-	// completed, nothing to flush. NULL request = done.
-	std::lock_guard l(mu_);
-	if (!find_locked<RecvComm>(recv_comm, Comm::Kind::Recv)) {
-		NWARN("iflush: %p is not a recv comm of this plugin", recv_comm);
-		return ncclInternalError;
+	// Host memory: in place once the receive completed. CUDA memory: the
+	// provider moved it into device memory before completing, but on shm
+	// (CUDA IPC) with a cudaMemcpy that, device to device, may return before
+	// the copy ran; it ran on this process's legacy default stream (the
+	// target copies), so waiting for that stream makes the bytes visible to
+	// NCCL's kernels on their own streams. NULL request = done.
+	std::vector<int> devices;
+	{
+		std::lock_guard l(mu_);
+		if (!find_locked<RecvComm>(recv_comm, Comm::Kind::Recv)) {
+			NWARN("iflush: %p is not a recv comm of this plugin", recv_comm);
+			return ncclInternalError;
+		}
+		for (int i = 0; mhandles && i < n; i++) {
+			auto it = mhandles_.find(mhandles[i]);
+			if (it != mhandles_.end() && it->second->cuda_device >= 0 &&
+			    std::find(devices.begin(), devices.end(), it->second->cuda_device) == devices.end())
+				devices.push_back(it->second->cuda_device);
+		}
 	}
+	for (int d : devices) {
+		std::string why;
+		if (cuda::finish_legacy_copies(d, &why) < 0) {
+			NWARN("iflush: %s", why.c_str());
+			return ncclUnhandledCudaError;
+		}
+	}
+	flushes_ += devices.size();
 	if (request)
 		*request = nullptr;
 	return ncclSuccess;
@@ -1152,6 +1212,8 @@ void Plugin::stats(struct hmemreg_nccl_counters &out)
 	out.bytes_received = bytes_received_;
 	out.eager_receives = eager_receives_;
 	out.peer_closes = peer_closes_;
+	out.device_regs = device_regs_.load();
+	out.device_flushes = flushes_.load();
 }
 
 size_t Plugin::live_comms()

@@ -10,6 +10,8 @@
 // makes progress, because engine callbacks take it.
 #pragma once
 
+#include <atomic>
+
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -137,6 +139,7 @@ struct MemHandle {
 	engine::RegionRef region; // null for a zero-length registration
 	uintptr_t addr = 0;
 	size_t size = 0;
+	int cuda_device = -1;     // CUDA device memory of this ordinal, else -1
 	std::vector<uint8_t> descriptor;
 };
 
@@ -193,6 +196,10 @@ private:
 
 	Config cfg_;
 	std::string dev_name_;
+	// NCCL_PTR_HOST, plus NCCL_PTR_CUDA | NCCL_PTR_DMABUF where the engine
+	// registers device memory directly (FI_HMEM).
+	int ptr_support_ = NCCL_PTR_HOST;
+	std::string host_only_why_; // why not more, when HOST only
 	std::mutex mu_;
 	uint32_t next_comm_id_ = 1;
 	std::unordered_map<void *, std::unique_ptr<Comm>> comms_;
@@ -203,6 +210,7 @@ private:
 	std::unordered_map<void *, std::unique_ptr<MemHandle>> mhandles_;
 	std::unordered_map<uint64_t, engine::PeerId> peers_;
 	uint64_t bytes_sent_ = 0, bytes_received_ = 0, eager_receives_ = 0, peer_closes_ = 0;
+	std::atomic<uint64_t> device_regs_{0}, flushes_{0};
 	// Eager slots of closed recv comms (8 MiB each by default), freed with the engine.
 	std::vector<std::unique_ptr<uint8_t[]>> retired_eager_;
 

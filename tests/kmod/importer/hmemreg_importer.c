@@ -7,6 +7,10 @@
  * attachment acts on move_notify as such a driver does: it drops its
  * mapping, and the next device access fails until it maps again.
  *
+ * An attachment may also bring a DMA device of its own with a given maximum
+ * segment size and segment boundary, to check the segments an exporter
+ * builds against the limits a real device declares.
+ *
  * It also plugs two tiny providers into hmemreg's exported provider API,
  * one of which claims to need PCI peer-to-peer, to test that API and the
  * P2P refusal from the outside, as an accelerator driver would use them.
@@ -37,6 +41,7 @@
  * @lock:    serialises ioctls on it
  * @dmabuf:  referenced DMA-BUF
  * @attach:  the attachment
+ * @dev:     the attachment's own DMA device, or NULL (the misc device)
  * @sgt:     mapped table, NULL when not mapped
  * @dir:     direction of @sgt
  * @pins:    dma_buf_pin() calls not yet undone
@@ -54,6 +59,7 @@ struct hmimp_att {
 	struct mutex lock;	/* see @lock above */
 	struct dma_buf *dmabuf;
 	struct dma_buf_attachment *attach;
+	struct hmimp_dev *dev;
 	struct sg_table *sgt;
 	enum dma_data_direction dir;
 	unsigned int pins;
@@ -62,12 +68,65 @@ struct hmimp_att {
 	bool dynamic;
 };
 
+/* A DMA device with the segment limits an attachment asked for. */
+struct hmimp_dev {
+	struct device dev;
+	struct device_dma_parameters parms;
+};
+
 /* Per open file: attachments by id. */
 struct hmimp_file {
 	struct xarray atts;
 };
 
 static struct miscdevice hmimp_misc;
+static atomic_t hmimp_next_dev = ATOMIC_INIT(0);
+
+static void hmimp_dev_release(struct device *dev)
+{
+	kfree(container_of(dev, struct hmimp_dev, dev));
+}
+
+/*
+ * A 64-bit DMA-direct device under the misc device, with @max_seg and
+ * @boundary as its dma_parms (what a PCI driver sets with
+ * dma_set_max_seg_size() and dma_set_seg_boundary()).
+ */
+static struct hmimp_dev *hmimp_dev_create(u32 max_seg, u64 boundary)
+{
+	struct hmimp_dev *d;
+	int ret;
+
+	/* A boundary is a mask of low bits: 2^n - 1. */
+	if (boundary & (boundary + 1))
+		return ERR_PTR(-EINVAL);
+	d = kzalloc(sizeof(*d), GFP_KERNEL);
+	if (!d)
+		return ERR_PTR(-ENOMEM);
+	device_initialize(&d->dev);
+	d->dev.parent = hmimp_misc.this_device;
+	d->dev.release = hmimp_dev_release;
+	d->dev.dma_parms = &d->parms;
+	ret = dev_set_name(&d->dev, "hmimp-seg%d", atomic_inc_return(&hmimp_next_dev));
+	if (!ret)
+		ret = dma_coerce_mask_and_coherent(&d->dev, DMA_BIT_MASK(64));
+	if (!ret)
+		ret = dma_set_max_seg_size(&d->dev, max_seg);
+	if (!ret && boundary)
+		ret = dma_set_seg_boundary(&d->dev, boundary);
+	if (!ret)
+		ret = device_add(&d->dev);
+	if (ret) {
+		put_device(&d->dev);
+		return ERR_PTR(ret);
+	}
+	return d;
+}
+
+static struct device *hmimp_att_dev(struct hmimp_att *att)
+{
+	return att->dev ? &att->dev->dev : hmimp_misc.this_device;
+}
 
 /* Reservation lock of a dynamic attachment; static ones need none. */
 static void hmimp_resv_lock(struct hmimp_att *att)
@@ -242,6 +301,8 @@ static void hmimp_release_att(struct kref *ref)
 	hmimp_resv_unlock(att);
 	dma_buf_detach(att->dmabuf, att->attach);
 	dma_buf_put(att->dmabuf);
+	if (att->dev)
+		device_unregister(&att->dev->dev);
 	kfree(att);
 }
 
@@ -267,12 +328,13 @@ static long hmimp_attach(struct hmimp_file *f, void __user *uarg)
 {
 	struct hmimp_attach a;
 	struct hmimp_att *att;
+	struct device *dev;
 	u32 id;
 	int ret;
 
 	if (copy_from_user(&a, uarg, sizeof(a)))
 		return -EFAULT;
-	if (a.flags & ~HMIMP_DYNAMIC || a.pad)
+	if (a.flags & ~HMIMP_DYNAMIC || (a.seg_boundary && !a.max_seg))
 		return -EINVAL;
 	att = kzalloc(sizeof(*att), GFP_KERNEL);
 	if (!att)
@@ -280,16 +342,23 @@ static long hmimp_attach(struct hmimp_file *f, void __user *uarg)
 	kref_init(&att->ref);
 	mutex_init(&att->lock);
 	att->dynamic = a.flags & HMIMP_DYNAMIC;
+	if (a.max_seg) {
+		att->dev = hmimp_dev_create(a.max_seg, a.seg_boundary);
+		if (IS_ERR(att->dev)) {
+			ret = PTR_ERR(att->dev);
+			goto err_free;
+		}
+	}
+	dev = hmimp_att_dev(att);
 	att->dmabuf = dma_buf_get(a.fd);
 	if (IS_ERR(att->dmabuf)) {
 		ret = PTR_ERR(att->dmabuf);
-		goto err_free;
+		goto err_dev;
 	}
 	if (att->dynamic)
-		att->attach = dma_buf_dynamic_attach(att->dmabuf, hmimp_misc.this_device,
-						     &hmimp_attach_ops, att);
+		att->attach = dma_buf_dynamic_attach(att->dmabuf, dev, &hmimp_attach_ops, att);
 	else
-		att->attach = dma_buf_attach(att->dmabuf, hmimp_misc.this_device);
+		att->attach = dma_buf_attach(att->dmabuf, dev);
 	if (IS_ERR(att->attach)) {
 		ret = PTR_ERR(att->attach);
 		goto err_put;
@@ -299,6 +368,9 @@ static long hmimp_attach(struct hmimp_file *f, void __user *uarg)
 		goto err_detach;
 	a.id = id;
 	a.size = att->dmabuf->size;
+	a.max_seg = dma_get_max_seg_size(dev);
+	a.seg_boundary = dma_get_seg_boundary(dev);
+	a.max_mapping = dma_max_mapping_size(dev);
 	if (copy_to_user(uarg, &a, sizeof(a))) {
 		/* Published already: another ioctl may hold a reference. */
 		if (xa_erase(&f->atts, id))
@@ -311,6 +383,9 @@ err_detach:
 	dma_buf_detach(att->dmabuf, att->attach);
 err_put:
 	dma_buf_put(att->dmabuf);
+err_dev:
+	if (att->dev)
+		device_unregister(&att->dev->dev);
 err_free:
 	kfree(att);
 	return ret;
@@ -324,7 +399,7 @@ err_free:
 static int hmimp_dma_copy(struct hmimp_att *att, u64 offset, void *kbuf,
 			  size_t len, bool to_buf)
 {
-	struct device *dev = hmimp_misc.this_device;
+	struct device *dev = hmimp_att_dev(att);
 	struct scatterlist *sg;
 	u64 pos = 0;
 	int i;
@@ -408,6 +483,72 @@ static long hmimp_access(struct hmimp_file *f, void __user *uarg)
 		ret = -EFAULT;
 out:
 	kvfree(kbuf);
+	return ret;
+}
+
+/*
+ * Copy out the segments of a mapped attachment: as mapped (DMA address and
+ * length), or as built by the exporter (physical address and length of each
+ * sg entry). Taken under the locks, copied to the user after them.
+ */
+static long hmimp_segs(struct hmimp_file *f, void __user *uarg)
+{
+	struct hmimp_seg *segs = NULL;
+	struct scatterlist *sg;
+	struct hmimp_segs a;
+	struct hmimp_att *att;
+	u64 n = 0, room;
+	long ret = 0;
+	int i;
+
+	if (copy_from_user(&a, uarg, sizeof(a)))
+		return -EFAULT;
+	if (a.which > HMIMP_SEGS_CPU)
+		return -EINVAL;
+	room = min_t(u64, a.count, SZ_1M);
+	if (room) {
+		segs = kvcalloc(room, sizeof(*segs), GFP_KERNEL);
+		if (!segs)
+			return -ENOMEM;
+	}
+	att = hmimp_get(f, a.id);
+	if (!att) {
+		ret = -ENOENT;
+		goto out;
+	}
+	mutex_lock(&att->lock);
+	hmimp_resv_lock(att);
+	if (!att->sgt) {
+		ret = att->invalidated ? -ESTALE : -ENXIO;
+	} else if (a.which == HMIMP_SEGS_DMA) {
+		for_each_sgtable_dma_sg(att->sgt, sg, i) {
+			if (n < room) {
+				segs[n].addr = sg_dma_address(sg);
+				segs[n].len = sg_dma_len(sg);
+			}
+			n++;
+		}
+	} else {
+		for_each_sgtable_sg(att->sgt, sg, i) {
+			if (n < room) {
+				segs[n].addr = page_to_phys(sg_page(sg)) + sg->offset;
+				segs[n].len = sg->length;
+			}
+			n++;
+		}
+	}
+	hmimp_resv_unlock(att);
+	mutex_unlock(&att->lock);
+	hmimp_put(att);
+	if (ret)
+		goto out;
+	if (copy_to_user(u64_to_user_ptr(a.segs), segs, min(n, room) * sizeof(*segs)))
+		ret = -EFAULT;
+	a.count = n;
+	if (!ret && copy_to_user(uarg, &a, sizeof(a)))
+		ret = -EFAULT;
+out:
+	kvfree(segs);
 	return ret;
 }
 
@@ -537,6 +678,8 @@ static long hmimp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return hmimp_prov_export(uarg);
 	if (cmd == HMIMP_IOC_STATUS)
 		return hmimp_status(f, uarg);
+	if (cmd == HMIMP_IOC_SEGS)
+		return hmimp_segs(f, uarg);
 	if (_IOC_TYPE(cmd) != HMIMP_MAGIC || _IOC_SIZE(cmd) != sizeof(op))
 		return -ENOTTY;
 	if (copy_from_user(&op, uarg, sizeof(op)))

@@ -26,18 +26,27 @@
 
 /**
  * struct hmimp_attach - HMIMP_IOC_ATTACH: attach to a DMA-BUF
- * @fd:    IN  DMA-BUF fd
- * @flags: IN  HMIMP_DYNAMIC or 0 (static: the core pins and maps at attach)
- * @id:    OUT attachment id on this importer fd
- * @pad:   0
- * @size:  OUT size of the DMA-BUF
+ * @fd:      IN  DMA-BUF fd
+ * @flags:   IN  HMIMP_DYNAMIC or 0 (static: the core pins and maps at attach)
+ * @id:      OUT attachment id on this importer fd
+ * @max_seg: IN  0: attach as the importer's misc device; else as a DMA device
+ *               of the attachment's own whose max segment size is this (and
+ *               whose segment boundary is @seg_boundary)
+ *           OUT dma_get_max_seg_size() of the attached device
+ * @size:    OUT size of the DMA-BUF
+ * @seg_boundary: IN with @max_seg: segment boundary mask (2^n - 1), 0 none
+ *           OUT dma_get_seg_boundary() of the attached device
+ * @max_mapping: OUT dma_max_mapping_size() of the attached device (the
+ *           swiotlb slot limit when it bounces)
  */
 struct hmimp_attach {
 	__s32 fd;
 	__u32 flags;
 	__u32 id;
-	__u32 pad;
+	__u32 max_seg;
 	__u64 size;
+	__u64 seg_boundary;
+	__u64 max_mapping;
 };
 
 /**
@@ -121,6 +130,29 @@ struct hmimp_status {
 	__u32 pad;
 };
 
+/* struct hmimp_segs.which */
+#define HMIMP_SEGS_DMA		0	/* DMA address and length of each mapped segment */
+#define HMIMP_SEGS_CPU		1	/* physical address and length of each sg entry */
+
+struct hmimp_seg {
+	__u64 addr;
+	__u64 len;
+};
+
+/**
+ * struct hmimp_segs - HMIMP_IOC_SEGS: the segments of a mapped attachment
+ * @id:    IN  attachment id (must be mapped)
+ * @which: IN  HMIMP_SEGS_*
+ * @count: IN  room in @segs; OUT segments there are (copied: the smaller)
+ * @segs:  IN  user array of struct hmimp_seg
+ */
+struct hmimp_segs {
+	__u32 id;
+	__u32 which;
+	__u64 count;
+	__u64 segs;
+};
+
 #define HMIMP_IOC_ATTACH	_IOWR(HMIMP_MAGIC, 1, struct hmimp_attach)
 #define HMIMP_IOC_PIN		_IOW(HMIMP_MAGIC, 2, struct hmimp_op)
 #define HMIMP_IOC_MAP		_IOWR(HMIMP_MAGIC, 3, struct hmimp_op)
@@ -130,5 +162,6 @@ struct hmimp_status {
 #define HMIMP_IOC_DETACH	_IOW(HMIMP_MAGIC, 7, struct hmimp_op)
 #define HMIMP_IOC_PROV_EXPORT	_IOWR(HMIMP_MAGIC, 8, struct hmimp_prov_export)
 #define HMIMP_IOC_STATUS	_IOWR(HMIMP_MAGIC, 9, struct hmimp_status)
+#define HMIMP_IOC_SEGS		_IOWR(HMIMP_MAGIC, 10, struct hmimp_segs)
 
 #endif /* _HMEMREG_IMPORTER_H */

@@ -32,12 +32,19 @@
  *   HMEMREG_MR_CACHE_STATS           1 (default): publish the shared-memory
  *                                    stats block (hmemreg/stats.h); 0: do not
  *   HMEMREG_KEEP_PROVIDER_MR_CACHE   unset (default): when libhmemreg is
- *                                    loaded it sets FI_MR_CACHE_MAX_COUNT=0
- *                                    unless already set, so libfabric
- *                                    providers do not cache registrations
- *                                    underneath this cache (double caching
- *                                    is a known source of stale keys); 1:
- *                                    leave libfabric's cache alone
+ *                                    loaded it sets FI_MR_CACHE_MONITOR=
+ *                                    disabled and FI_MR_{CUDA,ROCR,ZE}_CACHE_
+ *                                    MONITOR_ENABLED=0 (each unless already
+ *                                    set), so libfabric providers do not
+ *                                    cache registrations underneath this
+ *                                    cache (double caching is a known source
+ *                                    of stale keys); providers' IPC handle
+ *                                    caches (shm's CUDA IPC) keep working;
+ *                                    1: leave libfabric's caches alone
+ *   HMEMREG_FABRIC_API               MAJOR.MINOR: cap the libfabric API
+ *                                    version libhmemreg asks for (default:
+ *                                    the newest of 2.0, 1.20, 1.17 that the
+ *                                    runtime accepts)
  *
  * Monitors:
  *   kmod  one watch per entry in hmemreg.ko; a hit checks the watch's
@@ -75,6 +82,7 @@ extern "C" {
 
 struct fid_domain;
 struct fid_mr;
+struct fi_info;
 struct hmemreg_cache; /* opaque */
 
 /* Memory kinds (values match libfabric's enum fi_hmem_iface). */
@@ -119,6 +127,29 @@ int hmemreg_cache_config_init(struct hmemreg_cache_config *cfg);
  */
 int hmemreg_cache_create_fabric(struct fid_domain *domain, const struct hmemreg_cache_config *cfg,
 				struct hmemreg_cache **out);
+
+/*
+ * The same, for a domain opened from @info (the fi_info given to
+ * fi_domain(); only read here). Its API version (fabric_attr->api_version,
+ * stamped by fi_getinfo) at 1.20 or later: device memory registers through
+ * FI_MR_DMABUF (the request's dmabuf_fd, or for CUDA memory the
+ * allocation's own export) where the provider takes it, else by address
+ * with iface and device. Without FI_HMEM in info->caps, device memory is
+ * refused (-HMEMREG_ENOTSUP) instead of reaching a provider that might take
+ * it for host memory. hmemreg_cache_create_fabric() knows neither: it never
+ * uses FI_MR_DMABUF and lets the provider judge device memory. Also
+ * -HMEMREG_EINVAL for a null @info or an API version newer than the runtime.
+ */
+int hmemreg_cache_create_fabric_info(struct fid_domain *domain, const struct fi_info *info,
+				     const struct hmemreg_cache_config *cfg, struct hmemreg_cache **out);
+
+/*
+ * The libfabric API version libhmemreg's own fi_getinfo() calls use with
+ * the libfabric loaded in this process: the newest of 2.0, 1.20 and 1.17
+ * that fi_version() accepts (HMEMREG_FABRIC_API caps it). For callers that
+ * open domains to hand to hmemreg_cache_create_fabric_info().
+ */
+uint32_t hmemreg_fabric_api_version(void);
 
 /*
  * A cache over the in-memory registrar (registers nothing, keys are serial

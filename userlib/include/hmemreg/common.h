@@ -11,12 +11,11 @@
 
 #include <stdint.h>
 
+#include <hmemreg/version.h> /* HMEMREG_VERSION_MAJOR, _MINOR, _PATCH, _STRING */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define HMEMREG_VERSION_MAJOR 0
-#define HMEMREG_VERSION_MINOR 1
 
 /* Error codes: always returned negated (e.g. -HMEMREG_EINVAL). */
 enum hmemreg_error {

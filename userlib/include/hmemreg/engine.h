@@ -61,14 +61,25 @@ struct hmemreg_engine_config {
 	uint32_t max_message;      /* control message payload; 0 -> 4096 */
 	uint32_t max_transfers;    /* active transfers; 0 -> 4096 */
 	uint32_t notify;           /* enum hmemreg_engine_notify; other values: -HMEMREG_EINVAL */
+	/* A peer with unfinished transfers and no completion for this long is
+	 * declared dead: its transfers fail (-HMEMREG_EFABRIC), new ones are
+	 * refused until it is removed and added again. 0: the default, which is
+	 * HMEMREG_PEER_TIMEOUT_MS from the environment (milliseconds, 0 = never;
+	 * a value that does not parse fails creation with -HMEMREG_EINVAL), else
+	 * 10000 ms; HMEMREG_PEER_TIMEOUT_NEVER: never; at most 86400000 (a day).
+	 * hmemreg_engine_describe says which is in force. */
+	uint32_t peer_timeout_ms;
 };
+
+#define HMEMREG_PEER_TIMEOUT_NEVER UINT32_MAX
 
 /* Fills *cfg with the defaults (1 rail, 1 progress thread, best provider,
  * HMEMREG_NOTIFY_AUTO). */
 void hmemreg_engine_config_init(struct hmemreg_engine_config *cfg);
 
 int hmemreg_engine_create(const struct hmemreg_engine_config *cfg, hmemreg_engine_t **out);
-/* Fails pending transfers (their callbacks run), closes everything. */
+/* Stops progress, fails pending transfers and runs their callbacks, closes
+ * everything: once it returns, no callback of this engine runs or is running. */
 void hmemreg_engine_destroy(hmemreg_engine_t *engine);
 
 /* Provider, rails, capabilities and decisions, as text (NUL-terminated,
@@ -81,6 +92,13 @@ int hmemreg_engine_address(const hmemreg_engine_t *engine, void *buf, size_t *le
 
 int hmemreg_engine_add_peer(hmemreg_engine_t *engine, const void *addr, size_t len, int warmup, uint64_t *peer);
 int hmemreg_engine_remove_peer(hmemreg_engine_t *engine, uint64_t peer);
+/* Waits until the peer has no unfinished transfer: each completed or failed
+ * and its callback returned, so nothing they were given is in use for it any
+ * more (call it before freeing what the callbacks' arg points to). A dead
+ * peer's transfers fail within peer_timeout_ms. Drives progress without
+ * threads. 0, -HMEMREG_EAGAIN on timeout, -HMEMREG_ENOENT for an unknown
+ * peer, -HMEMREG_EBUSY from one of this engine's callbacks. */
+int hmemreg_engine_drain(hmemreg_engine_t *engine, uint64_t peer, uint32_t timeout_ms);
 
 int hmemreg_engine_reg(hmemreg_engine_t *engine, void *addr, size_t len, hmemreg_region_t **out);
 /* Safe while transfers use the region: they keep the registration alive. */

@@ -30,7 +30,9 @@ extern "C" {
 #endif
 
 #define HMEMREG_STATS_MAGIC 0x54415453524d4846ULL /* "FHMRSTAT" little endian */
-#define HMEMREG_STATS_VERSION 1
+/* 2: uncached_by[] (was reserved); a reader accepts 1 (reads zeros there) and 2 */
+#define HMEMREG_STATS_VERSION 2
+#define HMEMREG_STATS_VERSION_MIN 1
 #define HMEMREG_STATS_SHM_PREFIX "/hmemreg-stats."
 #define HMEMREG_STATS_MAX_CACHES 16
 #define HMEMREG_STATS_HIT_SHARDS 32
@@ -48,6 +50,18 @@ enum hmemreg_inval_cause {
 	HMEMREG_INVAL_FORK = 7,     /* purged before fork() */
 	HMEMREG_INVAL_OTHER = 8,
 	HMEMREG_INVAL_MAX = 9
+};
+
+/* Why a registration was handed out uncached: index of uncached_by[]. */
+enum hmemreg_uncached_reason {
+	HMEMREG_UNCACHED_LIMIT = 0,       /* over a size limit, max_count 0, or every entry in use */
+	HMEMREG_UNCACHED_UNWATCHABLE = 1, /* its memory can change unseen by the monitor
+					     (uffd: shared or file-backed mappings) */
+	HMEMREG_UNCACHED_REFUSED = 2,     /* the monitor cannot watch it (none usable, device
+					     memory without a device monitor, uffd refused) */
+	HMEMREG_UNCACHED_RACED = 3,       /* its memory changed while it was being registered */
+	HMEMREG_UNCACHED_ASKED = 4,       /* HMEMREG_MR_NO_CACHE, or in a fork child */
+	HMEMREG_UNCACHED_MAX = 5
 };
 
 /*
@@ -82,7 +96,8 @@ struct hmemreg_stats_cache {
 	uint64_t races;         /* lost insert races (duplicate dropped) */
 	uint64_t invalidations[HMEMREG_INVAL_MAX];
 	char count_fence[16];   /* how counts are ordered: "membarrier" or "seq_cst" */
-	uint64_t reserved[6];
+	uint64_t uncached_by[HMEMREG_UNCACHED_MAX]; /* uncached_registrations by reason (version 2) */
+	uint64_t reserved[1];
 	/* registrations by duration: bucket i counts those that took
 	 * [2^i, 2^(i+1)) ns (the last bucket also takes anything longer);
 	 * mr_cache_stat derives the p99 from it */
@@ -124,6 +139,7 @@ struct hmemreg_cache_stats {
 	uint64_t invalidations[HMEMREG_INVAL_MAX];
 	char monitor[16];
 	char registrar[24];
+	uint64_t uncached_by[HMEMREG_UNCACHED_MAX]; /* enum hmemreg_uncached_reason */
 };
 
 /*
@@ -136,6 +152,52 @@ int hmemreg_stats_block_check(const struct hmemreg_stats_block *block, size_t le
 
 /* Sum one slot of a block into @out (no process needs to be alive). */
 void hmemreg_stats_sum(const struct hmemreg_stats_cache *slot, struct hmemreg_cache_stats *out);
+
+/*
+ * Shared-memory files left by dead processes.
+ *
+ * A process using libhmemreg owns two kinds of files in /dev/shm: its stats
+ * block (hmemreg-stats.<pid>) and, for libfabric's shm provider, one region
+ * per endpoint (hmemreg_<pid>_<random>, named by the engine). It holds a
+ * shared flock(2) on each for as long as it uses it, and removes them when it
+ * exits normally; a killed process leaves them behind. hmemreg_shm_gc()
+ * removes a file only when nobody holds its lock and its process is gone
+ * (stats blocks: hmemreg_stats_block_check(); regions: no such pid, or a pid
+ * started after the file was made). libhmemreg runs it once per process, on
+ * its first stats block or shm endpoint; mr_cache_stat --gc runs it on demand.
+ */
+enum hmemreg_shm_kind {
+	HMEMREG_SHM_STATS_BLOCK = 0,   /* hmemreg-stats.<pid> */
+	HMEMREG_SHM_FABRIC_REGION = 1, /* hmemreg_<pid>_<n> (libfabric shm provider) */
+};
+
+enum hmemreg_shm_verdict {
+	HMEMREG_SHM_LIVE = 0,    /* its process runs (or may run): kept */
+	HMEMREG_SHM_REMOVED = 1, /* stale and removed */
+	HMEMREG_SHM_STALE = 2,   /* stale, left in place (HMEMREG_SHM_GC_DRY_RUN) */
+	HMEMREG_SHM_FAILED = 3,  /* stale, but could not be removed (@error: errno) */
+};
+
+struct hmemreg_shm_file {
+	const char *name;  /* file name inside the folder (valid during the callback) */
+	int kind;          /* enum hmemreg_shm_kind */
+	int pid;           /* from the name */
+	uint64_t bytes;    /* file size */
+	int verdict;       /* enum hmemreg_shm_verdict */
+	int error;         /* errno with HMEMREG_SHM_FAILED, else 0 */
+};
+
+#define HMEMREG_SHM_GC_DRY_RUN 1u /* decide, remove nothing */
+
+typedef void (*hmemreg_shm_gc_fn)(const struct hmemreg_shm_file *file, void *arg);
+
+/*
+ * Look at every hmemreg file in @dir (NULL: /dev/shm) and remove those of dead
+ * processes; @each (may be NULL) is called once per file looked at. Returns
+ * the number of stale files (removed, or that would be with DRY_RUN), or
+ * -HMEMREG_EINVAL (unknown @flags) or -HMEMREG_ESYS (@dir unreadable; errno).
+ */
+int hmemreg_shm_gc(const char *dir, unsigned flags, hmemreg_shm_gc_fn each, void *arg);
 
 #ifdef __cplusplus
 }

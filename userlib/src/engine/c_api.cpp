@@ -101,6 +101,9 @@ int hmemreg_engine_create(const struct hmemreg_engine_config *cfg, hmemreg_engin
 			c.max_message = cfg->max_message;
 		if (cfg->max_transfers)
 			c.max_transfers = cfg->max_transfers;
+		c.peer_timeout_ms = cfg->peer_timeout_ms == 0			       ? Config::kPeerTimeoutDefault
+				    : cfg->peer_timeout_ms == HMEMREG_PEER_TIMEOUT_NEVER ? 0
+											  : cfg->peer_timeout_ms;
 		switch (cfg->notify) {
 		case HMEMREG_NOTIFY_AUTO:
 			c.notify = Config::Notify::Auto;
@@ -164,6 +167,19 @@ int hmemreg_engine_remove_peer(hmemreg_engine_t *engine, uint64_t peer)
 	return guard([&] {
 		engine->e->remove_peer(peer);
 		return 0;
+	});
+}
+
+int hmemreg_engine_drain(hmemreg_engine_t *engine, uint64_t peer, uint32_t timeout_ms)
+{
+	if (!engine)
+		return fail(HMEMREG_EINVAL, "engine is NULL");
+	return guard([&] {
+		if (engine->e->drain(peer, std::chrono::milliseconds(timeout_ms)))
+			return 0;
+		last_error = "drain: peer " + std::to_string(peer) + " still has unfinished transfers after " +
+			     std::to_string(timeout_ms) + " ms";
+		return -HMEMREG_EAGAIN;
 	});
 }
 

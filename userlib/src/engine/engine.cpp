@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The engine: provider selection, rails, peers, regions, transfers, progress.
 #include "engine/engine.hpp"
+#include "settings/settings.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -18,8 +21,11 @@
 #include "engine/engine_impl.hpp"
 #include "engine/staging.hpp"
 #include "engine/universe.hpp"
-#include "hmem/cuda_memory.hpp"
+#include "fabric/abi.hpp"
 #include "fabric/info.hpp"
+#include "hmem/cuda_copy.hpp"
+#include "hmem/cuda_memory.hpp"
+#include "hmemreg/cache.h"
 
 namespace hmemreg::engine {
 
@@ -46,6 +52,37 @@ uint64_t random_id()
 	return (v & 0xffffffffu) ? v : v | 1;
 }
 
+// The engine whose progress turn this thread is in (callbacks run there):
+// drain() from such a callback would wait for itself.
+thread_local const Engine::Impl *in_turn = nullptr;
+
+// Config::peer_timeout_ms as given, or from HMEMREG_PEER_TIMEOUT_MS, or the
+// default; `from` says which.
+unsigned resolve_peer_timeout(unsigned given, std::string &from)
+{
+	if (given != Config::kPeerTimeoutDefault) {
+		if (given > Config::kPeerTimeoutMaxMs)
+			throw Error(HMEMREG_EINVAL, "engine: peer_timeout_ms " + std::to_string(given) + " is over " +
+							    std::to_string(Config::kPeerTimeoutMaxMs) + " (a day)");
+		from = "config";
+		return given;
+	}
+	const char *v = settings::raw("HMEMREG_PEER_TIMEOUT_MS");
+	if (!v) {
+		from = "default";
+		return Config::kPeerTimeoutDefaultMs;
+	}
+	char *end = nullptr;
+	errno = 0;
+	const unsigned long long x = std::strtoull(v, &end, 10);
+	if (errno || end == v || *end || *v == '-' || x > Config::kPeerTimeoutMaxMs)
+		throw Error(HMEMREG_EINVAL, std::string("engine: HMEMREG_PEER_TIMEOUT_MS='") + v +
+						    "' is not a number of milliseconds in [0, " +
+						    std::to_string(Config::kPeerTimeoutMaxMs) + "] (0: never)");
+	from = "HMEMREG_PEER_TIMEOUT_MS";
+	return static_cast<unsigned>(x);
+}
+
 std::string hex(uint64_t v)
 {
 	char b[20];
@@ -53,21 +90,22 @@ std::string hex(uint64_t v)
 	return b;
 }
 
-// Hints for an RDM endpoint with messages and RMA writes; mr_mode bits we
-// handle (we always register and pass descriptors, keys are carried in the
-// descriptor, addresses are virtual or offsets).
-fabric::InfoPtr make_hints(const Config &cfg)
+// Hints for an RDM endpoint with messages and RMA writes, with FI_HMEM when
+// asked; mr_mode bits we handle (we always register and pass descriptors,
+// device memory included (FI_MR_HMEM), keys are carried in the descriptor,
+// addresses are virtual or offsets).
+fabric::InfoPtr make_hints(const Config &cfg, bool hmem, const std::string &provider)
 {
 	fabric::InfoPtr h = fabric::alloc_hints();
 	h->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
-	if (cfg.require_hmem)
+	if (hmem)
 		h->caps |= FI_HMEM;
 	h->mode = FI_CONTEXT | FI_CONTEXT2;
 	h->ep_attr->type = FI_EP_RDM;
-	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_HMEM;
 	h->domain_attr->threading = FI_THREAD_DOMAIN;
-	if (!cfg.provider.empty())
-		h->fabric_attr->prov_name = strdup(cfg.provider.c_str());
+	if (!provider.empty())
+		h->fabric_attr->prov_name = strdup(provider.c_str());
 	if (!cfg.domain.empty())
 		h->domain_attr->name = strdup(cfg.domain.c_str());
 	return h;
@@ -92,6 +130,11 @@ uint8_t *RegionImpl::io_addr() const
 Engine::Impl::Impl(const Config &c) : cfg(c), id(random_id())
 {
 	next_imm_seq = static_cast<uint32_t>(random_id() >> 16);
+	std::string from;
+	cfg.peer_timeout_ms = resolve_peer_timeout(cfg.peer_timeout_ms, from);
+	caps.peer_timeout_ms = cfg.peer_timeout_ms;
+	caps.peer_timeout = (cfg.peer_timeout_ms ? std::to_string(cfg.peer_timeout_ms) + " ms" : std::string("never")) +
+			    " (" + from + ")";
 	if (cfg.rails == 0)
 		throw Error(HMEMREG_EINVAL, "engine: rails must be at least 1");
 	if (cfg.recv_buffers == 0 || cfg.send_buffers == 0 || cfg.post_batch == 0 || cfg.max_transfers == 0)
@@ -130,10 +173,27 @@ void Engine::Impl::open_rails()
 	std::string universe = fit_rxm_universe(cfg.provider);
 	if (!universe.empty())
 		caps.notes.push_back(universe);
-	fabric::InfoPtr hints = make_hints(cfg);
+	fabric::InfoPtr hints = make_hints(cfg, cfg.require_hmem, cfg.provider);
 	const char *node = cfg.node.empty() ? nullptr : cfg.node.c_str();
 	fabric::InfoPtr list = fabric::get_info(hints.get(), node, node ? FI_SOURCE : 0);
 	note_fabric_initialized();
+	caps.api_version = fabric::api_version();
+	// FI_HMEM by default where there is device memory to move: asked of the
+	// provider chosen without it (so asking never changes which provider and
+	// fabric are used), kept when that provider offers it on that fabric.
+	if (list && !cfg.require_hmem && cfg.ask_hmem && cuda::available()) {
+		const fi_info *plain = list.get();
+		fabric::InfoPtr h = make_hints(cfg, true, plain->fabric_attr->prov_name);
+		fabric::InfoPtr with = fabric::get_info(h.get(), node, node ? FI_SOURCE : 0);
+		if (with && std::strcmp(with->fabric_attr->prov_name, plain->fabric_attr->prov_name) == 0 &&
+		    std::strcmp(with->fabric_attr->name, plain->fabric_attr->name) == 0)
+			list = std::move(with);
+		else
+			caps.hmem_why_not = std::string("provider ") + plain->fabric_attr->prov_name +
+					    " offers no FI_HMEM with libfabric " + fabric::api_version_text(fi_version());
+	} else if (list && !cfg.require_hmem) {
+		caps.hmem_why_not = !cfg.ask_hmem ? "not asked (Config::ask_hmem off)" : "no CUDA driver here";
+	}
 	if (!list) {
 		std::string want = cfg.provider.empty() ? "any provider" : "provider '" + cfg.provider + "'";
 		throw Error(HMEMREG_ENOTSUP, "engine: " + want + " offers no RDM endpoint with FI_MSG|FI_RMA" +
@@ -165,15 +225,14 @@ void Engine::Impl::open_rails()
 
 	caps.rma = (first->caps & FI_RMA) != 0;
 	caps.hmem = (first->caps & FI_HMEM) != 0;
-#ifdef FI_MR_DMABUF
-	caps.dmabuf = true;
-#endif
+	caps.dmabuf = caps.hmem && caps.api_version >= fabric::kApi1_20;
 	caps.cq_data_size = first->domain_attr->cq_data_size;
 	caps.remote_cq_data = caps.cq_data_size > 0;
 	caps.inject_size = first->tx_attr->inject_size;
 	if (cfg.require_remote_cq_data && !caps.remote_cq_data)
 		throw Error(HMEMREG_ENOTSUP, "engine: provider " + prov + " has no remote CQ data (cq_data_size 0)");
-	virt_addr = (first->domain_attr->mr_mode & (FI_MR_VIRT_ADDR | FI_MR_BASIC)) != 0;
+	// mr_mode bits (API >= 1.5) never carry FI_MR_BASIC (deprecated in 2.x).
+	virt_addr = (first->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
 
 	// Completion semantics: the target is told (a control message sent once
 	// every write completed locally) only when the data is in place, so
@@ -232,6 +291,18 @@ void Engine::Impl::open_rails()
 		caps.rail_domains.push_back(info->domain_attr->name);
 	}
 	caps.notes.push_back("local memory: " + rails.front()->cache()->describe());
+	// FI_HMEM is no promise of CUDA (1.17's shm offers it without): one
+	// probe registration decides between the direct and the staged path.
+	if (caps.hmem && cuda::available()) {
+		std::string why;
+		if (!provider_registers_cuda(rails.front()->domain(), &why)) {
+			caps.hmem = false;
+			caps.dmabuf = false;
+			caps.hmem_why_not = "provider " + prov + " offers FI_HMEM but does not register CUDA memory: " + why;
+			if (cfg.require_hmem)
+				throw Error(HMEMREG_ENOTSUP, "engine: " + caps.hmem_why_not);
+		}
+	}
 }
 
 // Immediate keys of 8 bytes where the provider carries them, else of 4
@@ -372,6 +443,10 @@ void Engine::Impl::notify_app(std::span<const Notification> notes)
 {
 	if (notes.empty())
 		return;
+	if (uint64_t devs = direct_devices.load(std::memory_order_relaxed))
+		for (int d = 0; d < 64; d++)
+			if (devs & (1ULL << d))
+				cuda::finish_legacy_copies(d); // errors: the copy's own failure shows elsewhere
 	std::function<void(const Notification &)> fn;
 	{
 		std::lock_guard l(handlers_mu);
@@ -574,7 +649,29 @@ void Engine::Impl::expire_arrivals()
 		return;
 	const int64_t limit = static_cast<int64_t>(cfg.peer_timeout_ms ? cfg.peer_timeout_ms : 60'000) * 1'000'000;
 	std::lock_guard l(arrivals_mu);
-	imm_abandoned += std::erase_if(arrivals, [&](const auto &kv) { return now - kv.second.touched > limit; });
+	const size_t n = std::erase_if(arrivals, [&](const auto &kv) { return now - kv.second.touched > limit; });
+	imm_abandoned += n;
+	imm_expired += n;
+}
+
+void Engine::Impl::settle()
+{
+	std::vector<unsigned> ids(rails.size());
+	std::iota(ids.begin(), ids.end(), 0u);
+	const auto start = std::chrono::steady_clock::now();
+	int quiet = 0;
+	while (quiet < 5 && std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200)) {
+		quiet = turn(ids) ? 0 : quiet + 1;
+		std::this_thread::sleep_for(std::chrono::microseconds(500));
+	}
+}
+
+bool Engine::Impl::writer_broke()
+{
+	if (imm_expired.load() > 0)
+		return true;
+	std::lock_guard l(arrivals_mu);
+	return !arrivals.empty();
 }
 
 void Engine::Impl::dispatch(Events &ev)
@@ -623,6 +720,12 @@ void Engine::Impl::dispatch(Events &ev)
 
 size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 {
+	const Impl *outer = in_turn;
+	in_turn = this;
+	struct Restore {
+		const Impl *outer;
+		~Restore() { in_turn = outer; }
+	} restore{outer};
 	size_t n = 0;
 	for (unsigned r : rail_ids) {
 		Events ev;
@@ -749,12 +852,27 @@ Engine::~Engine()
 	im->threads.reset();
 	im->closing = true;
 	im->drain_staging(); // no copy into or out of a mirror outlives this
+	// ofi_rxm (libfabric 1.17 to 2.6 at least) crashes while closing an
+	// endpoint if a tcp connection under it still holds a remote write half
+	// received, as a writer killed mid-write or cut off by a partition
+	// leaves: tcp reports it cancelled with no operation context, and
+	// rxm_handle_comp_error dereferences that NULL (flags FI_REMOTE_WRITE,
+	// err FI_ECANCELED). A connection whose end tcp has read drops such a
+	// write quietly, so first a few progress turns let it read the ends
+	// that arrived. A writer that broke with nothing arriving (partition)
+	// leaves the write half received forever: then the endpoints are kept
+	// open, unprogressed, until the process ends (Rail::abandon).
+	im->settle();
+	const bool keep_open = im->caps.provider.find("ofi_rxm") != std::string::npos && im->writer_broke();
 	std::vector<std::shared_ptr<TransferImpl>> left;
 	{
 		std::lock_guard l(im->active_mu);
 		for (TransferImpl *x : im->active)
 			left.push_back(x->self);
 	}
+	if (keep_open)
+		for (auto &r : im->rails)
+			r->abandon();
 	im->rails.clear(); // closes endpoints: nothing references a transfer any more
 	for (auto &x : left) {
 		x->fail(HMEMREG_EBUSY, "engine destroyed before the transfer completed");
@@ -883,6 +1001,25 @@ bool Engine::immediate_to(PeerId peer) const
 	       (impl_->caps.imm_key_bytes == wire::kImm4DataSize && p->imm_index.load() != 0);
 }
 
+bool Engine::drain(PeerId peer, std::chrono::milliseconds timeout)
+{
+	Impl *im = impl_.get();
+	if (in_turn == im)
+		throw Error(HMEMREG_EBUSY, "drain: called from a callback of this engine, which would wait for itself");
+	std::shared_ptr<PeerState> p = im->find_peer(peer);
+	const auto deadline = std::chrono::steady_clock::now() + timeout;
+	// A transfer's callback returns before its peer's count drops (report()).
+	while (p->active.load() > 0) {
+		if (std::chrono::steady_clock::now() >= deadline)
+			return false;
+		if (im->threads)
+			std::this_thread::sleep_for(std::chrono::microseconds(100));
+		else if (progress() == 0)
+			std::this_thread::yield();
+	}
+	return true;
+}
+
 size_t Engine::peer_count() const
 {
 	std::lock_guard l(impl_->peers_mu);
@@ -904,7 +1041,16 @@ RegionRef Engine::register_region(void *addr, size_t len)
 		throw Error(HMEMREG_EINVAL, "register_region: " + why);
 	if (rc == 0 && info.kind == cuda::MemKind::device && !im->caps.hmem)
 		return im->register_staged(addr, len, info);
-	auto reg = register_local(im->caches, addr, len);
+	// Device memory the provider reaches (FI_HMEM): registered directly, as
+	// CUDA memory of its device (FI_MR_DMABUF or by address: the registrar's
+	// choice), cached under the buffer-ID check of every hit.
+	MemoryKind kind;
+	if (rc == 0 && info.kind == cuda::MemKind::device) {
+		kind = {HMEMREG_IFACE_CUDA, static_cast<uint64_t>(info.device)};
+		if (info.device >= 0 && info.device < 64)
+			im->direct_devices.fetch_or(1ULL << info.device);
+	}
+	auto reg = register_local(im->caches, addr, len, kind);
 	return std::make_shared<RegionImpl>(im->id, addr, len, std::move(holders), std::move(reg));
 }
 
@@ -1183,6 +1329,12 @@ PathStats Engine::path_stats() const
 	}
 	s.immediate_writes = impl_->imm_writes.load(std::memory_order_relaxed);
 	s.message_writes = impl_->msg_writes.load(std::memory_order_relaxed);
+	for (RailCache *c : impl_->caches) {
+		s.device_regs_dmabuf += c->device_dmabuf_regs();
+		s.device_regs_address += c->device_address_regs();
+		if (s.device_address_why.empty())
+			s.device_address_why = c->address_path_reason();
+	}
 	return s;
 }
 
@@ -1200,13 +1352,17 @@ std::string Capabilities::describe() const
 	o << "provider " << provider << ", fabric " << fabric << ", " << rail_domains.size() << " rail(s):";
 	for (size_t i = 0; i < rail_domains.size(); i++)
 		o << (i ? ", " : " ") << rail_domains[i];
-	o << "\n  FI_RMA " << (rma ? "yes" : "NO") << ", FI_HMEM " << (hmem ? "yes" : "no") << ", FI_MR_DMABUF "
-	  << (dmabuf ? "yes" : "no (libfabric < 1.20)") << ", remote CQ data "
+	o << "\n  libfabric API " << fabric::api_version_text(api_version) << " (runtime "
+	  << fabric::api_version_text(fi_version()) << "), FI_RMA " << (rma ? "yes" : "NO") << ", FI_HMEM "
+	  << (hmem ? "yes" : "no" + (hmem_why_not.empty() ? std::string() : " (" + hmem_why_not + ")"))
+	  << ", FI_MR_DMABUF "
+	  << (dmabuf ? "yes" : !hmem ? "no (no FI_HMEM)" : "no (API < 1.20)") << ", remote CQ data "
 	  << (remote_cq_data ? std::to_string(cq_data_size) + " B" : std::string("no"))
 	  << "\n  target notified by " << notify;
 	o << "\n  queue depth " << queue_depth << "/rail (" << peer_queue_depth << " per peer), max write " << max_write
 	  << " B, up to " << write_iov << " chunk(s) per write, inject " << inject_size << " B";
 	o << "\n  progress: " << progress;
+	o << "\n  peer timeout (no progress): " << peer_timeout;
 	o << "\n  device memory: " << device_memory;
 	for (const auto &n : notes)
 		o << "\n  note: " << n;

@@ -47,7 +47,11 @@
 //    pinned to CPUs near their NIC when hwloc knows the NIC's PCI locality), or
 //    0 threads and the caller drives progress() / wait().
 //
-//  - Device (CUDA) memory: registered directly where the provider has FI_HMEM;
+//  - Device (CUDA) memory: registered directly where the provider has FI_HMEM
+//    and registers CUDA memory (a probe at creation); a target with such
+//    regions waits for the device copies the provider queued on its legacy
+//    stream before it notifies (shm's cudaMemcpy returns before a device to
+//    device copy ran);
 //    otherwise (Debian's and Ubuntu's libfabric 1.17) staged: the region gets a
 //    pinned host mirror that the NIC reads and writes. A write from a staged
 //    region copies each piece device-to-host on a CUDA stream and posts the
@@ -147,7 +151,13 @@ struct Config {
 	// A peer with unfinished transfers and no completion for this long is
 	// declared dead: its transfers fail (HMEMREG_EFABRIC) and new ones are
 	// refused until it is removed and added again. 0: never.
-	unsigned peer_timeout_ms = 10000;
+	// kPeerTimeoutDefault: HMEMREG_PEER_TIMEOUT_MS from the environment
+	// (milliseconds, 0 = never; a value that does not parse fails creation
+	// with HMEMREG_EINVAL), else kPeerTimeoutDefaultMs. caps() says which.
+	static constexpr unsigned kPeerTimeoutDefault = ~0u;
+	static constexpr unsigned kPeerTimeoutDefaultMs = 10000;
+	static constexpr unsigned kPeerTimeoutMaxMs = 86'400'000; // a day
+	unsigned peer_timeout_ms = kPeerTimeoutDefault;
 	// How the target learns a write is complete (see Model above). Auto:
 	// immediate where the provider has remote CQ data (8 B: writer-stamped
 	// keys; 4 B: target-assigned writer index), else message. Immediate on a
@@ -161,6 +171,10 @@ struct Config {
 	size_t imm_data_bytes = 0;
 	// Fail creation unless the provider offers these.
 	bool require_hmem = false;
+	// Where a CUDA driver is loaded, ask the chosen provider for FI_HMEM too
+	// (device memory then registers directly), and go on without it where
+	// the provider does not offer it (device memory is then staged).
+	bool ask_hmem = true;
 	bool require_remote_cq_data = false;
 	// Device memory where the provider has no FI_HMEM: stage it through pinned
 	// host mirrors (true), or refuse it with HMEMREG_ENOTSUP (false).
@@ -175,8 +189,10 @@ struct Capabilities {
 	std::string fabric;
 	std::vector<std::string> rail_domains; // one per rail
 	bool rma = false;
-	bool hmem = false;               // FI_HMEM offered
-	bool dmabuf = false;             // FI_MR_DMABUF known to this libfabric build
+	uint32_t api_version = 0;        // libfabric API version asked for (FI_VERSION)
+	bool hmem = false;               // FI_HMEM offered (and used)
+	std::string hmem_why_not;        // why not, when not required
+	bool dmabuf = false;             // device memory may register through FI_MR_DMABUF (FI_HMEM, API >= 1.20)
 	bool remote_cq_data = false;     // cq_data_size > 0
 	size_t cq_data_size = 0;
 	bool delivery_complete = false;  // writes complete once data is at the target
@@ -190,6 +206,8 @@ struct Capabilities {
 	size_t inject_size = 0;
 	std::string progress;            // who drives progress, and thread pinning
 	std::string device_memory;       // how CUDA memory is moved (direct, staged, or why not)
+	unsigned peer_timeout_ms = 0;    // the no-progress peer timeout in force (0: never)
+	std::string peer_timeout;        // it, and where it came from (config, environment, default)
 	std::vector<std::string> notes;  // capping and other decisions worth knowing
 	std::string describe() const;
 };
@@ -279,11 +297,23 @@ struct PathStats {
 	// by a Done message (message mode, or 4-byte keys with no index from the peer yet).
 	uint64_t immediate_writes = 0;
 	uint64_t message_writes = 0;
+	// Device memory registered directly (FI_HMEM), all rails: through
+	// FI_MR_DMABUF, or by address with iface and device (API < 1.20, the
+	// provider refused DMA-BUF, or the export failed: device_address_why).
+	uint64_t device_regs_dmabuf = 0;
+	uint64_t device_regs_address = 0;
+	std::string device_address_why;
 };
 
 class Engine {
 public:
 	explicit Engine(const Config &config);
+	// Stops the progress threads, then fails every unfinished transfer
+	// (HMEMREG_EBUSY) and runs its callback here: once it returns, no callback
+	// of this engine runs any more, and none is still running. Over ofi_rxm,
+	// an engine that still had partial arrivals from a writer, or dropped one
+	// after peer_timeout_ms, keeps its endpoints open (unprogressed) until the
+	// process ends: closing them can crash libfabric (see engine.cpp).
 	~Engine();
 	Engine(const Engine &) = delete;
 	Engine &operator=(const Engine &) = delete;
@@ -302,6 +332,15 @@ public:
 	// be added again.
 	void remove_peer(PeerId peer);
 	size_t peer_count() const;
+	// Waits until the peer has no unfinished transfer: each completed or
+	// failed, and its callback returned (one that posts more keeps it busy).
+	// Then nothing the callbacks captured is still in use by the engine for
+	// that peer. With peer_timeout_ms set, a dead or unreachable peer's
+	// transfers fail within it, so this returns within about that long.
+	// Drives progress itself when there are no progress threads. False on
+	// timeout; unknown peer: HMEMREG_ENOENT; called from a callback of this
+	// engine (which would wait for itself): HMEMREG_EBUSY.
+	bool drain(PeerId peer, std::chrono::milliseconds timeout);
 	// Whether writes to the peer now notify it with immediate data (false in
 	// message mode, and with 4-byte keys until the peer assigned an index).
 	bool immediate_to(PeerId peer) const;

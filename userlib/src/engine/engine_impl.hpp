@@ -89,6 +89,12 @@ struct Engine::Impl {
 	bool caller_covers(std::span<const unsigned> rail_ids) const;
 	static constexpr uint32_t kActiveTurns = 256; // a rail is active this many turns after an event
 	std::atomic<uint64_t> direct_writes{0};
+	// CUDA devices (bit = ordinal < 64) with regions registered directly:
+	// before notifying, the target waits for the device copies a CPU-driven
+	// provider (shm: cudaMemcpy, which returns early device to device) queued
+	// on this process's legacy stream, so a notification means the bytes are
+	// in device memory for any stream.
+	std::atomic<uint64_t> direct_devices{0};
 
 	// Immediate notification, writer side: the next key's sequence.
 	std::atomic<uint32_t> next_imm_seq{0};
@@ -103,6 +109,7 @@ struct Engine::Impl {
 	std::mutex arrivals_mu;
 	std::unordered_map<uint64_t, Arrival> arrivals;
 	std::atomic<uint64_t> imm_notices{0}, imm_abandoned{0};
+	std::atomic<uint64_t> imm_expired{0}; // of those abandoned: idle for peer_timeout (the writer broke)
 	std::atomic<uint64_t> imm_writes{0}, msg_writes{0};
 	// 4-byte keys, target side (under arrivals_mu): the engine id owning each
 	// writer index (0: free; index 0 unused), the reverse, and writers that
@@ -122,6 +129,11 @@ struct Engine::Impl {
 	void send_imm_join(const std::shared_ptr<PeerState> &p);
 	void choose_notify(size_t cq_data_size, const std::string &prov);
 	void expire_arrivals();
+	// Teardown: progress turns until the rails are quiet (bounded).
+	void settle();
+	// Whether closing the endpoints may meet a remote write half received
+	// from a writer that broke (engine.cpp, ~Engine).
+	bool writer_broke();
 	std::atomic<int64_t> last_expiry{0};
 
 	std::unique_ptr<Staging> staging; // device memory without FI_HMEM

@@ -30,7 +30,10 @@ Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const To
 	dom_ = std::make_shared<DomainHolder>();
 	dom_->fabric = fabric::open_fabric(info_.get());
 	dom_->domain = fabric::open_domain(dom_->fabric, info_.get());
-	dom_->cache = std::make_unique<RailCache>(domain(), info_->fabric_attr->prov_name);
+	// fi_getinfo() stamps fabric_attr with the API version it was asked for,
+	// and fi_fabric() opens the fabric at that version.
+	dom_->cache = std::make_unique<RailCache>(domain(), info_->fabric_attr->prov_name,
+						  info_->fabric_attr->api_version, (info_->caps & FI_HMEM) != 0);
 	// Room for our own ops plus peers' writes landing with remote CQ data.
 	size_t cq_size = 2 * opt_.queue_depth + opt_.recv_buffers + opt_.send_buffers;
 	cq_ = fabric::CompletionQueue(domain(), cq_size);
@@ -41,6 +44,9 @@ Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const To
 	ctrl_mr_ = fabric::MemoryRegion(domain(), ctrl_mem_.get(), nslots * slot_size_, FI_SEND | FI_RECV, 0);
 	ep_ = fabric::Endpoint(domain(), info_.get(), cq_, av_);
 	name_ = ep_.name();
+	// mr_cache_stat tells a process's caches apart by this name (and their id).
+	name_rail_cache(*dom_->cache, "rail" + std::to_string(index_) + " " + info_->fabric_attr->prov_name + " " +
+					       (info_->domain_attr && info_->domain_attr->name ? info_->domain_attr->name : "?"));
 
 	recv_slots_.resize(opt_.recv_buffers);
 	for (size_t i = 0; i < recv_slots_.size(); i++) {
@@ -55,6 +61,34 @@ Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const To
 }
 
 Rail::~Rail() = default;
+
+void Rail::abandon()
+{
+	// What the endpoint references, posted receives' contexts included.
+	struct Kept {
+		std::shared_ptr<DomainHolder> dom;
+		fabric::CompletionQueue cq;
+		fabric::AddressVector av;
+		Topology::Buffer mem;
+		fabric::MemoryRegion mr;
+		fabric::Endpoint ep;
+		std::vector<RecvSlot> recv;
+		std::vector<SendSlot> send;
+	};
+	// Never destroyed, not even at exit: destroying these is what crashes.
+	static auto *kept = new std::vector<std::unique_ptr<Kept>>();
+	static std::mutex kept_mu;
+	std::lock_guard l(mu_);
+	if (!ep_.get())
+		return;
+	auto k = std::make_unique<Kept>(Kept{dom_, std::move(cq_), std::move(av_), std::move(ctrl_mem_),
+					     std::move(ctrl_mr_), std::move(ep_), std::move(recv_slots_),
+					     std::move(send_slots_)});
+	recv_repost_.clear();
+	free_send_.clear();
+	std::lock_guard kl(kept_mu);
+	kept->push_back(std::move(k));
+}
 
 fi_addr_t Rail::insert_peer(const std::vector<uint8_t> &name)
 {

@@ -93,6 +93,13 @@ public:
 		return any_submitted_.load(std::memory_order_acquire) || busy_.load(std::memory_order_relaxed);
 	}
 
+	// Never closes this rail's endpoint, nor what it uses (CQ, AV, control
+	// buffers and their MR, domain, fabric): they stay open, unprogressed,
+	// until the process ends. For an engine torn down after a peer broke
+	// mid-write, where closing crashes libfabric's ofi_rxm (engine.cpp,
+	// Engine::~Engine). Call only once nothing drives progress any more.
+	void abandon();
+
 private:
 	struct RecvSlot : OpContext {
 		RecvSlot() : OpContext(Kind::Recv) {}

@@ -9,13 +9,17 @@
 
 namespace hmemreg::engine {
 
-RailCache::RailCache(fid_domain *domain, const std::string &provider)
+RailCache::RailCache(fid_domain *domain, const std::string &provider, uint32_t api_version, bool hmem)
 {
 	hmemreg_cache_config cfg;
 	int rc = hmemreg_cache_config_init(&cfg);
 	if (rc < 0)
 		throw Error(-rc, "registration cache: bad HMEMREG_MR_CACHE_* environment");
-	auto reg = std::make_unique<mr::FabricRegistrar>(domain, 0, provider.c_str());
+	mr::FabricRegistrar::Facts facts;
+	facts.api_version = api_version;
+	facts.hmem = hmem ? mr::FabricRegistrar::Facts::yes : mr::FabricRegistrar::Facts::no;
+	auto reg = std::make_unique<mr::FabricRegistrar>(domain, 0, provider.c_str(), facts);
+	registrar_ = reg.get();
 	rc = mr::Cache::create(std::move(reg), cfg, cache_);
 	if (rc < 0)
 		throw Error(-rc, std::string("registration cache: ") + hmemreg_strerror(rc));
@@ -23,13 +27,29 @@ RailCache::RailCache(fid_domain *domain, const std::string &provider)
 
 RailCache::~RailCache() = default;
 
+uint64_t RailCache::device_dmabuf_regs() const
+{
+	return registrar_->paths().dmabuf;
+}
+
+uint64_t RailCache::device_address_regs() const
+{
+	return registrar_->paths().address;
+}
+
+std::string RailCache::address_path_reason() const
+{
+	return registrar_->paths().why_address;
+}
+
 std::string RailCache::describe() const
 {
 	switch (cache_->monitor_kind()) {
 	case HMEMREG_MONITOR_KMOD:
 		return "registration cache, monitor hmemreg.ko";
 	case HMEMREG_MONITOR_UFFD:
-		return "registration cache, monitor userfaultfd";
+		return "registration cache, monitor userfaultfd (caches private anonymous memory only; "
+		       "shared and file-backed memory registered uncached)";
 	case HMEMREG_MONITOR_NONE:
 		return "registration cache, no monitor (explicit invalidation)";
 	default:
@@ -52,12 +72,20 @@ private:
 
 } // namespace
 
-std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> rails, const void *addr, size_t len)
+bool provider_registers_cuda(fid_domain *domain, std::string *why)
+{
+	return mr::FabricRegistrar::registers_cuda(domain, why);
+}
+
+std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> rails, const void *addr, size_t len,
+						  MemoryKind kind)
 {
 	std::vector<mr::Ref> refs(rails.size());
 	mr::Request rq;
 	rq.addr = addr;
 	rq.len = len;
+	rq.iface = static_cast<mr::Iface>(kind.iface);
+	rq.device = kind.device;
 	for (size_t r = 0; r < rails.size(); r++) {
 		int rc = rails[r]->cache().get(rq, refs[r]);
 		if (rc < 0)
@@ -65,6 +93,11 @@ std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> ra
 						 ": " + hmemreg_strerror(rc));
 	}
 	return std::make_unique<CachedRegistration>(std::move(refs));
+}
+
+void name_rail_cache(RailCache &rc, const std::string &name)
+{
+	rc.cache().set_name(name);
 }
 
 } // namespace hmemreg::engine

@@ -14,21 +14,35 @@
 
 namespace hmemreg::mr {
 class Cache;
+class FabricRegistrar;
 }
 
 namespace hmemreg::engine {
+
+class RailCache;
+// The name its stats slot shows (mr_cache_stat): "rail0 tcp;ofi_rxm lo".
+void name_rail_cache(RailCache &rc, const std::string &name);
 
 // The registration cache of one rail's domain. Must be destroyed before the
 // domain is closed (DomainHolder declares it after the domain).
 class RailCache {
 public:
-	RailCache(fid_domain *domain, const std::string &provider);
+	// api_version: what the domain's fabric was opened with (DMA-BUF
+	// registration of device memory needs 1.20); hmem: opened with FI_HMEM.
+	RailCache(fid_domain *domain, const std::string &provider, uint32_t api_version, bool hmem);
 	~RailCache();
 	mr::Cache &cache() const { return *cache_; }
 	std::string describe() const; // monitor in use
+	// Device-memory registrations made through FI_MR_DMABUF / by address.
+	uint64_t device_dmabuf_regs() const;
+	uint64_t device_address_regs() const;
+	// Why device memory registered by address although FI_MR_DMABUF was
+	// usable (the provider refused it, an export failed); empty otherwise.
+	std::string address_path_reason() const;
 
 private:
 	std::unique_ptr<mr::Cache> cache_;
+	const mr::FabricRegistrar *registrar_ = nullptr; // owned by cache_
 };
 
 // Registrations of one address range on every rail (cache references, put
@@ -42,7 +56,19 @@ public:
 	virtual uintptr_t start(size_t rail) const = 0;
 };
 
+// What a region is, for registration: host memory (iface 0), or device
+// memory of a kind (mr::Iface values) and device ordinal.
+struct MemoryKind {
+	uint32_t iface = 0;
+	uint64_t device = 0;
+};
+
+// Whether the domain's provider registers CUDA memory (one probe
+// registration; see mr::FabricRegistrar::registers_cuda).
+bool provider_registers_cuda(fid_domain *domain, std::string *why);
+
 // Throws hmemreg::Error.
-std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> rails, const void *addr, size_t len);
+std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> rails, const void *addr, size_t len,
+						  MemoryKind kind = {});
 
 } // namespace hmemreg::engine

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "fabric/info.hpp"
 #include "hmem/cuda_memory.hpp"
 
 namespace hmemreg::engine {
@@ -211,14 +212,19 @@ void Impl::describe_device_memory()
 {
 	staging = std::make_unique<Staging>();
 	if (caps.hmem)
-		caps.device_memory = "direct: registered with the provider (FI_HMEM)";
+		caps.device_memory = "direct: registered with provider " + caps.provider + " (FI_HMEM), " +
+				     (caps.dmabuf ? std::string("through FI_MR_DMABUF (each allocation's DMA-BUF export; "
+							     "by address where the provider refuses it)")
+						  : "by address with FI_HMEM_CUDA and the device (FI_MR_DMABUF needs API 1.20, "
+						    "asked " + fabric::api_version_text(caps.api_version) + ")");
 	else if (!cuda::available())
 		caps.device_memory = "host memory only (" + cuda::unavailable_reason() + ")";
 	else if (!cfg.stage_device_memory)
 		caps.device_memory = "refused: provider " + caps.provider + " has no FI_HMEM and staging is off";
 	else
 		caps.device_memory = "staged through pinned host mirrors in " + mib(cfg.staging_piece) +
-				     " pieces (provider " + caps.provider + " has no FI_HMEM)";
+				     " pieces (" + (caps.hmem_why_not.empty() ? "provider " + caps.provider + " has no FI_HMEM"
+									       : caps.hmem_why_not) + ")";
 }
 
 RegionRef Impl::register_staged(void *addr, size_t len, const cuda::PointerInfo &info)

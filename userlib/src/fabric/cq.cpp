@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "fabric/cq.hpp"
 
+#include "fabric/abi.hpp"
 #include "fabric/error.hpp"
 
 namespace hmemreg::fabric {
@@ -28,7 +29,8 @@ ssize_t CompletionQueue::read(fi_cq_data_entry *out, size_t n)
 
 fi_cq_err_entry CompletionQueue::read_error(std::string &text)
 {
-	fi_cq_err_entry e{};
+	CqErrEntry storage; // a 1.20+ runtime writes past a 1.17 fi_cq_err_entry
+	fi_cq_err_entry &e = storage.entry;
 	ssize_t rc = fi_cq_readerr(cq_.get(), &e, 0);
 	check(rc, "fi_cq_readerr");
 	const char *s = fi_cq_strerror(cq_.get(), e.prov_errno, e.err_data, nullptr, 0);

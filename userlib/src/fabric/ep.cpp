@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "fabric/error.hpp"
+#include "shm/shm_gc.hpp"
 
 namespace hmemreg::fabric {
 
@@ -16,15 +17,20 @@ namespace {
 // /dev/shm), and a process killed before closing leaves its region behind:
 // a later process that gets the same pid then fails fi_enable with EBUSY.
 // A random name cannot meet a stale one. Best effort: on failure the
-// provider keeps its own name.
-void name_shm_endpoint(fid_ep *ep, const fi_info *info)
+// provider keeps its own name. The pid in the name lets hmemreg_shm_gc
+// (shm/shm_gc.cpp) tell the regions of dead processes; the first one made
+// in a process removes those first.
+std::string name_shm_endpoint(fid_ep *ep, const fi_info *info)
 {
 	if (!info->fabric_attr || !info->fabric_attr->prov_name || std::strcmp(info->fabric_attr->prov_name, "shm") != 0)
-		return;
+		return {};
+	shm::gc_once();
 	std::random_device rd;
 	uint64_t r = (static_cast<uint64_t>(rd()) << 32) | rd();
 	std::string name = "hmemreg_" + std::to_string(::getpid()) + "_" + std::to_string(r);
-	(void)fi_setname(&ep->fid, name.data(), name.size() + 1);
+	if (fi_setname(&ep->fid, name.data(), name.size() + 1) != 0)
+		return {};
+	return name;
 }
 
 } // namespace
@@ -36,8 +42,10 @@ Endpoint::Endpoint(fid_domain *domain, fi_info *info, CompletionQueue &cq, Addre
 	ep_ = Fid<fid_ep>(ep);
 	check(fi_ep_bind(ep, &cq.get()->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
 	check(fi_ep_bind(ep, &av.get()->fid, 0), "fi_ep_bind(av)");
-	name_shm_endpoint(ep, info);
+	std::string region = name_shm_endpoint(ep, info);
 	check(fi_enable(ep), "fi_enable");
+	if (!region.empty())
+		region_lock_ = shm::hold(region); // fi_enable made the region
 }
 
 std::vector<uint8_t> Endpoint::name() const

@@ -11,6 +11,7 @@
 #include "fabric/av.hpp"
 #include "fabric/cq.hpp"
 #include "fabric/fid.hpp"
+#include "unique_fd.hpp"
 
 namespace hmemreg::fabric {
 
@@ -24,6 +25,7 @@ public:
 	fid_ep *get() const { return ep_.get(); }
 
 private:
+	UniqueFd region_lock_; // shm provider: held on our region until ep_ closed (and removed) it
 	Fid<fid_ep> ep_;
 };
 

@@ -11,8 +11,14 @@
 
 namespace hmemreg::fabric {
 
-// The libfabric API version this library is written against.
-constexpr uint32_t kApiVersion = FI_VERSION(1, 17);
+// The libfabric API version every fi_getinfo() of this library asks for:
+// the newest of 2.0, 1.20 and 1.17 that the runtime accepts (fi_version();
+// headers of 1.17 or 2.x alike, see fabric/abi.hpp), capped by
+// HMEMREG_FABRIC_API=MAJOR.MINOR (e.g. 1.17, to run the pre-DMA-BUF path on
+// a 2.x runtime). Decided once per process.
+uint32_t api_version();
+// "1.20" etc.
+std::string api_version_text(uint32_t v);
 
 struct InfoDeleter {
 	void operator()(fi_info *i) const { fi_freeinfo(i); }
@@ -25,7 +31,7 @@ InfoPtr alloc_hints();
 // fi_dupinfo of one entry (its `next` is not followed).
 InfoPtr dup_info(const fi_info *info);
 
-// fi_getinfo(kApiVersion, node, nullptr, flags, hints). An empty list when the
+// fi_getinfo(api_version(), node, nullptr, flags, hints). An empty list when the
 // provider has nothing that matches (-FI_ENODATA); throws on other errors.
 InfoPtr get_info(const fi_info *hints, const char *node = nullptr, uint64_t flags = 0);
 

@@ -3,6 +3,7 @@
 
 #include <sys/uio.h>
 
+#include "fabric/abi.hpp"
 #include "fabric/error.hpp"
 
 namespace hmemreg::fabric {
@@ -10,7 +11,8 @@ namespace hmemreg::fabric {
 MemoryRegion::MemoryRegion(fid_domain *domain, const void *addr, size_t len, uint64_t access, uint64_t requested_key)
 {
 	iovec iov{const_cast<void *>(addr), len};
-	fi_mr_attr attr{};
+	MrAttr storage; // room for the fields newer API versions read
+	fi_mr_attr &attr = storage.attr;
 	attr.mr_iov = &iov;
 	attr.iov_count = 1;
 	attr.access = access;

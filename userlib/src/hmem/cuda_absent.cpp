@@ -99,4 +99,20 @@ int CopyStream::fence(Fence &, std::string *)
 	return -HMEMREG_ENOTSUP;
 }
 
+int finish_legacy_copies(int, std::string *why)
+{
+	if (why)
+		*why = unavailable_reason();
+	return -HMEMREG_ENOTSUP;
+}
+
+ProbeAllocation::~ProbeAllocation() = default;
+
+int ProbeAllocation::alloc(int, size_t, std::string *why)
+{
+	if (why)
+		*why = unavailable_reason();
+	return -HMEMREG_ENOTSUP;
+}
+
 } // namespace hmemreg::cuda

@@ -166,4 +166,13 @@ int CopyStream::fence(Fence &out, std::string *why)
 	return 0;
 }
 
+int finish_legacy_copies(int device, std::string *why)
+{
+	int rc = enter(device, why);
+	if (rc < 0)
+		return rc;
+	CUresult r = Driver::get().cuStreamSynchronize(CU_STREAM_LEGACY);
+	return r == CUDA_SUCCESS ? 0 : failed(r, "cuStreamSynchronize(CU_STREAM_LEGACY)", why);
+}
+
 } // namespace hmemreg::cuda

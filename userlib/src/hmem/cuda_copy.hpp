@@ -76,4 +76,12 @@ private:
 	void *stream_ = nullptr;
 };
 
+// Waits for the copies queued on the legacy default stream of `device`'s
+// primary context in this process, which is where libfabric's providers
+// (shm) copy into device memory with cudaMemcpy: a device-to-device
+// cudaMemcpy may return before its copy ran, so a completion does not yet
+// mean the bytes are visible to work on other (non-blocking) streams.
+// Work on non-blocking streams (NCCL's kernels) is not waited for.
+int finish_legacy_copies(int device, std::string *why = nullptr);
+
 } // namespace hmemreg::cuda

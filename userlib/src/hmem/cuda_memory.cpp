@@ -176,4 +176,29 @@ int export_dmabuf(const PointerInfo &info, UniqueFd &fd, std::string *why)
 	return 0;
 }
 
+int ProbeAllocation::alloc(int device, size_t len, std::string *why)
+{
+	int rc = use_device(device);
+	if (rc) {
+		set_why(why, Driver::get().loaded ? "no CUDA context for device " + std::to_string(device) : Driver::get().why_not);
+		return rc;
+	}
+	CUdeviceptr p = 0;
+	CUresult r = Driver::get().cuMemAlloc(&p, len);
+	if (r != CUDA_SUCCESS) {
+		set_why(why, "cuMemAlloc: " + error_text(r));
+		return -HMEMREG_ENOMEM;
+	}
+	p_ = p;
+	len_ = len;
+	device_ = device;
+	return 0;
+}
+
+ProbeAllocation::~ProbeAllocation()
+{
+	if (p_ && use_device(device_) == 0)
+		Driver::get().cuMemFree(static_cast<CUdeviceptr>(p_));
+}
+
 } // namespace hmemreg::cuda

@@ -49,4 +49,22 @@ uint64_t buffer_id(const void *addr);
 // allocation. Costs tens of microseconds: cache the result.
 int export_dmabuf(const PointerInfo &info, UniqueFd &fd, std::string *why = nullptr);
 
+// A small device allocation for probes (cuMemAlloc on `device`, freed with
+// the object): e.g. whether a provider registers CUDA memory at all.
+class ProbeAllocation {
+public:
+	ProbeAllocation() = default;
+	~ProbeAllocation();
+	ProbeAllocation(const ProbeAllocation &) = delete;
+	ProbeAllocation &operator=(const ProbeAllocation &) = delete;
+	int alloc(int device, size_t len, std::string *why = nullptr);
+	void *ptr() const { return reinterpret_cast<void *>(p_); }
+	size_t size() const { return len_; }
+
+private:
+	uint64_t p_ = 0;
+	size_t len_ = 0;
+	int device_ = 0;
+};
+
 } // namespace hmemreg::cuda

@@ -5,6 +5,10 @@
 #include <new>
 #include <unistd.h>
 
+#include <rdma/fabric.h>
+
+#include "fabric/info.hpp"
+#include "hmem/cuda_memory.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache.hpp"
 #include "mrcache/fabric_registrar.hpp"
@@ -69,6 +73,34 @@ extern "C" int hmemreg_cache_create_fabric(struct fid_domain *domain, const stru
 	} catch (const std::bad_alloc &) {
 		return -HMEMREG_ENOMEM;
 	}
+}
+
+extern "C" int hmemreg_cache_create_fabric_info(struct fid_domain *domain, const struct fi_info *info,
+						const struct hmemreg_cache_config *cfg, struct hmemreg_cache **out)
+{
+	if (!out)
+		return -HMEMREG_EINVAL;
+	*out = nullptr;
+	if (!FabricRegistrar::is_domain(domain) || !info || !info->fabric_attr || !info->fabric_attr->api_version ||
+	    info->fabric_attr->api_version > fi_version())
+		return -HMEMREG_EINVAL;
+	try {
+		FabricRegistrar::Facts f;
+		f.api_version = info->fabric_attr->api_version;
+		f.hmem = (info->caps & FI_HMEM) ? FabricRegistrar::Facts::yes : FabricRegistrar::Facts::no;
+		// FI_HMEM without CUDA in this libfabric: CUDA memory is refused here.
+		if (f.hmem == FabricRegistrar::Facts::yes && hmemreg::cuda::available() &&
+		    !FabricRegistrar::registers_cuda(domain, nullptr))
+			f.hmem = FabricRegistrar::Facts::no;
+		return make(std::make_unique<FabricRegistrar>(domain, 0, nullptr, f), cfg, out);
+	} catch (const std::bad_alloc &) {
+		return -HMEMREG_ENOMEM;
+	}
+}
+
+extern "C" uint32_t hmemreg_fabric_api_version(void)
+{
+	return hmemreg::fabric::api_version();
 }
 
 extern "C" int hmemreg_cache_create_memory(const struct hmemreg_cache_config *cfg, struct hmemreg_cache **out)

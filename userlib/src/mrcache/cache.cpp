@@ -102,6 +102,12 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 	stats_->set_label(s->count_fence, sizeof(s->count_fence), count_fence_name());
 }
 
+void Cache::set_name(const std::string &name)
+{
+	std::snprintf(cfg_.name, sizeof(cfg_.name), "%s", name.c_str());
+	stats_->set_label(stats_->raw()->name, sizeof(stats_->raw()->name), cfg_.name);
+}
+
 Cache::~Cache()
 {
 	fork_registry_remove(this);
@@ -230,7 +236,8 @@ int Cache::get_slow(const Request &req, Lease &out)
 	uintptr_t s = reinterpret_cast<uintptr_t>(req.addr);
 	uintptr_t e = s + req.len;
 	if (forked_.load(std::memory_order_relaxed) || (req.flags & HMEMREG_MR_NO_CACHE) || cfg_.max_count == 0)
-		[[unlikely]] return register_uncached(req, out);
+		[[unlikely]] return register_uncached(req, out,
+						      cfg_.max_count == 0 ? HMEMREG_UNCACHED_LIMIT : HMEMREG_UNCACHED_ASKED);
 	sync_monitor();
 	if (dead_pending_.load(std::memory_order_relaxed)) [[unlikely]]
 		reap();
@@ -362,7 +369,14 @@ int Cache::do_register(const Request &req, Range r, Registration &out)
 	}
 }
 
-int Cache::register_uncached(const Request &req, Lease &out)
+void Cache::count_uncached(hmemreg_uncached_reason why)
+{
+	auto *s = stats_->raw();
+	StatsSlot::add(s->uncached_registrations, 1);
+	StatsSlot::add(s->uncached_by[why], 1);
+}
+
+int Cache::register_uncached(const Request &req, Lease &out, hmemreg_uncached_reason why)
 {
 	Range r = registrar_->extent(req);
 	Node node = make_node(req, r);
@@ -378,7 +392,7 @@ int Cache::register_uncached(const Request &req, Lease &out)
 	orphans_.insert(std::move(node));
 	orphan_count_++;
 	orphan_bytes_ += r.size();
-	StatsSlot::add(stats_->raw()->uncached_registrations, 1);
+	count_uncached(why);
 	publish_gauges_locked();
 	lock_.unlock();
 	lease_of(e, out);
@@ -392,7 +406,7 @@ int Cache::miss(const Request &req, Lease &out)
 	StatsSlot::add(s->misses, 1);
 	Range r = registrar_->extent(req);
 	if ((cfg_.max_entry_size && r.size() > cfg_.max_entry_size) || r.size() > cfg_.max_size)
-		return register_uncached(req, out);
+		return register_uncached(req, out, HMEMREG_UNCACHED_LIMIT);
 	Monitor *mon = monitor_for(req.iface);
 	Node node = make_node(req, r);
 	Entry *e = node.mapped().get();
@@ -400,7 +414,8 @@ int Cache::miss(const Request &req, Lease &out)
 	// Watch first, then register: a change after this point is seen either
 	// by the generation word or by notify_seq_ below.
 	uint64_t seq0 = notify_seq_.load(std::memory_order_acquire);
-	e->watched = mon && mon->subscribe(*e) == 0;
+	const int watch = mon ? mon->subscribe(*e) : -HMEMREG_ENOTSUP;
+	e->watched = watch == 0;
 	int rc = do_register(req, r, e->reg);
 	if (rc) {
 		if (e->watched)
@@ -425,6 +440,9 @@ int Cache::miss(const Request &req, Lease &out)
 		out.shard = ts.shard;
 		return 0;
 	}
+	hmemreg_uncached_reason why = watch == kUnwatchable ? HMEMREG_UNCACHED_UNWATCHABLE
+				     : !e->watched		? HMEMREG_UNCACHED_REFUSED
+								: HMEMREG_UNCACHED_RACED;
 	bool cache_it = e->watched && !raced_locked(seq0, req.iface, r);
 	bool settle_now = false;
 	if (cache_it) {
@@ -439,6 +457,7 @@ int Cache::miss(const Request &req, Lease &out)
 			unlink_locked(it, Cause::evicted);
 		}
 		cache_it = count_ + 1 <= cfg_.max_count && bytes_ + r.size() <= cfg_.max_size;
+		why = HMEMREG_UNCACHED_LIMIT;
 	}
 	uint64_t tick = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
 	if (settle_now || unsettled_count_ >= settle_batch_)
@@ -461,7 +480,7 @@ int Cache::miss(const Request &req, Lease &out)
 		orphans_.insert(std::move(node));
 		orphan_count_++;
 		orphan_bytes_ += r.size();
-		StatsSlot::add(s->uncached_registrations, 1);
+		count_uncached(why);
 	}
 	publish_gauges_locked();
 	lock_.unlock();

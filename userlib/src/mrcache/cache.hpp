@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "hmemreg/cache.h"
@@ -137,6 +138,9 @@ public:
 	hmemreg_monitor monitor_kind() const { return monitor_->kind(); }
 	Registrar &registrar() { return *registrar_; }
 	const hmemreg_cache_config &config() const { return cfg_; }
+	// The name its stats slot shows (the engine: "rail0 tcp;ofi_rxm lo");
+	// call before the cache is used.
+	void set_name(const std::string &name);
 
 	// Device memory kinds (CUDA issue): entries of `iface` are watched and
 	// validated by this monitor; without one they are registered uncached.
@@ -182,7 +186,8 @@ private:
 	static void lease_of(Entry *c, Lease &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
 	int miss(const Request &req, Lease &out);
-	int register_uncached(const Request &req, Lease &out);
+	int register_uncached(const Request &req, Lease &out, hmemreg_uncached_reason why);
+	void count_uncached(hmemreg_uncached_reason why);
 	int do_register(const Request &req, Range r, Registration &out);
 	Node make_node(const Request &req, Range r);
 	void unlink_locked(Index::iterator it, Cause cause);

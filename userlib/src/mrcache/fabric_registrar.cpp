@@ -5,6 +5,8 @@
 #include <rdma/fi_errno.h>
 #include <sys/uio.h>
 
+#include "fabric/abi.hpp"
+#include "hmem/cuda_memory.hpp"
 #include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/fabric_registrar.hpp"
@@ -33,17 +35,30 @@ int to_hmemreg(int fi_rc)
 	}
 }
 
-// Tell providers not to cache under us (HMEMREG_KEEP_PROVIDER_MR_CACHE=1
-// opts out). Runs when the library is loaded, before the application's
-// first fi_getinfo() in the usual case; setenv never overrides a value the
-// user chose.
+// Tell providers not to cache registrations under us
+// (HMEMREG_KEEP_PROVIDER_MR_CACHE=1 opts out). Runs when the library is
+// loaded, before the application's first fi_getinfo() in the usual case
+// (libfabric reads these once, at its initialisation); setenv never
+// overrides a value the user chose.
+//
+// Scoped to the memory-registration caches: a provider's MR cache (verbs,
+// efa, ...) only caches memory kinds that have a monitor, and these turn off
+// the default monitor (host memory: userfaultfd/memhooks/kdreg2) and the
+// CUDA, ROCr and Level Zero ones, so ofi_mr_cache_init() finds none and the
+// provider registers uncached. FI_MR_CACHE_MAX_COUNT is left alone: every
+// ofi_mr_cache_init() refuses a zero count (-FI_ENOSPC), including the IPC
+// handle caches of shm (CUDA/ROCr/ZE IPC) and xpmem that use their own
+// monitors, and shm then fails fi_domain() for FI_HMEM.
 __attribute__((constructor)) void disable_provider_mr_cache()
 {
 	bool keep = false;
 	settings::boolean("HMEMREG_KEEP_PROVIDER_MR_CACHE", keep);
 	if (keep)
 		return;
-	::setenv("FI_MR_CACHE_MAX_COUNT", "0", 0);
+	::setenv("FI_MR_CACHE_MONITOR", "disabled", 0);
+	::setenv("FI_MR_CUDA_CACHE_MONITOR_ENABLED", "0", 0);
+	::setenv("FI_MR_ROCR_CACHE_MONITOR_ENABLED", "0", 0);
+	::setenv("FI_MR_ZE_CACHE_MONITOR_ENABLED", "0", 0);
 }
 
 } // namespace
@@ -53,32 +68,74 @@ bool FabricRegistrar::is_domain(const fid_domain *domain)
 	return domain && domain->fid.fclass == FI_CLASS_DOMAIN && domain->mr && domain->mr->regattr;
 }
 
-FabricRegistrar::FabricRegistrar(fid_domain *domain, uint64_t access, const char *provider)
-	: domain_(domain), access_(access ? access : kAllAccess)
+bool FabricRegistrar::registers_cuda(fid_domain *domain, std::string *why)
+{
+	cuda::ProbeAllocation probe;
+	std::string w;
+	if (probe.alloc(0, 2u << 20, &w) < 0) {
+		if (why)
+			*why = "no CUDA memory to probe with: " + w;
+		return false;
+	}
+	iovec iov{probe.ptr(), probe.size()};
+	fabric::MrAttr storage;
+	storage.attr.mr_iov = &iov;
+	storage.attr.iov_count = 1;
+	storage.attr.access = FI_REMOTE_WRITE | FI_WRITE | FI_SEND | FI_RECV;
+	storage.attr.requested_key = 0x7ffffff0; // a key no cache registration asks for
+	storage.attr.iface = FI_HMEM_CUDA;
+	storage.attr.device.cuda = 0;
+	fid_mr *mr = nullptr;
+	int rc = fi_mr_regattr(domain, &storage.attr, 0, &mr);
+	if (rc) {
+		if (why)
+			*why = std::string("fi_mr_regattr(FI_HMEM_CUDA): ") + fi_strerror(-rc) +
+			       (rc == -FI_ENOSYS ? " (this libfabric was built without CUDA)" : "");
+		return false;
+	}
+	fi_close(&mr->fid);
+	return true;
+}
+
+FabricRegistrar::FabricRegistrar(fid_domain *domain, uint64_t access, const char *provider, Facts facts)
+	: domain_(domain), access_(access ? access : kAllAccess), facts_(facts)
 {
 	name_ = "libfabric";
 	if (provider && *provider)
 		name_ += std::string(":") + provider;
 }
 
-bool FabricRegistrar::dmabuf_compiled()
-{
-#ifdef FI_MR_DMABUF
-	return true;
-#else
-	return false;
-#endif
-}
-
 bool FabricRegistrar::dmabuf_usable() const
 {
-	return dmabuf_compiled() && fi_version() >= FI_VERSION(1, 20) && !dmabuf_refused_.load();
+	return facts_.api_version >= fabric::kApi1_20 && facts_.hmem != Facts::no && !dmabuf_refused_.load();
+}
+
+FabricRegistrar::Paths FabricRegistrar::paths() const
+{
+	Paths p;
+	p.dmabuf = dmabuf_regs_.load(std::memory_order_relaxed);
+	p.address = address_regs_.load(std::memory_order_relaxed);
+	p.dmabuf_refused = dmabuf_refused_.load();
+	std::lock_guard l(why_mu_);
+	p.why_address = why_address_;
+	return p;
+}
+
+void FabricRegistrar::note_address_path(const std::string &why)
+{
+	std::lock_guard l(why_mu_);
+	why_address_ = why;
 }
 
 int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 {
+	if (req.iface != Iface::host && facts_.hmem == Facts::no) {
+		last_fi_error_.store(-FI_EOPNOTSUPP, std::memory_order_relaxed);
+		return -HMEMREG_ENOTSUP; // the domain was opened without FI_HMEM
+	}
 	iovec iov{reinterpret_cast<void *>(range.start), range.size()};
-	fi_mr_attr attr{};
+	fabric::MrAttr storage; // zeroed room for what newer API versions read
+	fi_mr_attr &attr = storage.attr;
 	attr.iov_count = 1;
 	attr.access = access_;
 	attr.requested_key = next_key_.fetch_add(1, std::memory_order_relaxed);
@@ -100,36 +157,64 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 		attr.device.reserved = req.device;
 		break;
 	}
-	uint64_t flags = 0;
-#ifdef FI_MR_DMABUF
-	fi_mr_dmabuf dmabuf{};
-	if (req.dmabuf_fd >= 0 && dmabuf_usable()) {
-		// The DMA-BUF covers the allocation; register the range at its offset.
-		dmabuf.fd = req.dmabuf_fd;
-		dmabuf.offset = req.dmabuf_offset - (reinterpret_cast<uintptr_t>(req.addr) - range.start);
+	// CUDA memory without a caller's DMA-BUF: export the allocation here, on a
+	// miss only (tens of microseconds); the provider holds its own reference
+	// once registered, so the fd is closed on return.
+	int fd = req.dmabuf_fd;
+	uint64_t fd_offset = req.dmabuf_offset; // of req.addr within the DMA-BUF
+	UniqueFd exported;
+	if (fd < 0 && req.iface == Iface::cuda && dmabuf_usable()) {
+		cuda::PointerInfo info;
+		std::string why;
+		int rc = cuda::classify(reinterpret_cast<const void *>(range.start), range.size(), info, &why);
+		if (rc == 0 && info.kind != cuda::MemKind::device) {
+			rc = -HMEMREG_EINVAL;
+			why = "not CUDA device memory";
+		}
+		if (rc == 0)
+			rc = cuda::export_dmabuf(info, exported, &why);
+		if (rc == 0) {
+			fd = exported.get();
+			fd_offset = reinterpret_cast<uintptr_t>(req.addr) - info.base;
+		} else {
+			note_address_path("DMA-BUF export failed: " + why);
+		}
+	}
+	// Device allocations (not host or managed memory) are device-only
+	// memory: shm picks its CUDA IPC protocol for such regions only (else it
+	// copies through bounce buffers); efa accepts the flag.
+	uint64_t flags = req.iface != Iface::host ? FI_HMEM_DEVICE_ONLY : 0;
+	fabric::DmabufRange dmabuf{};
+	if (fd >= 0 && dmabuf_usable()) {
+		// The DMA-BUF starts at base_addr; the range sits at its offset.
+		dmabuf.fd = fd;
+		dmabuf.offset = fd_offset - (reinterpret_cast<uintptr_t>(req.addr) - range.start);
 		dmabuf.len = range.size();
 		dmabuf.base_addr = reinterpret_cast<void *>(range.start - dmabuf.offset);
-		attr.dmabuf = &dmabuf;
-		flags |= FI_MR_DMABUF;
-	} else
-#endif
-	{
+		storage.set_dmabuf(&dmabuf);
+		flags |= fabric::kMrDmabuf;
+	} else {
 		attr.mr_iov = &iov;
 	}
 	fid_mr *mr = nullptr;
 	int rc = fi_mr_regattr(domain_, &attr, flags, &mr);
-#ifdef FI_MR_DMABUF
-	if ((rc == -FI_EOPNOTSUPP || rc == -FI_ENOSYS) && (flags & FI_MR_DMABUF)) {
-		dmabuf_refused_.store(true);
-		attr.dmabuf = nullptr;
-		attr.mr_iov = &iov;
-		rc = fi_mr_regattr(domain_, &attr, 0, &mr);
+	if (rc == -FI_EBADFLAGS && (flags & FI_HMEM_DEVICE_ONLY)) { // a provider that does not know it
+		flags &= ~FI_HMEM_DEVICE_ONLY;
+		rc = fi_mr_regattr(domain_, &attr, flags, &mr);
 	}
-#endif
+	if ((rc == -FI_EOPNOTSUPP || rc == -FI_ENOSYS) && (flags & fabric::kMrDmabuf)) {
+		dmabuf_refused_.store(true);
+		note_address_path(std::string("the provider refused FI_MR_DMABUF (") + fi_strerror(-rc) + ")");
+		attr.mr_iov = &iov;
+		flags &= ~fabric::kMrDmabuf;
+		rc = fi_mr_regattr(domain_, &attr, flags, &mr);
+	}
 	if (rc) {
 		last_fi_error_.store(rc, std::memory_order_relaxed);
 		return to_hmemreg(rc);
 	}
+	if (req.iface != Iface::host)
+		((flags & fabric::kMrDmabuf) ? dmabuf_regs_ : address_regs_).fetch_add(1, std::memory_order_relaxed);
 	out.handle = mr;
 	out.desc = fi_mr_desc(mr);
 	out.key = fi_mr_key(mr);

@@ -16,6 +16,8 @@ namespace hmemreg::mr {
 
 class Cache;
 
+inline constexpr int kUnwatchable = 1; // Monitor::subscribe(): see there
+
 class Monitor {
 public:
 	virtual ~Monitor() = default;
@@ -28,8 +30,10 @@ public:
 	virtual void detach(Cache &) noexcept {}
 
 	// Watch e.range before e becomes visible (may set e.gen_word/e.gen and
-	// e.validate). 0: watched; negative: cannot watch, e is kept uncached.
-	// Called without cache locks.
+	// e.validate). 0: watched; kUnwatchable: the memory is of a kind whose
+	// changes this monitor cannot see (uffd: shared or file-backed
+	// mappings); negative: this monitor cannot watch it. Either way e is
+	// kept uncached. Called without cache locks.
 	virtual int subscribe(Entry &e) = 0;
 	// e is being released (no cache lock held): drop its watch if any.
 	virtual void unsubscribe(Entry &) noexcept {}

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Creates /dev/shm/hmemreg-stats.<pid> at the first cache, hands out slots,
-// and removes the file when the process exits normally. Stale files of
-// crashed processes are recognised by readers (hmemreg_stats_block_check).
+// Creates /dev/shm/hmemreg-stats.<pid> at the first cache (holding a shared
+// flock on it), hands out slots, and removes the file when the process exits
+// normally. Stale files of crashed processes are recognised by readers
+// (hmemreg_stats_block_check) and removed by hmemreg_shm_gc (shm/shm_gc.cpp),
+// which runs before the first block is made.
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -9,12 +11,15 @@
 #include <fcntl.h>
 #include <mutex>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "hmemreg/hmemreg.h"
 #include "mrcache/stats_block.hpp"
+#include "shm/shm_gc.hpp"
+#include "unique_fd.hpp"
 
 namespace hmemreg::mr {
 
@@ -73,15 +78,29 @@ struct SharedBlock {
 		if (block && owner == me)
 			return block;
 		block = nullptr; // inherited from the parent: not ours to write
+		shm::gc_once();
 		std::snprintf(name, sizeof(name), HMEMREG_STATS_SHM_PREFIX "%d", static_cast<int>(me));
-		int fd = ::shm_open(name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		// A file under our pid is an earlier process's: remove it rather
+		// than truncate it under a reader that still maps it.
+		int fd = -1;
+		for (int tries = 0; fd < 0 && tries < 3; tries++) {
+			fd = ::shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+			if (fd < 0 && errno == EEXIST)
+				::shm_unlink(name);
+			else if (fd < 0)
+				return nullptr;
+		}
 		if (fd < 0)
 			return nullptr;
+		UniqueFd held(fd);
 		size_t len = sizeof(hmemreg_stats_block);
 		void *p = MAP_FAILED;
-		if (::ftruncate(fd, static_cast<off_t>(len)) == 0)
+		// The shared flock says "in use" to hmemreg_shm_gc (shm/shm_gc.hpp).
+		// It belongs to the open file, which the mapping keeps open after
+		// the fd is closed: held until exit, no descriptor spent on it.
+		// Blocking: a gc holds its exclusive lock only while it judges the file.
+		if (::flock(fd, LOCK_SH) == 0 && ::ftruncate(fd, static_cast<off_t>(len)) == 0)
 			p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		::close(fd);
 		if (p == MAP_FAILED) {
 			::shm_unlink(name);
 			return nullptr;
@@ -186,6 +205,8 @@ extern "C" void hmemreg_stats_sum(const struct hmemreg_stats_cache *s, struct hm
 	o->races = ld(s->races);
 	for (unsigned i = 0; i < HMEMREG_INVAL_MAX; i++)
 		o->invalidations[i] = ld(s->invalidations[i]);
+	for (unsigned i = 0; i < HMEMREG_UNCACHED_MAX; i++)
+		o->uncached_by[i] = ld(s->uncached_by[i]);
 	std::memcpy(o->monitor, s->monitor, sizeof(o->monitor));
 	std::memcpy(o->registrar, s->registrar, sizeof(o->registrar));
 	o->monitor[sizeof(o->monitor) - 1] = 0;
@@ -196,7 +217,8 @@ extern "C" int hmemreg_stats_block_check(const struct hmemreg_stats_block *b, si
 {
 	if (!b || len < offsetof(hmemreg_stats_block, caches))
 		return -HMEMREG_EINVAL;
-	if (b->magic != HMEMREG_STATS_MAGIC || b->version != HMEMREG_STATS_VERSION ||
+	if (b->magic != HMEMREG_STATS_MAGIC || b->version < HMEMREG_STATS_VERSION_MIN ||
+	    b->version > HMEMREG_STATS_VERSION ||
 	    b->block_size < sizeof(hmemreg_stats_block) || len < sizeof(hmemreg_stats_block))
 		return -HMEMREG_EABI;
 	char boot[40];

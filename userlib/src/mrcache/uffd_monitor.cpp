@@ -14,6 +14,7 @@
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache.hpp"
 #include "mrcache/uffd_monitor.hpp"
+#include "mrcache/vma_probe.hpp"
 
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1
@@ -99,6 +100,7 @@ UffdMonitor::UffdMonitor(UniqueFd uffd, UniqueFd stop)
 
 UffdMonitor::~UffdMonitor()
 {
+	release_backing_probe();
 	if (::getpid() != owner_) {
 		// A fork child's copy: the thread is the parent's and the eventfd
 		// is shared with it; signalling would stop the parent's monitor.
@@ -141,13 +143,6 @@ int UffdMonitor::subscribe(Entry &e)
 {
 	if (e.iface != Iface::host)
 		return -HMEMREG_ENOTSUP;
-	uffdio_register r{};
-	r.range.start = e.range.start;
-	r.range.len = e.range.size();
-	r.mode = UFFDIO_REGISTER_MODE_WP;
-	// Registering an already registered range with the same uffd succeeds;
-	// ranges are never unregistered (another entry may share the VMA): the
-	// registration ends with the mapping or the monitor.
 	uintptr_t s = e.range.start, end = e.range.end;
 	std::lock_guard g(reg_mu_);
 	uint64_t gen = unmap_gen_.load(std::memory_order_acquire);
@@ -157,9 +152,28 @@ int UffdMonitor::subscribe(Entry &e)
 	}
 	auto it = registered_.upper_bound(s);
 	if (it != registered_.begin() && std::prev(it)->second >= end)
-		return 0; // still registered: nothing was unmapped since
-	if (::ioctl(uffd_.get(), UFFDIO_REGISTER, &r) != 0)
-		return -HMEMREG_ENOTSUP; // unmapped, or memory uffd cannot watch
+		return 0; // registered and private anonymous, nothing replaced since
+	// Registering an already registered range with the same uffd changes
+	// nothing. Ranges are never unregistered (another entry may share the
+	// VMA): the registration ends with the mapping.
+	uffdio_register r{};
+	r.range.start = s;
+	r.range.len = end - s;
+	r.mode = UFFDIO_REGISTER_MODE_WP;
+	const bool registered = ::ioctl(uffd_.get(), UFFDIO_REGISTER, &r) == 0;
+	// Then look at what is mapped (after registering: a mapping replaced
+	// in between was registered, so its unmap raced with this miss and the
+	// cache does not keep the entry).
+	switch (probe_backing(s, end)) {
+	case Backing::private_anon:
+		break;
+	case Backing::shared_or_file:
+		return kUnwatchable;
+	case Backing::unmapped:
+		return -HMEMREG_ENOTSUP; // a hole: the registrar will say what is wrong
+	}
+	if (!registered)
+		return -HMEMREG_ENOTSUP;
 	// Merge [s, end) into the disjoint set.
 	it = registered_.upper_bound(s);
 	if (it != registered_.begin() && std::prev(it)->second >= s)
@@ -205,8 +219,9 @@ void UffdMonitor::run()
 		if (p[1].revents)
 			return;
 		// Raise busy before read(): the unmapper is released by the read,
-		// and must find busy set until its range is invalidated.
-		busy_.store(1, std::memory_order_seq_cst);
+		// and must find busy set until its range is invalidated. (A count:
+		// an interposed call may hold it too.)
+		busy_.fetch_add(1, std::memory_order_seq_cst);
 		for (;;) {
 			ssize_t n = ::read(uffd_.get(), msgs, sizeof(msgs));
 			if (n <= 0)
@@ -231,8 +246,24 @@ void UffdMonitor::run()
 				}
 			}
 		}
-		busy_.store(0, std::memory_order_release);
+		busy_.fetch_sub(1, std::memory_order_release);
 	}
+}
+
+std::shared_ptr<UffdMonitor> UffdMonitor::running()
+{
+	std::lock_guard g(g_mu);
+	auto cur = g_instance.lock();
+	if (cur && g_instance_pid == ::getpid())
+		return cur;
+	return nullptr;
+}
+
+void UffdMonitor::replaced(uintptr_t start, uintptr_t end)
+{
+	unmap_gen_.fetch_add(1, std::memory_order_release); // what is there now is not registered
+	std::lock_guard g(cb_mu_);
+	dispatch(start, end, HMEMREG_INVAL_UNMAP);
 }
 
 } // namespace hmemreg::mr

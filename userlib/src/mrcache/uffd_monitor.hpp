@@ -9,6 +9,19 @@
 // (sync) until busy_ drops, i.e. until the invalidation was applied. So a
 // munmap() that returned is always seen by the next get in any thread.
 // The thread never allocates or unmaps memory while dispatching.
+//
+// What it cannot see, and how that is handled (hmemreg(3) lists it):
+// - pages of shared or file-backed mappings can go through the file
+//   (fallocate, ftruncate, madvise or a write through another mapping or
+//   process): such ranges are not watched (subscribe says kUnwatchable, the
+//   cache registers them uncached); only private anonymous memory is;
+// - shmat(SHM_REMAP) and remap_file_pages() replace mappings without an
+//   event: libhmemreg defines both (mapping_hooks.cpp) and reports the
+//   range through replaced(); a raw system call bypasses that;
+// - the mapping such a call left is not registered with the userfaultfd:
+//   the ranges known registered (and private anonymous) are forgotten at
+//   every unmap or remap event and at every interposed call, so the next
+//   subscribe there registers and checks again.
 #pragma once
 
 #include <array>
@@ -38,6 +51,15 @@ public:
 
 	UffdMonitor(UniqueFd uffd, UniqueFd stop);
 
+	// The process's monitor if one runs (for the interposed calls).
+	static std::shared_ptr<UffdMonitor> running();
+	// Around a mapping change userfaultfd does not report: hold() before
+	// the system call makes gets wait (as for an event being applied);
+	// replaced() invalidates [start, end) in every cache; unhold() ends it.
+	void hold() { busy_.fetch_add(1, std::memory_order_seq_cst); }
+	void replaced(uintptr_t start, uintptr_t end);
+	void unhold() { busy_.fetch_sub(1, std::memory_order_release); }
+
 private:
 	void run();
 	void dispatch(uintptr_t start, uintptr_t end, int cause);
@@ -47,10 +69,11 @@ private:
 	std::atomic<uint64_t> busy_{0};
 	std::mutex cb_mu_; // guards caches_ against dispatch
 	std::array<Cache *, kMaxCaches> caches_{};
-	// Ranges registered with uffd since the last UNMAP/REMAP event, so that
-	// re-registering them (after an eviction) skips the ioctl. The reader
-	// thread never takes reg_mu_: it only bumps unmap_gen_, and the next
-	// subscribe then forgets the whole set.
+	// Ranges registered with the userfaultfd and found private anonymous
+	// since the last unmap/remap event or interposed call: a miss there
+	// (after an eviction) skips the ioctl and the probe. Only those can
+	// change what is mapped there, and each bumps unmap_gen_ (the reader
+	// thread never takes reg_mu_); the next subscribe forgets the set.
 	std::mutex reg_mu_;
 	std::map<uintptr_t, uintptr_t> registered_; // start -> end, disjoint
 	uint64_t registered_gen_ = 0;

@@ -17,7 +17,7 @@ extern char **environ;
 
 namespace {
 
-constexpr std::array<hmemreg_setting, 23> kSettings = {{
+constexpr std::array<hmemreg_setting, 26> kSettings = {{
 	{"HMEMREG_LOG_LEVEL", "warn", "log", "none|error|warn|info|debug",
 	 "messages on stderr at this level and more severe ones"},
 	{"HMEMREG_MR_CACHE_MAX_COUNT", "1024", "cache", "number", "entries per cache before the LRU evicts"},
@@ -31,7 +31,11 @@ constexpr std::array<hmemreg_setting, 23> kSettings = {{
 	{"HMEMREG_MR_CACHE_MEMBARRIER", "1", "cache", "bool",
 	 "count hits with plain stores and membarrier(2) at unlink (0: seq_cst atomics)"},
 	{"HMEMREG_KEEP_PROVIDER_MR_CACHE", "0", "fabric", "bool",
-	 "leave libfabric providers' own MR caches on (default: FI_MR_CACHE_MAX_COUNT=0)"},
+	 "leave libfabric providers' own MR caches on (default: their monitors off, FI_MR_CACHE_MONITOR=disabled)"},
+	{"HMEMREG_FABRIC_API", "newest of 2.0, 1.20, 1.17 the runtime takes", "fabric", "MAJOR.MINOR",
+	 "cap on the libfabric API version asked for (1.17: no FI_MR_DMABUF)"},
+	{"HMEMREG_PEER_TIMEOUT_MS", "10000", "engine", "number",
+	 "a peer with posted work and no completion this long is declared dead (0: never)"},
 	{"HMEMREG_NCCL_PROVIDER", "auto", "nccl", "text", "libfabric provider, e.g. tcp;ofi_rxm"},
 	{"HMEMREG_NCCL_NODE", "default", "nccl", "text", "fabric address (node) the engine binds"},
 	{"HMEMREG_NCCL_DOMAIN", "any", "nccl", "text", "libfabric domain name"},
@@ -44,6 +48,8 @@ constexpr std::array<hmemreg_setting, 23> kSettings = {{
 	{"HMEMREG_NCCL_MAX_WRITE", "0 (engine's)", "nccl", "size", "largest single RDMA write"},
 	{"HMEMREG_NCCL_NOTIFY", "auto", "nccl", "auto|immediate|message", "how the receiver learns a write landed"},
 	{"HMEMREG_NCCL_EAGER_MAX", "512k", "nccl", "size", "largest send copied through an eager slot (0: off)"},
+	{"HMEMREG_NCCL_PEER_TIMEOUT_MS", "the engine's", "nccl", "number",
+	 "the plugin's engine's peer timeout (0: never)"},
 	{"HMEMREG_NCCL_EAGER_SLOTS", "16", "nccl", "number", "eager slots per receive comm"},
 	{"HMEMREG_NCCL_INLINE_MAX", "16k", "nccl", "size", "largest send carried in a control message (0: off)"},
 	{"HMEMREG_NCCL_PLUGIN_PATH", "none", "tests", "text", "the plugin the GPU suite's NCCL program loads"},
@@ -98,7 +104,7 @@ size_t distance(std::string_view a, std::string_view b)
 // own variables) only a near miss of a setting is reported.
 bool owned(std::string_view name)
 {
-	for (std::string_view p : {"HMEMREG_MR_", "HMEMREG_NCCL_", "HMEMREG_LOG", "HMEMREG_KEEP_"})
+	for (std::string_view p : {"HMEMREG_MR_", "HMEMREG_NCCL_", "HMEMREG_LOG", "HMEMREG_KEEP_", "HMEMREG_PEER_", "HMEMREG_FABRIC_"})
 		if (name.substr(0, p.size()) == p)
 			return true;
 	return false;
