@@ -10,6 +10,7 @@
 // nowhere; bad input fails clearly with nothing pinned.
 //   test_rxe_export NODE            all checks; exit 0 pass, 1 fail, 77 skip
 //   test_rxe_export NODE hold       register, print "holding", sleep (kill -9)
+//   test_rxe_export NODE bw         devmem exports vs host memory bandwidth
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdatomic.h>
@@ -180,6 +181,68 @@ static int hold(const char *node)
 		pause();
 }
 
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+// Bandwidth of the same engine pair, devmem exports (FI_MR_DMABUF) against
+// host memory (ordinary MRs), same size, alternating rounds; one row each
+// and the ratio. Software RoCE: read the ratio, not the MB/s.
+static int bandwidth(const char *node)
+{
+	struct pair p;
+	make_pair(node, &p);
+	const size_t len = 8 << 20;
+	const int rounds = 3, per = 4;
+	hmemreg_export_t *s, *d;
+	OK(hmemreg_export_devmem(len, &s));
+	OK(hmemreg_export_devmem(len, &d));
+	void *hs = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	void *hd = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	fill(hmemreg_export_addr(s), len, 3);
+	fill(hs, len, 3);
+	hmemreg_region_t *rs, *rd, *rhs, *rhd;
+	OK(hmemreg_engine_reg_export(p.a, s, 0, len, &rs));
+	OK(hmemreg_engine_reg_export(p.b, d, 0, len, &rd));
+	OK(hmemreg_engine_reg(p.a, hs, len, &rhs));
+	OK(hmemreg_engine_reg(p.b, hd, len, &rhd));
+	char dd[256], dh[256];
+	size_t ld = sizeof(dd), lh = sizeof(dh);
+	OK(hmemreg_region_descriptor(rd, dd, &ld));
+	OK(hmemreg_region_descriptor(rhd, dh, &lh));
+	OK(write_all(&p, rs, len, dd, ld)); // warm both paths
+	OK(write_all(&p, rhs, len, dh, lh));
+	double t_dev = 0, t_host = 0;
+	for (int r = 0; r < rounds; r++) {
+		double t0 = now_s();
+		for (int i = 0; i < per; i++)
+			OK(write_all(&p, rs, len, dd, ld));
+		double t1 = now_s();
+		for (int i = 0; i < per; i++)
+			OK(write_all(&p, rhs, len, dh, lh));
+		t_dev += t1 - t0;
+		t_host += now_s() - t1;
+	}
+	const double mb = (double)len * rounds * per / 1e6;
+	CHECK(same(hmemreg_export_addr(d), len, 3) && same(hd, len, 3), "bandwidth rounds: bytes differ");
+	printf("bw: devmem exports (FI_MR_DMABUF) %zu MiB writes: %.1f MB/s\n", len >> 20, mb / t_dev);
+	printf("bw: host memory (ordinary MRs)    %zu MiB writes: %.1f MB/s\n", len >> 20, mb / t_host);
+	printf("bw: devmem / host = %.3f (same engines, sizes and run, %d alternating rounds of %d)\n",
+	       t_host / t_dev, rounds, per);
+	hmemreg_region_release(rs);
+	hmemreg_region_release(rd);
+	hmemreg_region_release(rhs);
+	hmemreg_region_release(rhd);
+	hmemreg_engine_destroy(p.a);
+	hmemreg_engine_destroy(p.b);
+	OK(hmemreg_export_free(s));
+	OK(hmemreg_export_free(d));
+	return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -192,6 +255,8 @@ int main(int argc, char **argv)
 	}
 	if (argc > 2 && !strcmp(argv[2], "hold"))
 		return hold(argv[1]);
+	if (argc > 2 && !strcmp(argv[2], "bw"))
+		return bandwidth(argv[1]);
 	const size_t len = 4 << 20;
 	struct pair p;
 	make_pair(argv[1], &p);

@@ -43,6 +43,24 @@ if [ -n "$lf2" ]; then
 	# holding registered exports: the ledger must drop to zero.
 	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH FI_LOG_LEVEL=warn \
 		"$HMEMREG_BUILD/tests/rxe/test_rxe_export" 10.217.0.1 || bad=$((bad + 1))
+	echo "---- hmemreg_bench reg --mem export (verbs, rxe0): cold FI_MR_DMABUF import vs cache miss vs hit"
+	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH "$HMEMREG_BUILD/tools/hmemreg_bench" reg --mem export \
+		--provider verbs --sizes 64k,1m,8m --iters 50 || bad=$((bad + 1))
+	echo "---- engine bandwidth, devmem exports vs host memory, same engines and sizes (alternating rounds)"
+	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH "$HMEMREG_BUILD/tests/rxe/test_rxe_export" 10.217.0.1 bw ||
+		bad=$((bad + 1))
+	echo "---- reference in the same run: perftest's ib_write_bw on rxe0, 8 MiB writes"
+	if command -v ib_write_bw >/dev/null; then
+		ib_write_bw -d rxe0 -p 18600 -s 8388608 -n 50 -F --report_gbits >/tmp/ibwb-server.log 2>&1 &
+		ibsrv=$!
+		for i in $(seq 60); do
+			sleep 0.5
+			ib_write_bw -d rxe0 -p 18600 -s 8388608 -n 50 -F --report_gbits 127.0.0.1 >/tmp/ibwb.log 2>&1 && break
+		done
+		grep -A1 "#bytes" /tmp/ibwb.log || echo "ib_write_bw did not run"
+		kill "$ibsrv" 2>/dev/null || true
+		wait "$ibsrv" 2>/dev/null || true
+	fi
 	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH "$HMEMREG_BUILD/tests/rxe/test_rxe_export" 10.217.0.1 hold \
 		>/tmp/export-hold.log 2>&1 &
 	holder=$!
