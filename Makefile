@@ -7,6 +7,7 @@
 #   make test-debug-broken  deliberately broken modules must fail that lane
 #   make demo       the end-to-end demo (VM with the module)
 #   make check-kmod checkpatch --strict, sparse (C=1) and W=1 on the module
+#   make aws-ofi-nccl  aws-ofi-nccl 1.21.1 from ../shared/vendor into /var/cache/hmemreg (once)
 #   make libfabric2 libfabric 2.6.0 and its fabtests (CUDA HMEM where a toolkit is)
 #                   from ../shared/vendor into /var/cache/hmemreg (once; prints the prefix)
 #   make install / dkms-install / dkms-uninstall
@@ -84,11 +85,17 @@ test-gpu: all
 demo: deps
 	@echo "==== demo: building everything"
 	$(MAKE) all
-	@echo "==== demo: booting Debian's kernel in qemu (software emulation; about a minute)"
-	tests/vm/run -t 900 tools/demo/in-vm.sh
+	@echo "==== demo: libfabric 2.6.0 for the DMA-BUF step (FI_MR_DMABUF; built once, a few minutes)"
+	tools/vendor/build-libfabric >/dev/null
+	@echo "==== demo: booting Debian's kernel in qemu (software emulation; about two minutes)"
+	HMEMREG_LIBFABRIC2=$$(tools/vendor/build-libfabric) tests/vm/run -t 900 tools/demo/in-vm.sh
 
 check-kmod:
 	kmod/check-style $(KVER)
+
+# The peer NCCL plugin for hmemreg_bench nccl --peer-plugin (prints its prefix).
+aws-ofi-nccl:
+	tools/vendor/build-aws-ofi-nccl
 
 libfabric2:
 	tools/vendor/build-libfabric --fabtests
@@ -113,7 +120,7 @@ clean:
 	$(MAKE) -C tests/kmod/importer clean
 	rm -rf $(BUILD)
 
-.PHONY: softroce all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod libfabric2 install deb clean
+.PHONY: softroce all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod libfabric2 aws-ofi-nccl install deb clean
 
 DKMS_VER := $(shell cat VERSION)
 dkms-install:

@@ -11,6 +11,7 @@
 #include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache_hit.inl"
+#include "mrcache/export_table.hpp"
 #include "mrcache/count_fence.hpp"
 #include "mrcache/fork_registry.hpp"
 #include "mrcache/monitor_factory.hpp"
@@ -74,6 +75,7 @@ int Cache::create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_conf
 	if (rc)
 		return rc;
 	c->attach_memory_kinds();
+	attach_export_monitor(*c);
 	fork_registry_add(c.get());
 	out = std::move(c);
 	return 0;
@@ -113,6 +115,7 @@ void Cache::set_name(const std::string &name)
 Cache::~Cache()
 {
 	fork_registry_remove(this);
+	detach_export_monitor(*this);
 	monitor_->detach(*this);
 	for (auto &m : device_monitors_)
 		if (m)
@@ -148,6 +151,13 @@ void Cache::attach_memory_kinds()
 		if (m && m->attach(*this) == 0)
 			device_monitors_[i] = std::move(m);
 	}
+}
+
+void Cache::set_device_monitor(Iface iface, std::shared_ptr<Monitor> m)
+{
+	auto i = static_cast<uint32_t>(iface);
+	if (i < HMEMREG_IFACE_MAX && iface != Iface::host)
+		device_monitors_[i] = std::move(m);
 }
 
 Range Cache::extent_of(const Request &req) const
@@ -773,6 +783,32 @@ int Cache::invalidate(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 	lock_.unlock();
 	reap();
 	return n;
+}
+
+uint64_t Cache::drop_device(Iface iface, uint64_t device, Cause cause)
+{
+	const auto i = static_cast<uint32_t>(iface);
+	lock_.lock();
+	bool any = false;
+	for (auto it = index_.lower_bound(Key{i, device, 0, 0});
+	     it != index_.end() && it->first.iface == i && it->first.device == device;) {
+		auto nx = std::next(it);
+		note_invalidation_locked(iface, it->second->range.start, it->second->range.end);
+		unlink_locked(it, cause);
+		any = true;
+		it = nx;
+	}
+	if (any)
+		clock_.fetch_add(1, std::memory_order_relaxed);
+	settle_locked();
+	uint64_t held = 0;
+	for (auto it = orphans_.lower_bound(Key{i, device, 0, 0});
+	     it != orphans_.end() && it->first.iface == i && it->first.device == device; ++it)
+		held++;
+	publish_gauges_locked();
+	lock_.unlock();
+	reap();
+	return held;
 }
 
 int Cache::flush()
