@@ -62,13 +62,18 @@ void check_invariants(const WritePlan &p, std::span<const PlanChunk> chunks, con
 				cr_assert_eq(p.rmas[k].len, p.iovs[k].iov_len);
 				cr_assert_eq(p.descs[k], reinterpret_cast<void *>(0x1000 + r) , "rail %zu's descriptor", r);
 				const uint64_t off = p.rmas[k].addr - rail.base;
-				// The piece lies inside one chunk, at the same distance on both sides.
+				// Each chunk the piece crosses maps its bytes at the same
+				// distance on both sides (a piece may span joined chunks).
 				auto it = want.upper_bound(off);
 				cr_assert(it != want.begin());
 				--it;
-				const uint64_t into = off - it->first;
-				cr_assert(into + p.rmas[k].len <= it->second.second, "piece beyond its chunk");
-				cr_assert_eq(static_cast<uint8_t *>(p.iovs[k].iov_base), it->second.first + into);
+				for (uint64_t pos = off; pos < off + p.rmas[k].len; ++it) {
+					cr_assert(it != want.end() && it->first <= pos &&
+						  pos < it->first + it->second.second, "piece beyond the chunks");
+					cr_assert_eq(static_cast<uint8_t *>(p.iovs[k].iov_base) + (pos - off),
+						     it->second.first + (pos - it->first));
+					pos = it->first + it->second.second;
+				}
 				wb += p.iovs[k].iov_len;
 			}
 			cr_assert(wb <= lim.max_write, "write of %llu bytes over max_write", (unsigned long long)wb);
