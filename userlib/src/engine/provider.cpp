@@ -260,7 +260,7 @@ void Core::open_rails()
 	RailOptions ro{depth, static_cast<int64_t>(peer_depth * cfg.rails),
 		       cfg.max_message, recvs,
 		       cfg.send_buffers, cfg.post_batch,
-		       caps.delivery_complete, cfg.post_more, id,
+		       caps.delivery_complete, cfg.post_more,
 		       &doom_epoch};
 	for (unsigned r = 0; r < cfg.rails; r++) {
 		const fi_info *info = distinct[r % distinct.size()];
