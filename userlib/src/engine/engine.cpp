@@ -12,6 +12,7 @@
 #include "fabric/abi.hpp"
 #include "hmem/cuda_memory.hpp"
 #include "hmemreg/cache.h"
+#include "mrcache/export_table.hpp"
 
 namespace hmemreg::engine {
 
@@ -247,6 +248,22 @@ RegionRef Engine::register_region(void *addr, size_t len)
 		kind = {HMEMREG_IFACE_CUDA, static_cast<uint64_t>(info.device)};
 		im->delivery.direct_device(info.device);
 	}
+	auto reg = register_local(core.caches, addr, len, kind);
+	return std::make_shared<RegionImpl>(core.id, addr, len, std::move(holders), std::move(reg));
+}
+
+RegionRef Engine::register_export(const ::hmemreg_export_handle *exp, size_t offset, size_t len)
+{
+	Core &core = impl_->core;
+	mr::Request rq;
+	std::string why;
+	if (int rc = mr::export_request(exp, offset, len, rq, &why))
+		throw Error(-rc, "register_export: " + why);
+	std::vector<std::shared_ptr<DomainHolder>> holders;
+	for (auto &r : core.rails)
+		holders.push_back(r->domain_holder());
+	MemoryKind kind{HMEMREG_IFACE_KMOD_EXPORT, rq.device, rq.dmabuf_fd, rq.dmabuf_offset};
+	void *addr = const_cast<void *>(rq.addr);
 	auto reg = register_local(core.caches, addr, len, kind);
 	return std::make_shared<RegionImpl>(core.id, addr, len, std::move(holders), std::move(reg));
 }

@@ -19,6 +19,7 @@
 #include "fabric/abi.hpp"
 #include "fabric/info.hpp"
 #include "hmem/cuda_memory.hpp"
+#include "mrcache/export_table.hpp"
 #include "settings/settings.hpp"
 
 namespace hmemreg::engine {
@@ -269,6 +270,7 @@ void Core::open_rails()
 		caps.rail_domains.push_back(info->domain_attr->name);
 	}
 	caps.notes.push_back("local memory: " + rails.front()->cache()->describe());
+	caps.notes.push_back("hmemreg.ko exports: " + export_path(prov, caps.api_version));
 	// FI_HMEM is no promise of CUDA (1.17's shm offers it without): one
 	// probe registration decides between the direct and the staged path.
 	if (caps.hmem && cuda::available()) {
