@@ -87,25 +87,54 @@ inline void fill(uint8_t *p, size_t n, uint64_t seed)
 }
 
 // Collects what an engine receives.
+// What an engine handed its application. Engines usually outlive their
+// inbox in a test (declared first), and a target may still notify during
+// its teardown (a write that landed after the writer's completion, which
+// for an immediate-notify write only says its buffers may be reused): the
+// handlers reach the inbox through a guard it clears when destroyed, so a
+// late notice is dropped instead of landing in freed memory.
 struct Inbox {
 	std::mutex mu;
 	std::vector<Notification> notes;
 	std::vector<std::pair<PeerId, std::vector<uint8_t>>> msgs;
 	std::atomic<size_t> nnotes{0}, nmsgs{0};
 
+	Inbox() = default;
+	Inbox(const Inbox &) = delete;
+	Inbox &operator=(const Inbox &) = delete;
+	~Inbox()
+	{
+		std::lock_guard l(guard_->mu);
+		guard_->in = nullptr;
+	}
+
 	void attach(Engine &e)
 	{
-		e.on_notify([this](const Notification &n) {
-			std::lock_guard l(mu);
-			notes.push_back(n);
-			nnotes++;
+		e.on_notify([g = guard_](const Notification &n) {
+			std::lock_guard gl(g->mu);
+			if (!g->in)
+				return;
+			std::lock_guard l(g->in->mu);
+			g->in->notes.push_back(n);
+			g->in->nnotes++;
 		});
-		e.on_message([this](const Message &m) {
-			std::lock_guard l(mu);
-			msgs.emplace_back(m.from, std::vector<uint8_t>(m.data.begin(), m.data.end()));
-			nmsgs++;
+		e.on_message([g = guard_](const Message &m) {
+			std::lock_guard gl(g->mu);
+			if (!g->in)
+				return;
+			std::lock_guard l(g->in->mu);
+			g->in->msgs.emplace_back(m.from, std::vector<uint8_t>(m.data.begin(), m.data.end()));
+			g->in->nmsgs++;
 		});
 	}
+
+private:
+	struct Guard {
+		explicit Guard(Inbox *i) : in(i) {}
+		std::mutex mu;
+		Inbox *in;
+	};
+	std::shared_ptr<Guard> guard_ = std::make_shared<Guard>(this);
 };
 
 // Until pred() or the timeout; drives progress of caller-driven engines.

@@ -300,9 +300,9 @@ Test(notify, full_table_refuses_writer, .timeout = 120)
 	in.attach(b);
 	{
 		auto &im = TestAccess::impl(b);
-		std::lock_guard l(im.arrivals_mu);
-		im.imm4_writer.assign(hmemreg::engine::wire::kImm4Writers, 1); // all taken
-		im.imm4_latest.assign(hmemreg::engine::wire::kImm4Writers, Engine::Impl::kNoSeq);
+		std::lock_guard l(im.immediate.mu);
+		im.immediate.imm4_writer.assign(hmemreg::engine::wire::kImm4Writers, 1); // all taken
+		im.immediate.imm4_latest.assign(hmemreg::engine::wire::kImm4Writers, hmemreg::engine::ImmediateNotifier::kNoSeq);
 	}
 	const PeerId b_at_a = a.add_peer(b.address());
 	const PeerId a_at_b = b.add_peer(a.address());
@@ -337,12 +337,12 @@ Test(notify, dropped_join_asked_again, .timeout = 120)
 	const PeerId b_at_a = a.add_peer(b.address());
 	auto &ib = TestAccess::impl(b);
 	cr_assert(eventually([&] {
-		std::lock_guard l(ib.arrivals_mu);
-		return ib.imm4_waiting.count(a.id()) == 1;
+		std::lock_guard l(ib.immediate.mu);
+		return ib.immediate.imm4_waiting.count(a.id()) == 1;
 	}, 10s), "the ImmJoin did not arrive");
 	{
-		std::lock_guard l(ib.arrivals_mu);
-		ib.imm4_waiting.clear(); // as when too many strangers asked
+		std::lock_guard l(ib.immediate.mu);
+		ib.immediate.imm4_waiting.clear(); // as when too many strangers asked
 	}
 	b.add_peer(a.address());
 	std::this_thread::sleep_for(100ms);

@@ -233,13 +233,8 @@ void Rail::resolve(TransferImpl *x, size_t n, Events &ev)
 		ev.finished.push_back(x->self);
 		return;
 	}
-	// Every write is in place at the target (delivery complete): tell it.
-	wire::MsgHeader h = wire::header(wire::MsgType::Done, opt_.engine_id);
-	h.tag = x->tag;
-	h.bytes = x->total;
-	h.chunks = x->chunks;
-	x->message.resize(sizeof(h));
-	std::memcpy(x->message.data(), &h, sizeof(h));
+	// Every write is in place at the target (delivery complete): send the
+	// message its notifier prepared (a Done).
 	queue_.push_back({x->self, false});
 }
 

@@ -58,7 +58,6 @@ struct RailOptions {
 	size_t post_batch;
 	bool delivery_complete;
 	bool post_more; // FI_MORE on all but the last write of a batch
-	uint64_t engine_id;
 	// Bumped by the engine when a peer is removed or declared dead: the next
 	// turn drains that peer's queued items even if the queue depth is used up.
 	const std::atomic<uint64_t> *doom_epoch;

@@ -5,14 +5,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/notify_message.hpp"
 #include "fabric/info.hpp"
 #include "hmem/cuda_memory.hpp"
 
 namespace hmemreg::engine {
 
 namespace {
-
-using Impl = Engine::Impl;
 
 cuda::CopyStream &stream_for(std::map<int, std::unique_ptr<cuda::CopyStream>> &streams, int device)
 {
@@ -115,78 +114,71 @@ std::vector<wire::LandedRange> target_ranges(const StagedPiece &pc)
 	return merged;
 }
 
-void finish_staged(Impl &im, const std::shared_ptr<StagedWrite> &w);
+void finish_staged(Staging &st, const std::shared_ptr<StagedWrite> &w);
 
 // One piece or notice of w completed (or was skipped).
-void step(Impl &im, const std::shared_ptr<StagedWrite> &w)
+void step(Staging &st, const std::shared_ptr<StagedWrite> &w)
 {
 	bool last;
 	{
-		std::lock_guard l(im.staging->mu);
+		std::lock_guard l(st.mu);
 		last = --w->unfinished == 0;
 	}
 	if (last)
-		finish_staged(im, w);
+		finish_staged(st, w);
 }
 
-void notice_done(Impl &im, const std::shared_ptr<StagedWrite> &w, const Transfer &t)
+void notice_done(Staging &st, const std::shared_ptr<StagedWrite> &w, const Transfer &t)
 {
 	if (t.status() != 0)
 		w->outer->fail(-t.status(), t.error());
-	step(im, w);
+	step(st, w);
 }
 
 // Sends the Landed notices of piece `idx` (its writes are delivered).
-void send_notices(Impl &im, const std::shared_ptr<StagedWrite> &w, size_t idx)
+void send_notices(Staging &st, const std::shared_ptr<StagedWrite> &w, size_t idx)
 {
 	auto ranges = target_ranges(w->pieces[idx]);
-	const size_t per = (im.cfg.max_message - sizeof(wire::LandedHeader)) / sizeof(wire::LandedRange);
-	std::vector<std::shared_ptr<TransferImpl>> sends;
+	const size_t per = (st.core.cfg.max_message - sizeof(wire::LandedHeader)) / sizeof(wire::LandedRange);
+	const size_t notices = (ranges.size() + per - 1) / per;
+	{
+		// Counted before any can complete (on another progress thread).
+		std::lock_guard l(st.mu);
+		w->notices += static_cast<uint32_t>(notices);
+		w->unfinished += notices;
+	}
 	for (size_t at = 0; at < ranges.size(); at += per) {
 		size_t n = std::min(per, ranges.size() - at);
 		std::vector<uint8_t> payload(sizeof(wire::LandedHeader) + n * sizeof(wire::LandedRange));
 		wire::LandedHeader h{w->seq, w->remote.staged_id};
 		std::memcpy(payload.data(), &h, sizeof(h));
 		std::memcpy(payload.data() + sizeof(h), &ranges[at], n * sizeof(wire::LandedRange));
-		unsigned rail = im.next_rail.fetch_add(1) % im.rails.size();
-		sends.push_back(im.make_send(w->outer->peer, wire::MsgType::Landed, payload, rail,
-					     [&im, w](const Transfer &t) { notice_done(im, w, t); }));
-	}
-	{
-		// Counted before any can complete (on another progress thread).
-		std::lock_guard l(im.staging->mu);
-		w->notices += static_cast<uint32_t>(sends.size());
-		w->unfinished += sends.size();
-	}
-	for (auto &s : sends) {
-		im.admit(s, true);
-		im.rails[s->send_rail]->enqueue_send(s);
+		unsigned rail = st.core.next_rail.fetch_add(1) % st.core.rails.size();
+		st.core.send(w->outer->peer, wire::MsgType::Landed, payload, rail,
+			     [&st, w](const Transfer &t) { notice_done(st, w, t); }, true);
 	}
 }
 
-void piece_done(Impl &im, const std::shared_ptr<StagedWrite> &w, size_t idx, const Transfer &t)
+void piece_done(Staging &st, const std::shared_ptr<StagedWrite> &w, size_t idx, const Transfer &t)
 {
 	if (t.status() != 0)
 		w->outer->fail(-t.status(), t.error());
-	else if (w->remote.staged_id && !w->outer->failed.load() && !im.closing.load())
-		send_notices(im, w, idx);
-	step(im, w);
+	else if (w->remote.staged_id && !w->outer->failed.load() && !st.core.closing.load())
+		send_notices(st, w, idx);
+	step(st, w);
 }
 
 // Every piece and notice completed: tell the target (the outer transfer
 // completes when that message is delivered), or report the failure.
-void finish_staged(Impl &im, const std::shared_ptr<StagedWrite> &w)
+void finish_staged(Staging &st, const std::shared_ptr<StagedWrite> &w)
 {
 	auto &x = w->outer;
-	if (x->failed.load() || im.closing.load()) {
-		im.finish(x);
+	if (x->failed.load() || st.core.closing.load()) {
+		st.core.finish(x);
 		return;
 	}
 	wire::MsgHeader h =
-		wire::header(w->remote.staged_id ? wire::MsgType::StagedDone : wire::MsgType::Done, im.id);
-	h.tag = x->tag;
-	h.bytes = x->total;
-	h.chunks = x->chunks;
+		done_header(w->remote.staged_id ? wire::MsgType::StagedDone : wire::MsgType::Done, st.core.id, *x);
 	x->message.resize(sizeof(h));
 	if (w->remote.staged_id) {
 		wire::StagedDone d{w->seq, w->notices, 0};
@@ -195,22 +187,29 @@ void finish_staged(Impl &im, const std::shared_ptr<StagedWrite> &w)
 		std::memcpy(x->message.data() + sizeof(h), &d, sizeof(d));
 	}
 	std::memcpy(x->message.data(), &h, sizeof(h));
-	x->send_rail = im.next_rail.fetch_add(1) % im.rails.size();
-	im.rails[x->send_rail]->enqueue_send(x);
-	im.kick();
+	x->send_rail = st.core.next_rail.fetch_add(1) % st.core.rails.size();
+	st.core.send_message(x);
 }
 
 } // namespace
 
-PathStats staging_stats(Staging &s)
+Staging::Staging(Core &c, Peers &p, Delivery &dl, Dispatcher &d) : core(c), peers(p), delivery(dl)
 {
-	std::lock_guard l(s.mu);
-	return s.stats;
+	d.on(wire::MsgType::Landed, [this](const Events::Msg &m) { on_landed(m); });
+	d.on(wire::MsgType::StagedDone, [this](const Events::Msg &m) { on_staged_done(m, peers.id_of(m.hdr.sender)); });
+	describe_device_memory();
 }
 
-void Impl::describe_device_memory()
+PathStats Staging::path_stats()
 {
-	staging = std::make_unique<Staging>();
+	std::lock_guard l(mu);
+	return stats;
+}
+
+void Staging::describe_device_memory()
+{
+	const Config &cfg = core.cfg;
+	Capabilities &caps = core.caps;
 	if (caps.hmem)
 		caps.device_memory = "direct: registered with provider " + caps.provider + " (FI_HMEM), " +
 				     (caps.dmabuf ? std::string("through FI_MR_DMABUF (each allocation's DMA-BUF export; "
@@ -227,8 +226,10 @@ void Impl::describe_device_memory()
 									       : caps.hmem_why_not) + ")";
 }
 
-RegionRef Impl::register_staged(void *addr, size_t len, const cuda::PointerInfo &info)
+RegionRef Staging::register_region(void *addr, size_t len, const cuda::PointerInfo &info)
 {
+	const Config &cfg = core.cfg;
+	const Capabilities &caps = core.caps;
 	if (!cfg.stage_device_memory)
 		throw Error(HMEMREG_ENOTSUP, "register_region: CUDA device memory, and provider " + caps.provider +
 						     " has no FI_HMEM (staging is off: Config::stage_device_memory)");
@@ -238,25 +239,25 @@ RegionRef Impl::register_staged(void *addr, size_t len, const cuda::PointerInfo 
 	int rc = cuda::PinnedBuffer::alloc(info.device, len, m->mirror, &why);
 	if (rc < 0)
 		throw Error(-rc, "register_region: host mirror of " + std::to_string(len) + " bytes: " + why);
-	m->id = staging->next_id++;
+	m->id = next_id++;
 	const uint64_t sid = m->id;
 	std::vector<std::shared_ptr<DomainHolder>> holders;
-	for (auto &r : rails)
+	for (auto &r : core.rails)
 		holders.push_back(r->domain_holder());
-	auto reg = register_local(caches, m->mirror.data(), len);
-	auto region = std::make_shared<RegionImpl>(id, addr, len, std::move(holders), std::move(reg), std::move(m));
-	std::lock_guard l(staging->mu);
-	std::erase_if(staging->regions, [](const auto &kv) { return kv.second.expired(); });
-	staging->regions[sid] = region;
+	auto reg = register_local(core.caches, m->mirror.data(), len);
+	auto region = std::make_shared<RegionImpl>(core.id, addr, len, std::move(holders), std::move(reg), std::move(m));
+	std::lock_guard l(mu);
+	std::erase_if(regions, [](const auto &kv) { return kv.second.expired(); });
+	regions[sid] = region;
 	return region;
 }
 
-TransferRef Impl::write_staged(const std::shared_ptr<PeerState> &p, std::span<const Chunk> chunks,
+TransferRef Staging::write(const std::shared_ptr<PeerState> &p, std::span<const Chunk> chunks,
 			       const wire::RegionDescriptor &d, uint64_t tag, TransferCallback done)
 {
 	auto w = std::make_shared<StagedWrite>();
 	w->remote = d;
-	w->seq = staging->next_seq++;
+	w->seq = next_seq++;
 	auto x = TransferImpl::make_write(p, tag, chunks.size(), std::move(done));
 	x->via_staging = true;
 	for (const Chunk &c : chunks) {
@@ -266,7 +267,7 @@ TransferRef Impl::write_staged(const std::shared_ptr<PeerState> &p, std::span<co
 		x->total += c.len;
 	}
 	w->outer = x;
-	w->pieces = cut(chunks, cfg.staging_piece);
+	w->pieces = cut(chunks, core.cfg.staging_piece);
 	w->unfinished = w->pieces.size();
 
 	// No copy into a mirror may outlive a call that throws (the caller may
@@ -277,33 +278,34 @@ TransferRef Impl::write_staged(const std::shared_ptr<PeerState> &p, std::span<co
 				f.wait();
 	};
 	{
-		std::lock_guard l(staging->mu);
+		std::lock_guard l(mu);
 		try {
 			for (auto &pc : w->pieces)
-				copy_to_host(*staging, pc, staging->stats);
+				copy_to_host(*this, pc, stats);
 		} catch (...) {
 			settle();
 			throw;
 		}
 	}
 	try {
-		admit(x);
+		core.admit(x);
 	} catch (...) {
 		settle();
 		throw;
 	}
-	std::lock_guard l(staging->mu);
-	staging->stats.staged_writes++;
-	staging->writes.push_back(w);
-	staging->pending++;
-	kick();
+	std::lock_guard l(mu);
+	stats.staged_writes++;
+	writes.push_back(w);
+	pending++;
+	core.kick();
 	return x;
 }
 
 // Posts the pieces whose copies are done; notifies finished landings.
-size_t Impl::poll_staging()
+size_t Staging::poll()
 {
-	Staging &st = *staging;
+	Staging &st = *this;
+	const Config &cfg = core.cfg;
 	if (st.pending.load(std::memory_order_relaxed) == 0)
 		return 0;
 	std::vector<std::pair<std::shared_ptr<StagedWrite>, size_t>> ready, skipped;
@@ -327,7 +329,7 @@ size_t Impl::poll_staging()
 					st.stats.staged_errors++;
 					w.outer->fail(HMEMREG_EFABRIC, "staging: a device-to-host copy failed");
 				}
-				bool skip = w.outer->failed.load() || closing.load();
+				bool skip = w.outer->failed.load() || core.closing.load();
 				(skip ? skipped : ready).push_back({*it, w.next});
 			}
 			if (w.next == w.pieces.size()) {
@@ -366,8 +368,9 @@ size_t Impl::poll_staging()
 		std::shared_ptr<StagedWrite> sw = w;
 		size_t i = idx;
 		try {
-			post_write(sw->outer->peer, sw->pieces[i].chunks, sw->remote, 0,
-				   [this, sw, i](const Transfer &t) { piece_done(*this, sw, i, t); }, true);
+			auto piece = core.plan(sw->outer->peer, sw->pieces[i].chunks, sw->remote, 0,
+					       [this, sw, i](const Transfer &t) { piece_done(*this, sw, i, t); }, true);
+			core.submit(piece, true);
 		} catch (const Error &e) {
 			sw->outer->fail(e.code(), e.what());
 			step(*this, sw);
@@ -375,21 +378,21 @@ size_t Impl::poll_staging()
 	}
 	for (auto &[w, idx] : skipped)
 		step(*this, w);
-	notify_app(arrived);
+	delivery.notify(arrived);
 	return ready.size() + skipped.size() + arrived.size();
 }
 
-void Impl::on_landed(const Events::Msg &m)
+void Staging::on_landed(const Events::Msg &m)
 {
 	wire::LandedHeader h;
 	const size_t n = m.data.size();
 	if (n < sizeof(h) || (n - sizeof(h)) % sizeof(wire::LandedRange)) {
-		std::lock_guard l(staging->mu);
-		staging->stats.staged_errors++;
+		std::lock_guard l(mu);
+		stats.staged_errors++;
 		return;
 	}
 	std::memcpy(&h, m.data.data(), sizeof(h));
-	Staging &st = *staging;
+	Staging &st = *this;
 	std::lock_guard l(st.mu);
 	auto [it, fresh] = st.landings.try_emplace({m.hdr.sender, h.seq});
 	Landing &g = it->second;
@@ -434,10 +437,10 @@ void Impl::on_landed(const Events::Msg &m)
 		g.hold.push_back(r);
 }
 
-void Impl::on_staged_done(const Events::Msg &m, PeerId from)
+void Staging::on_staged_done(const Events::Msg &m, PeerId from)
 {
 	wire::StagedDone d;
-	Staging &st = *staging;
+	Staging &st = *this;
 	std::lock_guard l(st.mu);
 	if (m.data.size() != sizeof(d)) {
 		st.stats.staged_errors++;
@@ -457,13 +460,11 @@ void Impl::on_staged_done(const Events::Msg &m, PeerId from)
 	g.chunks = m.hdr.chunks;
 }
 
-void Impl::drain_staging()
+void Staging::drain()
 {
-	if (!staging)
-		return;
-	std::lock_guard l(staging->mu);
-	staging->to_host.clear(); // each synchronizes its stream first
-	staging->to_device.clear();
+	std::lock_guard l(mu);
+	to_host.clear(); // each synchronizes its stream first
+	to_device.clear();
 }
 
 } // namespace hmemreg::engine

@@ -25,18 +25,18 @@
 #include <mutex>
 #include <unordered_map>
 #include <utility>
+#include <span>
 #include <vector>
 
-#include "engine/engine_impl.hpp"
+#include "engine/core.hpp"
+#include "engine/delivery.hpp"
+#include "engine/dispatch.hpp"
+#include "engine/peers.hpp"
+#include "engine/region.hpp"
 #include "hmem/cuda_copy.hpp"
+#include "hmem/cuda_memory.hpp"
 
 namespace hmemreg::engine {
-
-struct StagedMemory {
-	int device = -1;
-	uint64_t id = 0; // names the region in Landed notices (unique per engine)
-	cuda::PinnedBuffer mirror;
-};
 
 struct StagedPiece {
 	std::vector<Chunk> chunks;
@@ -68,6 +68,23 @@ struct Landing {
 };
 
 struct Staging {
+	Staging(Core &core, Peers &peers, Delivery &delivery, Dispatcher &d);
+	// caps.device_memory: how device memory moves (direct, staged, or why not).
+	void describe_device_memory();
+	RegionRef register_region(void *addr, size_t len, const cuda::PointerInfo &info);
+	TransferRef write(const std::shared_ptr<PeerState> &p, std::span<const Chunk> chunks,
+			  const wire::RegionDescriptor &d, uint64_t tag, TransferCallback done);
+	// Posts the pieces whose copies are done; notifies finished landings.
+	size_t poll();
+	// No copy into or out of a mirror outlives this.
+	void drain();
+	PathStats path_stats();
+	void on_landed(const Events::Msg &m);
+	void on_staged_done(const Events::Msg &m, PeerId from);
+
+	Core &core;
+	Peers &peers;
+	Delivery &delivery;
 	std::mutex mu;
 	std::map<int, std::unique_ptr<cuda::CopyStream>> to_host, to_device; // per device
 	std::unordered_map<uint64_t, std::weak_ptr<RegionImpl>> regions;       // by staged id
@@ -77,7 +94,5 @@ struct Staging {
 	std::atomic<size_t> pending{0}; // writes + landings: something to poll
 	PathStats stats;                // under mu
 };
-
-PathStats staging_stats(Staging &s);
 
 } // namespace hmemreg::engine
