@@ -74,7 +74,7 @@ struct SendComm final : Comm {
 	} eager;
 	// Sends whose data was ready before the receiver's Cts came, and how
 	// long they waited for it in all (said at close: NCCL_DEBUG=INFO NET).
-	uint64_t sends = 0, bytes = 0, eager_sends = 0, waited = 0, wait_ns = 0;
+	uint64_t sends = 0, bytes = 0, eager_sends = 0, inline_sends = 0, waited = 0, wait_ns = 0;
 	std::chrono::steady_clock::time_point waiting_since{};
 };
 
@@ -103,10 +103,17 @@ struct RecvComm final : Comm {
 	std::chrono::steady_clock::time_point closed_at{}; // when the sender's Close came
 	EagerSlots eager;                                 // slots == 0: eager off
 	std::unordered_map<uint32_t, size_t> eager_early; // seq -> bytes landed before its irecv
+	struct Early {
+		int32_t tag;
+		std::vector<uint8_t> data;
+	};
+	std::unordered_map<uint32_t, Early> inline_early; // seq -> Inline data before its irecv
+	uint32_t eager_uncredited = 0; // receives served from eager slots since the sender last heard done_upto
 	// Receives complete before done_upto; those completed out of order after it.
 	uint32_t done_upto = 0;
 	std::unordered_set<uint32_t> done_ahead;
 	uint32_t credit_sent = 0; // done_upto as the sender last heard it (Cts or Credit)
+	bool told_id = false;     // the sender knows this comm's id (EagerRing or a Cts went out)
 };
 
 struct Request {
@@ -115,6 +122,11 @@ struct Request {
 	uint32_t comm_id = 0;
 	uint32_t seq = 0;
 	size_t size = 0;     // send size, or posted capacity
+	int tag = 0;         // receive: the posted tag
+	// A small receive's Cts, not sent (its send comes inline) unless the
+	// receive still waits at deferred_until.
+	std::vector<uint8_t> deferred_cts;
+	std::chrono::steady_clock::time_point deferred_until{};
 	uint8_t *data = nullptr; // receive buffer (host memory: eager data is copied there)
 	State state = State::Pending;
 	size_t bytes = 0;    // what test() reports
@@ -169,11 +181,13 @@ private:
 	void on_notify(const engine::Notification &n);
 	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
 	void expire_after_close_locked(Request &r);
+	void send_deferred_cts_locked(Request &r);
 	SendComm *send_comm_of_locked(uint32_t id, uint64_t sender);
 	void credit_locked(SendComm &c, uint32_t done_upto);
 	void offer_eager_locked(RecvComm &c);
 	void mark_done_locked(RecvComm &c, uint32_t seq);
 	void land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes);
+	void land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<const uint8_t> data);
 	void send_control_locked(engine::PeerId peer, const std::vector<uint8_t> &msg);
 	ncclResult_t post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			       void **request);
