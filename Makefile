@@ -85,8 +85,10 @@ test-gpu: all
 demo: deps
 	@echo "==== demo: building everything"
 	$(MAKE) all
-	@echo "==== demo: booting Debian's kernel in qemu (software emulation; about a minute)"
-	tests/vm/run -t 900 tools/demo/in-vm.sh
+	@echo "==== demo: libfabric 2.6.0 for the DMA-BUF step (FI_MR_DMABUF; built once, a few minutes)"
+	tools/vendor/build-libfabric >/dev/null
+	@echo "==== demo: booting Debian's kernel in qemu (software emulation; about two minutes)"
+	HMEMREG_LIBFABRIC2=$$(tools/vendor/build-libfabric) tests/vm/run -t 900 tools/demo/in-vm.sh
 
 check-kmod:
 	kmod/check-style $(KVER)

@@ -26,18 +26,7 @@ mkdir -p "$r/tmp/lane"
 mount --bind "$lane" "$r/tmp/lane"
 inroot() { chroot "$r" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 "$@"; }
 bad=0
-check() {
-	local what=$1; shift
-	if inroot "$@"; then echo "ok: $what"; else echo "FAIL: $what"; bad=$((bad + 1)); fi
-}
-# check_out WHAT REGEX CMD...: CMD's output (shown) must match REGEX.
-check_out() {
-	local what=$1 re=$2 out
-	shift 2
-	out=$(inroot "$@" 2>&1) || true
-	printf '%s\n' "$out"
-	if grep -Eq "$re" <<<"$out"; then echo "ok: $what"; else echo "FAIL: $what"; bad=$((bad + 1)); fi
-}
+. "$(dirname "$0")/checks.sh"
 
 # udevd in the foreground, so that its pid is ours to end; udevadm ignores
 # requests from a chroot unless told otherwise.

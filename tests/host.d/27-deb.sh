@@ -101,18 +101,7 @@ inroot apt-get install "${apt_opts[@]}" "${debs[@]}" > "$work/apt-install.log" 2
 	{ tail -n 40 "$work/apt-install.log"; echo "FAIL: apt-get install"; exit 1; }
 grep -E '^(Setting up|Building for|Building initial|Done|depmod)' "$work/apt-install.log" || true
 bad=0
-check() { # check WHAT CMD...: run CMD in the root, fail the lane if it fails
-	local what=$1; shift
-	if inroot "$@"; then echo "ok: $what"; else echo "FAIL: $what"; bad=$((bad + 1)); fi
-}
-# check_out WHAT REGEX CMD...: CMD's output (shown) must match REGEX.
-check_out() {
-	local what=$1 re=$2 out
-	shift 2
-	out=$(inroot "$@" 2>&1) || true
-	printf '%s\n' "$out"
-	if grep -Eq "$re" <<<"$out"; then echo "ok: $what"; else echo "FAIL: $what"; bad=$((bad + 1)); fi
-}
+. "$HMEMREG_TOP/tests/deb/checks.sh"
 check "packages installed at $ver" sh -c "for p in hmemreg-dkms libhmemreg0 libhmemreg-dev hmemreg-tools libnccl-net-hmemreg; do
 	[ \"\$(dpkg-query -W -f='\${Status} \${Version}' \$p)\" = 'install ok installed $ver' ] || { echo \"\$p not installed at $ver\"; exit 1; }; done"
 check "group hmemreg created (system)" sh -c 'gid=$(getent group hmemreg | cut -d: -f3) && [ "$gid" -lt 1000 ]'

@@ -163,31 +163,31 @@ if want clean && start_pair 0.5 --verify; then
 	check "server, clean run" "$slog" "$wrc" 0 "$wt" 30
 fi
 
-want kill-client && echo "---- kill -9 of the client mid-transfer"
-for run in 1 2 3; do
-	want kill-client || break
-	start_pair 60 || continue
-	if ! until_transferring; then
-		echo "FAIL: no transfer started"; cat "$clog"; bad=1; kill -9 "$client" "$server" 2>/dev/null; continue
-	fi
-	kill -9 "$client"
-	wait "$client" 2>/dev/null
-	wait_bounded "$server" 20
-	check "server after its client's kill -9 ($run)" "$slog" "$wrc" 1 "$wt" 20 "without its goodbye"
-done
-
-want kill-server && echo "---- kill -9 of the server mid-transfer"
-for run in 1 2 3; do
-	want kill-server || break
-	start_pair 60 || continue
-	if ! until_transferring; then
-		echo "FAIL: no transfer started"; cat "$clog"; bad=1; kill -9 "$client" "$server" 2>/dev/null; continue
-	fi
-	kill -9 "$server"
-	wait "$server" 2>/dev/null
-	wait_bounded "$client" 30
-	check "client after its server's kill -9 ($run)" "$clog" "$wrc" 1 "$wt" 30 "transfer failed"
-done
+# kill_case CASE VICTIM: kill -9 of one side mid-transfer, three times; the
+# other side must fail its transfer within its bound and say why.
+kill_case() {
+	local case=$1 victim=$2 run pid other olog bound why
+	want "$case" || return 0
+	echo "---- kill -9 of the $victim mid-transfer"
+	for run in 1 2 3; do
+		start_pair 60 || continue
+		if ! until_transferring; then
+			echo "FAIL: no transfer started"; cat "$clog"; bad=1; kill -9 "$client" "$server" 2>/dev/null; continue
+		fi
+		if [ "$victim" = client ]; then
+			pid=$client other=$server olog=$slog bound=20 why="without its goodbye"
+		else
+			pid=$server other=$client olog=$clog bound=30 why="transfer failed"
+		fi
+		kill -9 "$pid"
+		wait "$pid" 2>/dev/null
+		wait_bounded "$other" $bound
+		check "$([ "$victim" = client ] && echo server || echo client) after its $victim's kill -9 ($run)" \
+			"$olog" "$wrc" 1 "$wt" $bound "$why"
+	done
+}
+kill_case kill-client client
+kill_case kill-server server
 
 # The link goes down and stays down: no FIN, no RST, nothing arrives. The
 # client's engine declares the server dead after HMEMREG_PEER_TIMEOUT_MS,

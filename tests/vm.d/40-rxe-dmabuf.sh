@@ -29,6 +29,50 @@ if [ -x "$HMEMREG_BUILD/tests/rxe/fi_dmabuf_write" ]; then
 else
 	echo "not built: no libfabric >= 1.20 (HMEMREG_LIBFABRIC2_PREFIX, or build the vendored 2.6.0)"
 fi
+echo "---- libhmemreg: exports as a memory kind (engine on verbs;ofi_rxm, FI_MR_DMABUF), tests/rxe/test_rxe_export"
+lf2=${HMEMREG_LIBFABRIC2:-}
+if [ -z "$lf2" ]; then
+	for d in /var/cache/hmemreg/libfabric-2.6.0-*/.done; do [ -e "$d" ] && lf2=$(dirname "$d"); done
+fi
+if [ -n "$lf2" ]; then
+	# One export memory kind run (every check), then kill -9 of a process
+	# holding registered exports: the ledger must drop to zero.
+	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH FI_LOG_LEVEL=warn \
+		"$HMEMREG_BUILD/tests/rxe/test_rxe_export" 10.217.0.1 || bad=$((bad + 1))
+	echo "---- hmemreg_bench reg --mem export (verbs, rxe0): cold FI_MR_DMABUF import vs cache miss vs hit"
+	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH "$HMEMREG_BUILD/tools/hmemreg_bench" reg --mem export \
+		--provider verbs --sizes 64k,1m,8m --iters 50 || bad=$((bad + 1))
+	echo "---- engine bandwidth, devmem exports vs host memory, same engines and sizes (alternating rounds)"
+	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH "$HMEMREG_BUILD/tests/rxe/test_rxe_export" 10.217.0.1 bw ||
+		bad=$((bad + 1))
+	echo "---- reference in the same run: perftest's ib_write_bw on rxe0, 8 MiB writes"
+	if command -v ib_write_bw >/dev/null; then
+		ib_write_bw -d rxe0 -p 18600 -s 8388608 -n 50 -F --report_gbits >/tmp/ibwb-server.log 2>&1 &
+		ibsrv=$!
+		for i in $(seq 60); do
+			sleep 0.5
+			ib_write_bw -d rxe0 -p 18600 -s 8388608 -n 50 -F --report_gbits 127.0.0.1 >/tmp/ibwb.log 2>&1 && break
+		done
+		grep -A1 "#bytes" /tmp/ibwb.log || echo "ib_write_bw did not run"
+		kill "$ibsrv" 2>/dev/null || true
+		wait "$ibsrv" 2>/dev/null || true
+	fi
+	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH "$HMEMREG_BUILD/tests/rxe/test_rxe_export" 10.217.0.1 hold \
+		>/tmp/export-hold.log 2>&1 &
+	holder=$!
+	for i in $(seq 300); do grep -q holding /tmp/export-hold.log && break; sleep 0.1; done
+	cat /tmp/export-hold.log
+	"$HMEMREG_BUILD/tools/mr_cache_stat" --kernel || true
+	kill -9 "$holder"; wait "$holder" 2>/dev/null || true
+	for i in $(seq 50); do "$HMEMREG_BUILD/tests/kmod/hmemreg_ledger_dump" --idle >/dev/null 2>&1 && break; sleep 0.1; done
+	if "$HMEMREG_BUILD/tests/kmod/hmemreg_ledger_dump" --idle >/dev/null; then
+		echo "ok kill -9 of a process with registered exports: ledger idle"
+	else
+		echo "FAIL: ledger not idle after kill -9 of the holder"; bad=$((bad + 1))
+	fi
+else
+	echo "not run: no libfabric 2.6.0 build (tools/vendor/build-libfabric, or HMEMREG_LIBFABRIC2=PREFIX)"
+fi
 echo "---- ledger after the suite (must be idle)"
 "$HMEMREG_BUILD/tests/kmod/hmemreg_ledger_dump" --idle || bad=$((bad + 1))
 rdma link delete rxe0

@@ -34,6 +34,7 @@
 
 #include "engine/engine.hpp"
 #include "hmemreg/hmemreg.h"
+#include "export_path.h"
 
 using namespace hmemreg;
 using namespace hmemreg::engine;
@@ -229,6 +230,10 @@ int run_a(const Options &o, int ctl, pid_t b)
 
 int main(int argc, char **argv)
 {
+	// hmemreg_demo --exports PROVIDER NODE MIB STAT: the DMA-BUF path
+	// (export_path.cpp, public C API only).
+	if (argc == 6 && !std::strcmp(argv[1], "--exports"))
+		return demo_export_path(argv[2], argv[3], std::strtoul(argv[4], nullptr, 10), argv[5]);
 	Options o;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		std::string k = argv[i], v = argv[i + 1];

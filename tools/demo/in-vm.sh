@@ -33,6 +33,24 @@ rc=0
 	${dom_a:+--domain-a $dom_a --domain-b $dom_b} --mib "${HMEMREG_DEMO_MIB:-64}" --chunk-kib 64 \
 	--iters "${HMEMREG_DEMO_ITERS:-8}" --stat "$B/tools/mr_cache_stat" || rc=$?
 
+# The DMA-BUF path: device memory registered by its dma-buf fd
+# (FI_MR_DMABUF needs libfabric >= 1.20: the vendored 2.6.0 when built, and
+# hmemreg's rdma_rxe.ko, which imports dma-bufs).
+lf2=${HMEMREG_LIBFABRIC2:-}
+if [ -z "$lf2" ]; then
+	for d in /var/cache/hmemreg/libfabric-2.6.0-*/.done; do [ -e "$d" ] && lf2=$(dirname "$d"); done
+fi
+verbs=$("$HMEMREG_TOP/softroce/build-rdma-core" --built 2>/dev/null) || verbs=""
+if [ "$provider" = "verbs;ofi_rxm" ] && [ -n "$lf2" ] && [ -n "$verbs" ] &&
+	"$HMEMREG_TOP/softroce/build-rxe" --built >/dev/null 2>&1; then
+	step "transfer: emulated device memory -> emulated device memory, registered by dma-buf (FI_MR_DMABUF), $provider"
+	LD_LIBRARY_PATH=$lf2/lib:$verbs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} FI_LOG_LEVEL=error \
+		"$B/tools/hmemreg_demo" --exports "$provider" 10.216.0.1 "${HMEMREG_DEMO_MIB:-64}" "$B/tools/mr_cache_stat" ||
+		rc=$?
+else
+	step "dma-buf path skipped: needs Soft-RoCE with hmemreg's rdma_rxe.ko (make softroce) and libfabric 2.6.0 (tools/vendor/build-libfabric)"
+fi
+
 step "after both hosts exited: the kernel ledger must be back to zero"
 "$B/tools/mr_cache_stat" --kernel --check || rc=$?
 live=$("$B/tools/mr_cache_stat" --kernel --json | grep -o '"exports_live":[0-9]*\|"pins_live":[0-9]*\|"host_pages_pinned":[0-9]*\|"watches_live":[0-9]*')

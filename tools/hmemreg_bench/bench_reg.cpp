@@ -33,7 +33,8 @@ int bench_reg(int argc, char **argv)
 {
 	RegOptions o;
 	cli::Parser p("reg", "cold registration vs cache miss vs cache hit, per provider and memory kind");
-	p.text("--mem", o.mem, "host or cuda")->check(CLI::IsMember({"host", "cuda"}));
+	p.text("--mem", o.mem, "host, cuda or export (hmemreg.ko devmem, FI_MR_DMABUF)")
+		->check(CLI::IsMember({"host", "cuda", "export"}));
 	p.texts("--provider", o.providers, "libfabric providers (host: each in turn; cuda: the first)");
 	p.sizes("--sizes", o.sizes, "buffer sizes (default host 4k,64k,1m,16m; cuda 2m,64m,1g)");
 	p.count("--iters", o.iters, "operations per case (default 200 cold/miss, 100x that for hits)")
@@ -47,6 +48,8 @@ int bench_reg(int argc, char **argv)
 	Printer pr(p.json);
 	if (o.mem == "cuda")
 		return reg_cuda_main(o, pr);
+	if (o.mem == "export")
+		return reg_export_main(o, pr);
 	std::vector<uint64_t> sizes = o.sizes;
 	if (sizes.empty())
 		sizes = {4 << 10, 64 << 10, 1 << 20, 16 << 20};

@@ -20,5 +20,7 @@ struct RegOptions {
 
 // bench_reg_cuda.cpp
 int reg_cuda_main(const RegOptions &o, Printer &out);
+// bench_reg_export.cpp: hmemreg.ko devmem exports (FI_MR_DMABUF)
+int reg_export_main(const RegOptions &o, Printer &out);
 
 } // namespace hmemreg::bench

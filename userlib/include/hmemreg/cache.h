@@ -93,6 +93,10 @@ enum hmemreg_iface {
 	HMEMREG_IFACE_ZE = 3,
 	HMEMREG_IFACE_NEURON = 4,
 	HMEMREG_IFACE_SYNAPSEAI = 5,
+	/* Not a libfabric iface: an hmemreg.ko export (hmemreg/export.h),
+	 * device = its ledger id; registered as FI_HMEM_SYSTEM with
+	 * FI_MR_DMABUF. Only through hmemreg_mr_get_export(). */
+	HMEMREG_IFACE_KMOD_EXPORT = 6,
 	HMEMREG_IFACE_MAX
 };
 

@@ -101,6 +101,17 @@ int hmemreg_engine_remove_peer(hmemreg_engine_t *engine, uint64_t peer);
 int hmemreg_engine_drain(hmemreg_engine_t *engine, uint64_t peer, uint32_t timeout_ms);
 
 int hmemreg_engine_reg(hmemreg_engine_t *engine, void *addr, size_t len, hmemreg_region_t **out);
+/* [offset, offset + len) of an hmemreg.ko export (hmemreg/export.h; device
+ * or host memory), registered through the export's DMA-BUF with FI_MR_DMABUF
+ * where the provider can (hmemreg_engine_describe's "hmemreg.ko exports"
+ * line says how). The export must outlive the region and its transfers
+ * (hmemreg_export_free refuses with -HMEMREG_EBUSY until they are gone).
+ * Errors: -HMEMREG_EINVAL (range outside the export), -HMEMREG_ENOENT
+ * (freed export), -HMEMREG_ESTALE (host range unmapped), registration
+ * errors. */
+struct hmemreg_export_handle;
+int hmemreg_engine_reg_export(hmemreg_engine_t *engine, const struct hmemreg_export_handle *exp, uint64_t offset,
+			      size_t len, hmemreg_region_t **out);
 /* Safe while transfers use the region: they keep the registration alive. */
 void hmemreg_region_release(hmemreg_region_t *region);
 int hmemreg_region_descriptor(const hmemreg_region_t *region, void *buf, size_t *len);

@@ -14,5 +14,6 @@
 #include <hmemreg/stats.h>
 #include <hmemreg/cache.h>
 #include <hmemreg/engine.h>
+#include <hmemreg/export.h>
 
 #endif /* HMEMREG_HMEMREG_H */

@@ -196,6 +196,20 @@ int hmemreg_engine_reg(hmemreg_engine_t *engine, void *addr, size_t len, hmemreg
 	});
 }
 
+int hmemreg_engine_reg_export(hmemreg_engine_t *engine, const hmemreg_export_t *exp, uint64_t offset, size_t len,
+			      hmemreg_region_t **out)
+{
+	if (!engine || !out)
+		return fail(HMEMREG_EINVAL, "engine or out is NULL");
+	return guard([&] {
+		auto r = std::make_unique<hmemreg_region>();
+		r->r = engine->e->register_export(exp, offset, len);
+		r->owner = engine->e.get();
+		*out = r.release();
+		return 0;
+	});
+}
+
 void hmemreg_region_release(hmemreg_region_t *region)
 {
 	delete region;

@@ -26,6 +26,7 @@
 #include "hmem/cuda_copy.hpp"
 #include "hmem/cuda_memory.hpp"
 #include "hmemreg/cache.h"
+#include "mrcache/export_table.hpp"
 
 namespace hmemreg::engine {
 
@@ -291,6 +292,7 @@ void Engine::Impl::open_rails()
 		caps.rail_domains.push_back(info->domain_attr->name);
 	}
 	caps.notes.push_back("local memory: " + rails.front()->cache()->describe());
+	caps.notes.push_back("hmemreg.ko exports: " + export_path(prov, caps.api_version));
 	// FI_HMEM is no promise of CUDA (1.17's shm offers it without): one
 	// probe registration decides between the direct and the staged path.
 	if (caps.hmem && cuda::available()) {
@@ -1050,6 +1052,22 @@ RegionRef Engine::register_region(void *addr, size_t len)
 		if (info.device >= 0 && info.device < 64)
 			im->direct_devices.fetch_or(1ULL << info.device);
 	}
+	auto reg = register_local(im->caches, addr, len, kind);
+	return std::make_shared<RegionImpl>(im->id, addr, len, std::move(holders), std::move(reg));
+}
+
+RegionRef Engine::register_export(const ::hmemreg_export_handle *exp, size_t offset, size_t len)
+{
+	Impl *im = impl_.get();
+	mr::Request rq;
+	std::string why;
+	if (int rc = mr::export_request(exp, offset, len, rq, &why))
+		throw Error(-rc, "register_export: " + why);
+	std::vector<std::shared_ptr<DomainHolder>> holders;
+	for (auto &r : im->rails)
+		holders.push_back(r->domain_holder());
+	MemoryKind kind{HMEMREG_IFACE_KMOD_EXPORT, rq.device, rq.dmabuf_fd, rq.dmabuf_offset};
+	void *addr = const_cast<void *>(rq.addr);
 	auto reg = register_local(im->caches, addr, len, kind);
 	return std::make_shared<RegionImpl>(im->id, addr, len, std::move(holders), std::move(reg));
 }

@@ -84,6 +84,8 @@
 
 #include "fabric/error.hpp"
 
+struct hmemreg_export_handle; // hmemreg/export.h
+
 namespace hmemreg::engine {
 
 using Bytes = std::vector<uint8_t>;
@@ -346,6 +348,10 @@ public:
 	bool immediate_to(PeerId peer) const;
 
 	RegionRef register_region(void *addr, size_t len);
+	// [offset, +len) of an hmemreg.ko export (hmemreg/export.h): its
+	// DMA-BUF goes to the provider with FI_MR_DMABUF where it can (see
+	// describe()). The export must outlive the region.
+	RegionRef register_export(const ::hmemreg_export_handle *exp, size_t offset, size_t len);
 	Bytes descriptor(const Region &region) const;
 
 	// Writes the chunks to the peer's region described by `remote`. `tag` is

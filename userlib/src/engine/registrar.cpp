@@ -3,7 +3,12 @@
 
 #include <vector>
 
+#include "fabric/abi.hpp"
+#include "fabric/info.hpp"
 #include "fabric/error.hpp"
+#include <linux/hmemreg.h>
+
+#include "hmemreg/hmemreg.h"
 #include "mrcache/cache.hpp"
 #include "mrcache/fabric_registrar.hpp"
 
@@ -86,6 +91,8 @@ std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> ra
 	rq.len = len;
 	rq.iface = static_cast<mr::Iface>(kind.iface);
 	rq.device = kind.device;
+	rq.dmabuf_fd = kind.dmabuf_fd;
+	rq.dmabuf_offset = kind.dmabuf_offset;
 	for (size_t r = 0; r < rails.size(); r++) {
 		int rc = rails[r]->cache().get(rq, refs[r]);
 		if (rc < 0)
@@ -93,6 +100,31 @@ std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> ra
 						 ": " + hmemreg_strerror(rc));
 	}
 	return std::make_unique<CachedRegistration>(std::move(refs));
+}
+
+std::string export_path(const std::string &provider, uint32_t api_version)
+{
+	std::string where;
+	hmemreg_kmod_info info{};
+	int rc = hmemreg_kmod_query(&info);
+	if (rc == -HMEMREG_ENODEV)
+		where = " (hmemreg.ko is not loaded here: hmemreg_export_* fail with HMEMREG_ENODEV)";
+	else if (rc == 0 && !(info.caps & HMEMREG_CAP_EXPORT_DEVMEM))
+		where = " (hmemreg.ko has no device memory pool: devmem_mb=0)";
+	if (api_version < fabric::kApi1_20)
+		return "registered by their CPU address (FI_MR_DMABUF needs libfabric API 1.20; this is " +
+		       fabric::api_version_text(api_version) + "): the NIC does not import the DMA-BUF" + where;
+	// In libfabric 2.6 verbs (ibv_reg_dmabuf_mr), efa, cxi, opx and ucx
+	// import DMA-BUFs; the util MR map of tcp, shm, udp... turns
+	// FI_MR_DMABUF back into base_addr + offset and uses the address.
+	const std::string core = provider.substr(0, provider.find(';'));
+	static const char *const importers[] = {"verbs", "efa", "cxi", "opx", "ucx"};
+	for (const char *p : importers)
+		if (core == p)
+			return "FI_MR_DMABUF with FI_HMEM_SYSTEM: " + core + " imports the DMA-BUF (the module's ledger "
+			       "shows the NIC as importer)" + where;
+	return "FI_MR_DMABUF accepted, but provider " + core + " cannot import DMA-BUFs: it turns the "
+	       "registration back into the export's CPU address (no importer in the ledger)" + where;
 }
 
 void name_rail_cache(RailCache &rc, const std::string &name)

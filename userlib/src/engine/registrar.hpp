@@ -61,11 +61,18 @@ public:
 struct MemoryKind {
 	uint32_t iface = 0;
 	uint64_t device = 0;
+	int dmabuf_fd = -1;         // an hmemreg.ko export's DMA-BUF (iface KMOD_EXPORT)
+	uint64_t dmabuf_offset = 0; // where addr sits in it
 };
 
 // Whether the domain's provider registers CUDA memory (one probe
 // registration; see mr::FabricRegistrar::registers_cuda).
 bool provider_registers_cuda(fid_domain *domain, std::string *why);
+
+// How hmemreg.ko exports register with this provider at this API version,
+// as a line of describe(): imported through FI_MR_DMABUF, FI_MR_DMABUF
+// turned back into the address by a util provider, or by address.
+std::string export_path(const std::string &provider, uint32_t api_version);
 
 // Throws hmemreg::Error.
 std::unique_ptr<LocalRegistration> register_local(std::span<RailCache *const> rails, const void *addr, size_t len,

@@ -11,6 +11,7 @@
 #include "hmem/cuda_memory.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache.hpp"
+#include "mrcache/export_table.hpp"
 #include "mrcache/fabric_registrar.hpp"
 
 struct hmemreg_cache {
@@ -211,7 +212,7 @@ extern "C" int hmemreg_mr_get_req(struct hmemreg_cache *cache, const struct hmem
 				  struct hmemreg_mr *out)
 {
 	if (!cache || !req || !out || req->size < sizeof(hmemreg_mr_request) || req->iface >= HMEMREG_IFACE_MAX ||
-	    (req->flags & ~HMEMREG_MR_NO_CACHE))
+	    req->iface == HMEMREG_IFACE_KMOD_EXPORT || (req->flags & ~HMEMREG_MR_NO_CACHE))
 		return -HMEMREG_EINVAL;
 	auto iface = static_cast<Iface>(req->iface);
 	return get(cache, Args{req->addr, req->len, iface, iface == Iface::host ? 0 : req->device, req}, out);
@@ -286,4 +287,30 @@ extern "C" int hmemreg_cache_monitor(struct hmemreg_cache *cache)
 	if (!cache)
 		return -HMEMREG_EINVAL;
 	return cache->core->monitor_kind();
+}
+
+// hmemreg.ko exports (hmemreg/export.h): the cache's side.
+extern "C" int hmemreg_mr_get_export(struct hmemreg_cache *cache, const hmemreg_export_t *exp, uint64_t offset,
+				     size_t len, struct hmemreg_mr *out)
+{
+	if (!cache || !out) {
+		set_export_error("hmemreg_mr_get_export: cache or out is NULL");
+		return -HMEMREG_EINVAL;
+	}
+	Request r;
+	std::string why;
+	int rc = export_request(exp, offset, len, r, &why);
+	if (rc) {
+		set_export_error("hmemreg_mr_get_export: " + why);
+		return rc;
+	}
+	hmemreg_mr_request req{};
+	req.size = sizeof(req);
+	req.iface = HMEMREG_IFACE_KMOD_EXPORT;
+	req.dmabuf_fd = r.dmabuf_fd;
+	req.dmabuf_offset = r.dmabuf_offset;
+	rc = get(cache, Args{r.addr, r.len, r.iface, r.device, &req}, out);
+	if (rc)
+		set_export_error(std::string("hmemreg_mr_get_export: ") + hmemreg_strerror(rc));
+	return rc;
 }

@@ -11,6 +11,7 @@
 #include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache.hpp"
+#include "mrcache/export_table.hpp"
 #include "mrcache/count_fence.hpp"
 #include "hmem/cuda_monitor.hpp"
 #include "mrcache/fork_registry.hpp"
@@ -75,6 +76,7 @@ int Cache::create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_conf
 	if (rc)
 		return rc;
 	cuda::attach_device_monitors(*c);
+	attach_export_monitor(*c);
 	fork_registry_add(c.get());
 	out = std::move(c);
 	return 0;
@@ -111,6 +113,7 @@ void Cache::set_name(const std::string &name)
 Cache::~Cache()
 {
 	fork_registry_remove(this);
+	detach_export_monitor(*this);
 	monitor_->detach(*this);
 	Index all;
 	lock_.lock();
@@ -704,6 +707,32 @@ int Cache::invalidate(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 	lock_.unlock();
 	reap();
 	return n;
+}
+
+uint64_t Cache::drop_device(Iface iface, uint64_t device, Cause cause)
+{
+	const auto i = static_cast<uint32_t>(iface);
+	lock_.lock();
+	bool any = false;
+	for (auto it = index_.lower_bound(Key{i, device, 0, 0});
+	     it != index_.end() && it->first.iface == i && it->first.device == device;) {
+		auto nx = std::next(it);
+		note_invalidation_locked(iface, it->second->range.start, it->second->range.end);
+		unlink_locked(it, cause);
+		any = true;
+		it = nx;
+	}
+	if (any)
+		clock_.fetch_add(1, std::memory_order_relaxed);
+	settle_locked();
+	uint64_t held = 0;
+	for (auto it = orphans_.lower_bound(Key{i, device, 0, 0});
+	     it != orphans_.end() && it->first.iface == i && it->first.device == device; ++it)
+		held++;
+	publish_gauges_locked();
+	lock_.unlock();
+	reap();
+	return held;
 }
 
 int Cache::flush()

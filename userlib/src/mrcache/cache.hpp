@@ -129,6 +129,10 @@ public:
 	// Drop entries of iface overlapping [start, end) (all devices).
 	// Returns how many left the index.
 	int invalidate(Iface iface, uintptr_t start, uintptr_t end, Cause cause = Cause::explicit_call);
+	// Drop every entry of (iface, device) now (an hmemreg.ko export that
+	// goes away: export_table.cpp); unused ones are deregistered before it
+	// returns. Returns how many are still held (released at their last put).
+	uint64_t drop_device(Iface iface, uint64_t device, Cause cause);
 	// Deregister all unused entries now; returns how many.
 	int flush();
 	// References held right now (cached or not).

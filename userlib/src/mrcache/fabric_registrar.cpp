@@ -110,6 +110,11 @@ bool FabricRegistrar::dmabuf_usable() const
 	return facts_.api_version >= fabric::kApi1_20 && facts_.hmem != Facts::no && !dmabuf_refused_.load();
 }
 
+bool FabricRegistrar::dmabuf_usable_for_exports() const
+{
+	return facts_.api_version >= fabric::kApi1_20 && !dmabuf_refused_.load();
+}
+
 FabricRegistrar::Paths FabricRegistrar::paths() const
 {
 	Paths p;
@@ -129,7 +134,9 @@ void FabricRegistrar::note_address_path(const std::string &why)
 
 int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 {
-	if (req.iface != Iface::host && facts_.hmem == Facts::no) {
+	// hmemreg.ko exports are system RAM behind a DMA-BUF: no FI_HMEM needed.
+	const bool kexport = req.iface == Iface::kmod_export;
+	if (req.iface != Iface::host && !kexport && facts_.hmem == Facts::no) {
 		last_fi_error_.store(-FI_EOPNOTSUPP, std::memory_order_relaxed);
 		return -HMEMREG_ENOTSUP; // the domain was opened without FI_HMEM
 	}
@@ -139,8 +146,10 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 	attr.iov_count = 1;
 	attr.access = access_;
 	attr.requested_key = next_key_.fetch_add(1, std::memory_order_relaxed);
-	attr.iface = static_cast<fi_hmem_iface>(req.iface);
+	attr.iface = kexport ? FI_HMEM_SYSTEM : static_cast<fi_hmem_iface>(req.iface);
 	switch (req.iface) {
+	case Iface::kmod_export:
+		break;
 	case Iface::cuda:
 		attr.device.cuda = static_cast<int>(req.device);
 		break;
@@ -183,9 +192,9 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 	// Device allocations (not host or managed memory) are device-only
 	// memory: shm picks its CUDA IPC protocol for such regions only (else it
 	// copies through bounce buffers); efa accepts the flag.
-	uint64_t flags = req.iface != Iface::host ? FI_HMEM_DEVICE_ONLY : 0;
+	uint64_t flags = req.iface != Iface::host && !kexport ? FI_HMEM_DEVICE_ONLY : 0;
 	fabric::DmabufRange dmabuf{};
-	if (fd >= 0 && dmabuf_usable()) {
+	if (fd >= 0 && (kexport ? dmabuf_usable_for_exports() : dmabuf_usable())) {
 		// The DMA-BUF starts at base_addr; the range sits at its offset.
 		dmabuf.fd = fd;
 		dmabuf.offset = fd_offset - (reinterpret_cast<uintptr_t>(req.addr) - range.start);
@@ -194,6 +203,10 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 		storage.set_dmabuf(&dmabuf);
 		flags |= fabric::kMrDmabuf;
 	} else {
+		if (kexport)
+			note_address_path(facts_.api_version < fabric::kApi1_20
+						  ? "libfabric API < 1.20 (no FI_MR_DMABUF): exports registered by address"
+						  : "the provider refused FI_MR_DMABUF before");
 		attr.mr_iov = &iov;
 	}
 	fid_mr *mr = nullptr;

@@ -61,6 +61,9 @@ public:
 	int last_fi_error() const { return last_fi_error_.load(std::memory_order_relaxed); }
 	// Whether device memory may register through FI_MR_DMABUF here.
 	bool dmabuf_usable() const;
+	// Whether hmemreg.ko exports (FI_HMEM_SYSTEM pages behind a DMA-BUF)
+	// may: API >= 1.20 and not refused, FI_HMEM or not.
+	bool dmabuf_usable_for_exports() const;
 	uint32_t api_version() const { return facts_.api_version; }
 
 	// Device-memory registrations by path, and why the address path was

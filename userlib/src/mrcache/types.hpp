@@ -18,6 +18,7 @@ enum class Iface : uint32_t {
 	ze = HMEMREG_IFACE_ZE,
 	neuron = HMEMREG_IFACE_NEURON,
 	synapseai = HMEMREG_IFACE_SYNAPSEAI,
+	kmod_export = HMEMREG_IFACE_KMOD_EXPORT, // hmemreg.ko export (export_table.hpp)
 };
 
 // Half-open byte range [start, end).

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+// hmemreg.ko exports as a memory kind of the registration cache
+// (hmemreg/export.h is the C API).
+//
+// The process's exports live in one table, on one /dev/hmemreg fd of its
+// own (DEVMEM handles and export watches belong to the fd that made them).
+// Each export has a generation word that stays mapped for the life of the
+// process: a HOST export's is the kernel's word of its EXPORT_WATCH (zeroed
+// before an munmap of the range returns), a DEVMEM export's a word of this
+// table (zeroed when the export is freed). Cache entries of an export
+// (Iface::kmod_export, device = the ledger id) point their gen_word at it,
+// so every hit checks that the export still stands. Dropping the entries,
+// which deregisters them and lets the importer unpin, is done at
+// hmemreg_export_free() and, for unmapped host ranges, by a thread that
+// waits on the fd's event ring (HMEMREG_EVF_EXPORT events).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "mrcache/types.hpp"
+
+namespace hmemreg::mr {
+
+class Cache;
+
+// Called by every cache at creation and destruction: the export kind's
+// monitor, and the list the table drops an export's entries from.
+void attach_export_monitor(Cache &cache);
+void detach_export_monitor(Cache &cache) noexcept;
+
+// The request a registration of [offset, offset + len) of an export makes.
+// 0, or -HMEMREG_EINVAL / -HMEMREG_ENOENT / -HMEMREG_ESTALE with *why set.
+int export_request(const void *exp, uint64_t offset, size_t len, Request &out, std::string *why);
+
+// Message of the last failure of the export C API on this thread.
+void set_export_error(const std::string &why);
+
+} // namespace hmemreg::mr
