@@ -38,13 +38,23 @@ importer_load() {
 	insmod "${HMEMREG_IMPORTER_DIR:-$HMEMREG_TOP/tests/kmod/importer}/hmemreg_importer.ko" "$@"
 }
 
-# rxe_load: rdma_rxe with dma-buf MRs (softroce/build-rxe) when it is built
-# for the running kernel, else (or with HMEMREG_STOCK_RXE=1, or rxe already
-# there: built in, as in the debug kernel) the kernel's own; says which.
+# rxe_dir: the folder of hmemreg's rdma_rxe.ko (softroce/build-rxe) for the
+# running kernel: HMEMREG_RXE_DIR where the lane built it against a kernel
+# tree (the debug lane), else the build for this kernel's headers; fails if none.
+rxe_dir() {
+	if [ -n "${HMEMREG_RXE_DIR:-}" ]; then
+		[ -f "$HMEMREG_RXE_DIR/rdma_rxe.ko" ] && echo "$HMEMREG_RXE_DIR"
+	else
+		KVER=$(uname -r) "$HMEMREG_TOP/softroce/build-rxe" --built 2>/dev/null
+	fi
+}
+
+# rxe_load: rdma_rxe with dma-buf MRs (rxe_dir) when it is built for the
+# running kernel, else (or with HMEMREG_STOCK_RXE=1, or rxe already there)
+# the kernel's own; says which.
 rxe_load() {
 	local dir
-	if [ "${HMEMREG_STOCK_RXE:-0}" != 1 ] && [ ! -d /sys/module/rdma_rxe ] &&
-		dir=$(KVER=$(uname -r) "$HMEMREG_TOP/softroce/build-rxe" --built 2>/dev/null); then
+	if [ "${HMEMREG_STOCK_RXE:-0}" != 1 ] && [ ! -d /sys/module/rdma_rxe ] && dir=$(rxe_dir); then
 		echo "rdma_rxe: hmemreg's, with dma-buf MRs ($dir)"
 		modprobe -a ib_uverbs udp_tunnel ip6_udp_tunnel && insmod "$dir/rdma_rxe.ko"
 	else
