@@ -31,7 +31,7 @@
 #include "cli.hpp"
 #include "reference_tools.hpp"
 #include "xfer_target.hpp"
-#include "hmem/cuda_driver.hpp"
+#include "cuda_driver.hpp"
 #include "nccl_abi.h"
 
 namespace {

@@ -115,10 +115,7 @@ std::string Targets::start_iperf3(int, unsigned)
 
 namespace {
 
-using engine::Bytes;
-using engine::Config;
-using engine::Engine;
-using engine::RegionRef;
+using Config = EngineConfig;
 
 struct FreeDeleter {
 	void operator()(void *p) const { std::free(p); }
@@ -155,7 +152,7 @@ public:
 		std::atomic<size_t> *c = counters_ ? &counters_[slot] : &own_[slot];
 		c->store(0);
 		auto e = std::make_unique<Engine>(cfg);
-		e->on_notify([c](const engine::Notification &) { c->fetch_add(1, std::memory_order_relaxed); });
+		e->on_notify([c](const Notification &) { c->fetch_add(1, std::memory_order_relaxed); });
 		TargetEngine t{slot, e->address(), {}, [c] { return c->load(); }};
 		// Kept only once all are registered: a failure midway drops this
 		// engine's regions (before it) and leaves the others as they were.
@@ -428,7 +425,7 @@ void put_config(Message &m, const Config &c)
 {
 	m.put_string(c.provider).put_string(c.node);
 	m.put(c.rails).put(c.progress_threads).put(c.notify).put(c.imm_data_bytes);
-	m.put(c.write_iov).put(c.max_write).put(static_cast<uint8_t>(c.post_more));
+	m.put(c.write_iov).put(c.max_write).put(c.flags);
 }
 
 Config get_config(Message &m)
@@ -442,7 +439,7 @@ Config get_config(Message &m)
 	c.imm_data_bytes = m.get<decltype(c.imm_data_bytes)>();
 	c.write_iov = m.get<decltype(c.write_iov)>();
 	c.max_write = m.get<decltype(c.max_write)>();
-	c.post_more = m.get<uint8_t>() != 0; // any byte is a valid one, not so a bool
+	c.flags = m.get<decltype(c.flags)>(); // the engine refuses flags it does not know
 	// Threads and endpoints a client may make this side open: bounded.
 	constexpr unsigned kMaxRails = 64;
 	if (c.rails > kMaxRails || c.progress_threads > kMaxRails)
