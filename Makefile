@@ -7,6 +7,7 @@
 #   make test-debug-broken  deliberately broken modules must fail that lane
 #   make demo       the end-to-end demo (VM with the module)
 #   make check-kmod checkpatch --strict, sparse (C=1) and W=1 on the module
+#   make aws-ofi-nccl  aws-ofi-nccl 1.21.1 from ../shared/vendor into /var/cache/hmemreg (once)
 #   make libfabric2 libfabric 2.6.0 and its fabtests (CUDA HMEM where a toolkit is)
 #                   from ../shared/vendor into /var/cache/hmemreg (once; prints the prefix)
 #   make install / dkms-install / dkms-uninstall
@@ -90,6 +91,10 @@ demo: deps
 check-kmod:
 	kmod/check-style $(KVER)
 
+# The peer NCCL plugin for hmemreg_bench nccl --peer-plugin (prints its prefix).
+aws-ofi-nccl:
+	tools/vendor/build-aws-ofi-nccl
+
 libfabric2:
 	tools/vendor/build-libfabric --fabtests
 
@@ -113,7 +118,7 @@ clean:
 	$(MAKE) -C tests/kmod/importer clean
 	rm -rf $(BUILD)
 
-.PHONY: softroce all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod libfabric2 install deb clean
+.PHONY: softroce all kmod user deps test test-host test-vm test-debug test-debug-broken test-gpu demo check-kmod libfabric2 aws-ofi-nccl install deb clean
 
 DKMS_VER := $(shell cat VERSION)
 dkms-install:

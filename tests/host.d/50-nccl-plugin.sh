@@ -19,3 +19,5 @@ echo "---- test_nccl_plugin (progress driven by the calls)"
 HMEMREG_NCCL_PROGRESS_THREADS=0 "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*|sends_before*)'
 echo "---- test_nccl_plugin (receives notified by Done messages instead of immediate data)"
 HMEMREG_NCCL_NOTIFY=message "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*|sends_before*|eager_slots*)'
+echo "---- test_nccl_plugin (every send a write: HMEMREG_NCCL_INLINE_MAX=0)"
+HMEMREG_NCCL_INLINE_MAX=0 "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*)'

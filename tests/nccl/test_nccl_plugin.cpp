@@ -362,6 +362,7 @@ Test(nccl_plugin, bad_input_is_an_error, .timeout = 60)
 Test(nccl_plugin, send_larger_than_receive_fails_both_sides, .timeout = 60)
 {
 	setenv("HMEMREG_NCCL_EAGER_MAX", "0", 1);
+	setenv("HMEMREG_NCCL_INLINE_MAX", "0", 1); // the Cts path: inline sends fail only the receive
 	run_pair(
 		[&](Chan &c) {
 			Plugin p;
@@ -412,6 +413,7 @@ static constexpr size_t kMax = 512 << 10; // and EAGER_MAX
 // a receive beyond the sender's last send fails.
 Test(nccl_plugin, eager_slots_outlive_the_senders_close, .timeout = 60)
 {
+	setenv("HMEMREG_NCCL_INLINE_MAX", "0", 1); // the slots alone (small sends would go inline)
 	setenv("HMEMREG_NCCL_EAGER_MAX", "512k", 1);
 	constexpr int kSends = 6;
 	run_pair(
@@ -468,6 +470,7 @@ Test(nccl_plugin, eager_slots_outlive_the_senders_close, .timeout = 60)
 
 Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
 {
+	setenv("HMEMREG_NCCL_INLINE_MAX", "0", 1); // the slots alone (small sends would go inline)
 	setenv("HMEMREG_NCCL_EAGER_MAX", "512k", 1);
 	auto size_of = [](int i) { return std::min<size_t>(kMax, (size_t(1) << (i + 4)) + i); };
 	run_pair(
@@ -543,6 +546,7 @@ Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
 // they were all served from slots and sent no Cts).
 Test(nccl_plugin, eager_slots_come_back_to_the_sender, .timeout = 60)
 {
+	setenv("HMEMREG_NCCL_INLINE_MAX", "0", 1); // the slots alone (small sends would go inline)
 	setenv("HMEMREG_NCCL_EAGER_MAX", "512k", 1);
 	constexpr int kRounds = 3;
 	constexpr size_t kLen = 64 << 10;
@@ -591,6 +595,63 @@ Test(nccl_plugin, eager_slots_come_back_to_the_sender, .timeout = 60)
 			}
 			OK(p.closeSend()(sc));
 			OK(p.deregMr()(sc, mh));
+			c.signal();
+		});
+}
+
+// Sends of at most INLINE_MAX (8 KiB here) go in one control message: they
+// complete with no receive posted and take no eager slot (more of them than
+// there are slots), each receive then completes at once with its bytes. With
+// no Cts to check against, a tag or size mismatch fails only the receive.
+Test(nccl_plugin, small_sends_go_inline, .timeout = 60)
+{
+	setenv("HMEMREG_NCCL_INLINE_MAX", "8k", 1);
+	constexpr int kSends = 3 * kSlots;
+	auto size_of = [](int i) { return size_t(1) + (size_t(i) * 173) % (8 << 10); };
+	run_pair(
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *rc = accept_conn(p, c);
+			Buf buf(size_t(8 << 10) * kSends);
+			void *mh = nullptr;
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			c.wait(); // every send completed
+			for (int i = 0; i < kSends; i++) {
+				int got = -1;
+				OK(wait(p, post_recv(p, rc, buf.data() + i * (8 << 10), 8 << 10, i, mh), &got));
+				CHECK(got == static_cast<int>(size_of(i)) && verify(buf.data() + i * (8 << 10), size_of(i), 900 + i));
+			}
+			CHECK(p.counters().eager_receives == 0);
+			CHECK_RC(wait(p, post_recv(p, rc, buf.data(), 4096, 1, mh)), ncclInvalidUsage); // sent with tag 2
+			CHECK_RC(wait(p, post_recv(p, rc, buf.data(), 1024, 3, mh)), ncclInvalidUsage); // 2 KiB sent
+			int got = -1;
+			OK(wait(p, post_recv(p, rc, buf.data(), 4096, 4, mh), &got));
+			CHECK(got == 100 && verify(buf.data(), 100, 44));
+			c.signal();
+			OK(p.deregMr()(rc, mh));
+			OK(p.closeRecv()(rc));
+			c.wait();
+		},
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *sc = connect_conn(p, c);
+			Buf buf(size_t(8 << 10) * kSends);
+			void *mh = nullptr;
+			OK(p.regMr()(sc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			for (int i = 0; i < kSends; i++) {
+				fill(buf.data() + i * (8 << 10), size_of(i), 900 + i);
+				OK(wait(p, post_send(p, sc, buf.data() + i * (8 << 10), size_of(i), i, mh)));
+			}
+			c.signal();
+			OK(wait(p, post_send(p, sc, buf.data(), 64, 2, mh)));
+			OK(wait(p, post_send(p, sc, buf.data(), 2048, 3, mh)));
+			fill(buf.data(), 100, 44);
+			OK(wait(p, post_send(p, sc, buf.data(), 100, 4, mh)));
+			c.wait();
+			OK(p.deregMr()(sc, mh));
+			OK(p.closeSend()(sc));
 			c.signal();
 		});
 }

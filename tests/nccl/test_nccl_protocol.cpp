@@ -2,6 +2,9 @@
 // The plugin's control messages (plugins/nccl/src/protocol.cpp): every type
 // survives encode/decode, and what is malformed, truncated, of another
 // version or makes no sense decodes to nothing rather than to a message.
+#include <algorithm>
+#include <vector>
+
 #include <criterion/criterion.h>
 
 #include "protocol.hpp"
@@ -88,4 +91,29 @@ Test(nccl_protocol, truncated_padded_and_foreign_messages_are_nothing)
 	auto unknown = b;
 	unknown[6] = 99; // type
 	cr_assert(!decode(unknown), "an unknown type accepted");
+}
+
+Test(nccl_protocol, inline_data_round_trips)
+{
+	std::vector<uint8_t> data(8 << 10);
+	for (size_t i = 0; i < data.size(); i++)
+		data[i] = static_cast<uint8_t>(i * 7);
+	Inline in;
+	in.recv_id = 11;
+	in.seq = 0xffffffff;
+	in.tag = -3;
+	in.data = data;
+	auto bytes = encode(in);
+	cr_assert_eq(bytes.size(), data.size() + kInlineOverhead, "kInlineOverhead is what the engine must add");
+	auto m = decode(bytes);
+	cr_assert(m && m->type == Type::Inline);
+	cr_assert_eq(m->inl.recv_id, 11u);
+	cr_assert_eq(m->inl.seq, in.seq);
+	cr_assert_eq(m->inl.tag, -3);
+	cr_assert(std::equal(m->inl.data.begin(), m->inl.data.end(), data.begin(), data.end()));
+	bytes.pop_back(); // truncated
+	cr_assert(!decode(bytes));
+	in.data = {};
+	m = decode(encode(in));
+	cr_assert(m && m->type == Type::Inline && m->inl.data.empty(), "a 0-byte send goes inline too");
 }

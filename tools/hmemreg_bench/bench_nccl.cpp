@@ -1,18 +1,34 @@
 // SPDX-License-Identifier: MIT
-// hmemreg_bench nccl: send/recv bandwidth through the NCCL plugin's table
-// (libnccl-net-hmemreg.so, dlopened as NCCL does), two processes on one
-// host, per message size, next to iperf3 over TCP loopback with the same
-// write size, measured in the same run.
+// hmemreg_bench nccl: an NCCL net plugin driven as NCCL drives it, two
+// processes on one host: bandwidth (isend/irecv streams, `--window` in
+// flight) and one-way latency (half a ping-pong) per message size, next to
+// iperf3 over TCP loopback and, with --peer-plugin, next to another plugin
+// (aws-ofi-nccl: tools/vendor/build-aws-ofi-nccl) and, with --baseline, next
+// to another build of hmemreg's plugin (before/after), all in the same run.
 //
-//   hmemreg_bench nccl [--json] [--plugin PATH] [--provider P] [--node ADDR]
-//                      [--window W] [--sizes a,b,...] [--seconds S] [--repeat N] [--no-ref]
+//   hmemreg_bench nccl [--json] [--plugin PATH] [--peer-plugin PATH] [--baseline PATH]
+//                      [--provider P] [--node ADDR]
+//                      [--window W] [--sizes a,b,...] [--lat-sizes a,b,...] [--seconds S]
+//                      [--repeat N] [--no-ref] [--no-bw] [--no-lat] [--log warn|info]
 //                      [--mem host|cuda]
-// Each row is the best of --repeat (3) timed runs of about --seconds.
-// --mem cuda: both ranks' buffers are cudaMalloc'ed memory on GPU 0,
-// registered as NCCL_PTR_CUDA (the plugin must offer it: FI_HMEM); run it
-// next to --mem host in the same session for the host-buffer reference.
+//
+// As NCCL does: the table is ncclNetPlugin_v11, else _v10; init gets a
+// logger; devices and properties are read before listen; each direction is
+// its own connection (a send comm and a recv comm); a buffer is registered
+// on the comm that uses it and deregistered before that comm is closed.
+// Every size first runs a checked pass (untimed): each byte of 2 x window
+// streamed messages and of a few ping-pongs is a pattern of its message and
+// offset, verified by the receiver; a row says how many bytes were checked.
+// Each figure is the best of --repeat (3) timed runs of about --seconds (and
+// of --rounds: the plugins take turns that many times). Latency is the median
+// round trip of a run, halved (its mean beside it).
+// --mem cuda: both ranks' buffers are cuMemAlloc'ed memory on GPU 0,
+// registered as NCCL_PTR_CUDA (the plugin must offer it: FI_HMEM); patterns
+// are written and checked through host copies, after an iflush, as NCCL
+// flushes a GPU receive. Run it next to --mem host for the host reference.
 #include <algorithm>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,8 +36,6 @@
 #include <vector>
 
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -29,10 +43,10 @@
 
 #include "bench.hpp"
 #include "cli.hpp"
+#include "nccl_net_abi.h"
 #include "reference_tools.hpp"
 #include "xfer_target.hpp"
 #include "cuda_driver.hpp"
-#include "nccl_abi.h"
 
 namespace {
 
@@ -40,15 +54,22 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
 	std::string plugin;
+	std::string peer_plugin; // "" = none
+	std::string baseline;    // another build of hmemreg's plugin ("" = none)
 	std::string provider = "tcp;ofi_rxm";
 	std::string node = "127.0.0.1";
 	long window = 8; // NCCL keeps up to 8 steps in flight per connection
 	double seconds = 0.5;
 	long repeat = 3;
-	bool ref = true;
+	long rounds = 1;
+	bool ref = true, bw = true, lat = true;
+	std::string log = "warn";
 	std::string mem = "host";
 	std::vector<uint64_t> sizes = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+	std::vector<uint64_t> lat_sizes = {8, 64, 512, 1 << 10, 4 << 10, 16 << 10, 64 << 10};
 };
+
+constexpr long kCheckPingPongs = 4;
 
 // The plugin beside this binary: the build tree's (tools/../plugins/nccl/),
 // else the installed one (bindir/../libdir, from CMake), else by name through
@@ -80,176 +101,607 @@ bool xfer(int fd, void *p, size_t n, bool out)
 	}
 	return true;
 }
+template <typename T> bool put(int fd, T v) { return xfer(fd, &v, sizeof(v), true); }
+template <typename T> bool get(int fd, T &v) { return xfer(fd, &v, sizeof(v), false); }
+
+// ---- the plugin's logger (NCCL always passes one; plugins call it)
+
+int g_log_level = NCCL_LOG_WARN;
+const char *g_log_label = "plugin";
+
+void plugin_logger(ncclDebugLogLevel level, unsigned long, const char *file, int line, const char *fmt, ...)
+{
+	if (level == NCCL_LOG_NONE || static_cast<int>(level) > g_log_level)
+		return;
+	char text[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	std::vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	const char *what = level == NCCL_LOG_WARN ? "WARN" : level == NCCL_LOG_INFO ? "INFO" : "TRACE";
+	std::fprintf(stderr, "nccl bench [%s pid %d] %s %s:%d %s\n", g_log_label, static_cast<int>(getpid()), what,
+		     file ? file : "?", line, text);
+}
+
+// ---- a plugin's table, v11 or v10, with the v11 calling convention
 
 #define TRY(call)                                                                                                    \
 	do {                                                                                                         \
 		ncclResult_t r_ = (call);                                                                            \
 		if (r_ != ncclSuccess) {                                                                             \
-			std::fprintf(stderr, "nccl bench: %s failed: %d\n", #call, r_);                              \
+			std::fprintf(stderr, "nccl bench [%s]: %s failed: %d\n", g_log_label, #call, r_);           \
 			return false;                                                                                \
 		}                                                                                                    \
 	} while (0)
 
-struct Side {
-	ncclNet_v11_t *net = nullptr;
+struct Net {
+	ncclNet_v11_t *v11 = nullptr;
+	ncclNet_v10_t *v10 = nullptr;
 	void *ctx = nullptr;
-	void *comm = nullptr;
-	void *mh = nullptr;
-	bool sender = false;
+	std::string name; // the device's name (getProperties)
 
-	// Post one operation; false on error. *req NULL means "try again".
-	bool post(void *buf, size_t n, int tag, void **req)
+	bool open(const std::string &path)
 	{
-		*req = nullptr;
-		if (sender) {
-			TRY(net->isend(comm, buf, n, tag, mh, nullptr, req));
-		} else {
-			size_t sizes[1] = {n};
-			int tags[1] = {tag};
-			void *d[1] = {buf}, *m[1] = {mh};
-			TRY(net->irecv(comm, 1, d, sizes, tags, m, nullptr, req));
+		void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+		if (!lib) {
+			std::fprintf(stderr, "nccl bench: %s\n", dlerror());
+			return false;
+		}
+		// Newest first, as NCCL 2.28 looks.
+		v11 = static_cast<ncclNet_v11_t *>(dlsym(lib, "ncclNetPlugin_v11"));
+		if (!v11)
+			v10 = static_cast<ncclNet_v10_t *>(dlsym(lib, "ncclNetPlugin_v10"));
+		if (!v11 && !v10) {
+			std::fprintf(stderr, "nccl bench: %s has neither ncclNetPlugin_v11 nor _v10\n", path.c_str());
+			return false;
 		}
 		return true;
 	}
+	ncclResult_t init()
+	{
+		ncclNetCommConfig_t cfg{-1};
+		return v11 ? v11->init(&ctx, 0x6e63636c62656e63ULL, &cfg, plugin_logger, nullptr)
+			   : v10->init(plugin_logger, nullptr);
+	}
+	ncclResult_t devices(int *n) { return v11 ? v11->devices(n) : v10->devices(n); }
+	ncclResult_t properties(ncclNetProperties_v11_t *p)
+	{
+		std::memset(p, 0, sizeof(*p));
+		return v11 ? v11->getProperties(0, p) : v10->getProperties(0, reinterpret_cast<ncclNetProperties_v10_t *>(p));
+	}
+	ncclResult_t listen(void *handle, void **lc) { return v11 ? v11->listen(ctx, 0, handle, lc) : v10->listen(0, handle, lc); }
+	ncclResult_t connect(void *handle, void **sc)
+	{
+		ncclNetDeviceHandle_t *dev = nullptr;
+		ncclNetCommConfig_t cfg{-1};
+		return v11 ? v11->connect(ctx, 0, handle, sc, &dev) : v10->connect(0, &cfg, handle, sc, &dev);
+	}
+#define HMEMREG_NET_CALL(fn, ...) (v11 ? v11->fn(__VA_ARGS__) : v10->fn(__VA_ARGS__))
+	ncclResult_t accept(void *lc, void **rc)
+	{
+		ncclNetDeviceHandle_t *dev = nullptr;
+		return HMEMREG_NET_CALL(accept, lc, rc, &dev);
+	}
+	ncclResult_t reg(void *comm, void *p, size_t n, int type, void **mh)
+	{
+		return HMEMREG_NET_CALL(regMr, comm, p, n, type, mh);
+	}
+	ncclResult_t flush(void *rc, void *p, size_t n, void *mh, void **rq)
+	{
+		int sizes[1] = {static_cast<int>(n)};
+		void *d[1] = {p}, *m[1] = {mh};
+		return HMEMREG_NET_CALL(iflush, rc, 1, d, sizes, m, rq);
+	}
+	ncclResult_t dereg(void *comm, void *mh) { return HMEMREG_NET_CALL(deregMr, comm, mh); }
+	ncclResult_t isend(void *sc, void *p, size_t n, int tag, void *mh, void **rq)
+	{
+		return HMEMREG_NET_CALL(isend, sc, p, n, tag, mh, nullptr, rq);
+	}
+	ncclResult_t irecv(void *rc, void *p, size_t n, int tag, void *mh, void **rq)
+	{
+		size_t sizes[1] = {n};
+		int tags[1] = {tag};
+		void *d[1] = {p}, *m[1] = {mh};
+		return HMEMREG_NET_CALL(irecv, rc, 1, d, sizes, tags, m, nullptr, rq);
+	}
+	ncclResult_t test(void *rq, int *done, int *size) { return HMEMREG_NET_CALL(test, rq, done, size); }
+	ncclResult_t close_send(void *c) { return HMEMREG_NET_CALL(closeSend, c); }
+	ncclResult_t close_recv(void *c) { return HMEMREG_NET_CALL(closeRecv, c); }
+	ncclResult_t close_listen(void *c) { return HMEMREG_NET_CALL(closeListen, c); }
+#undef HMEMREG_NET_CALL
+	ncclResult_t finalize() { return v11 && v11->finalize ? v11->finalize(ctx) : ncclSuccess; }
+};
 
-	// `iters` operations of n bytes with `window` in flight.
-	bool run(uint8_t *buf, size_t n, long iters, int window)
+// ---- every byte of a message is a function of (seed, offset)
+
+uint64_t word_of(uint64_t seed, uint64_t i) { return (seed * 0x9E3779B97F4A7C15ULL) ^ ((i + 1) * 0xD6E8FEB86659FD93ULL); }
+
+void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+	const size_t words = n / 8;
+	for (size_t i = 0; i < words; i++) {
+		uint64_t w = word_of(seed, i);
+		std::memcpy(p + 8 * i, &w, 8);
+	}
+	uint64_t w = word_of(seed, words);
+	std::memcpy(p + 8 * words, &w, n % 8);
+}
+
+// The first byte that is not the pattern's, or n.
+size_t first_wrong(const uint8_t *p, size_t n, uint64_t seed)
+{
+	const size_t words = n / 8;
+	for (size_t i = 0; i < words; i++) {
+		uint64_t w = word_of(seed, i), got;
+		std::memcpy(&got, p + 8 * i, 8);
+		if (got != w)
+			return 8 * i;
+	}
+	uint64_t w = word_of(seed, words);
+	return std::memcmp(p + 8 * words, &w, n % 8) ? 8 * words : n;
+}
+
+uint64_t seed_of(size_t n, long seq, int dir) { return (uint64_t(n) << 24) ^ (uint64_t(seq) << 1) ^ uint64_t(dir); }
+
+// ---- one rank of a pair
+
+struct Rank {
+	Net net;
+	int fd = -1;     // to the other rank
+	bool initiator;  // rank 0: streams out, starts each ping-pong
+	void *sc = nullptr, *rc = nullptr, *lc = nullptr;
+	uint8_t *sbuf = nullptr, *rbuf = nullptr;
+	size_t slen = 0, rlen = 0;
+	void *smh = nullptr, *rmh = nullptr;
+	uint64_t checked = 0; // bytes this rank verified
+	bool cuda = false;	      // sbuf/rbuf are device pointers (--mem cuda)
+	std::vector<uint8_t> scratch; // host copy of a device message
+
+	Rank(bool init, bool on_gpu) : initiator(init), cuda(on_gpu) {}
+
+	// The pattern written, a slot cleared, a message checked: in place for
+	// host memory, through a host copy for device memory.
+	bool fill_msg(uint8_t *p, size_t n, uint64_t seed)
+	{
+		if (!cuda) {
+			fill(p, n, seed);
+			return true;
+		}
+		scratch.resize(n);
+		fill(scratch.data(), n, seed);
+		return hmemreg::cuda::Driver::get().cuMemcpyHtoD(dptr(p), scratch.data(), n) == CUDA_SUCCESS;
+	}
+	bool clear_msg(uint8_t *p, size_t n)
+	{
+		if (!cuda) {
+			std::memset(p, 0, n);
+			return true;
+		}
+		return hmemreg::cuda::Driver::get().cuMemsetD8(dptr(p), 0, n) == CUDA_SUCCESS;
+	}
+	// The first wrong byte, n if none; a device receive is flushed first.
+	size_t check_msg(const uint8_t *p, size_t n, uint64_t seed)
+	{
+		if (!cuda)
+			return first_wrong(p, n, seed);
+		void *rq = nullptr;
+		if (net.flush(rc, const_cast<uint8_t *>(p), n, rmh, &rq) != ncclSuccess ||
+		    (rq && !wait(rq, n, Clock::now() + std::chrono::seconds(30), false))) {
+			std::fprintf(stderr, "nccl bench [%s]: iflush of a %zu-byte receive failed\n", g_log_label, n);
+			return 0;
+		}
+		scratch.resize(n);
+		if (hmemreg::cuda::Driver::get().cuMemcpyDtoH(scratch.data(), dptr(p), n) != CUDA_SUCCESS) {
+			std::fprintf(stderr, "nccl bench [%s]: cuMemcpyDtoH of %zu bytes failed\n", g_log_label, n);
+			return 0;
+		}
+		return first_wrong(scratch.data(), n, seed);
+	}
+	static CUdeviceptr dptr(const uint8_t *p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
+
+	bool wait(void *rq, size_t expect, Clock::time_point deadline, bool sized = true)
+	{
+		for (;;) {
+			int done = 0, size = -1;
+			TRY(net.test(rq, &done, &size));
+			if (done) {
+				if (sized && static_cast<size_t>(size) != expect) {
+					std::fprintf(stderr, "nccl bench [%s]: %d bytes completed, %zu expected\n", g_log_label,
+						     size, expect);
+					return false;
+				}
+				return true;
+			}
+			if (Clock::now() > deadline) {
+				std::fprintf(stderr, "nccl bench [%s]: a request not done after 300 s\n", g_log_label);
+				return false;
+			}
+		}
+	}
+	bool post_send(void *p, size_t n, int tag, void **rq, Clock::time_point deadline)
+	{
+		do {
+			TRY(net.isend(sc, p, n, tag, smh, rq));
+			if (!*rq && Clock::now() > deadline) {
+				std::fprintf(stderr, "nccl bench [%s]: isend not accepted after 300 s\n", g_log_label);
+				return false;
+			}
+		} while (!*rq);
+		return true;
+	}
+	bool post_recv(void *p, size_t n, int tag, void **rq, Clock::time_point deadline)
+	{
+		do {
+			TRY(net.irecv(rc, p, n, tag, rmh, rq));
+			if (!*rq && Clock::now() > deadline) {
+				std::fprintf(stderr, "nccl bench [%s]: irecv not accepted after 300 s\n", g_log_label);
+				return false;
+			}
+		} while (!*rq);
+		return true;
+	}
+
+	// `iters` messages of n bytes from rank 0 to rank 1, `window` in flight,
+	// completed in order (as NCCL tests its steps). check: rank 0 writes the
+	// pattern of each message before posting it, rank 1 clears its slot before
+	// posting and verifies every byte after completion.
+	bool stream(size_t n, long iters, long window, bool check)
 	{
 		std::vector<void *> inflight(static_cast<size_t>(window), nullptr);
-		long posted = 0, completed = 0;
 		auto deadline = Clock::now() + std::chrono::seconds(300);
+		uint8_t *base = initiator ? sbuf : rbuf;
+		long posted = 0, completed = 0;
 		while (completed < iters) {
-			size_t slot = static_cast<size_t>(posted % window);
-			if (posted < iters && inflight[slot] == nullptr) {
-				void *req;
-				if (!post(buf + slot * n, n, static_cast<int>(posted & 0xffff), &req))
-					return false;
-				if (req) {
-					inflight[slot] = req;
+			const size_t slot = static_cast<size_t>(posted % window);
+			if (posted < iters && !inflight[slot]) {
+				uint8_t *p = base + slot * n;
+				void *rq = nullptr;
+				if (initiator) {
+					if (check && !fill_msg(p, n, seed_of(n, posted, 0)))
+						return false;
+					TRY(net.isend(sc, p, n, static_cast<int>(posted & 0xffff), smh, &rq));
+				} else {
+					if (check && !clear_msg(p, n))
+						return false;
+					TRY(net.irecv(rc, p, n, static_cast<int>(posted & 0xffff), rmh, &rq));
+				}
+				if (rq) {
+					inflight[slot] = rq;
 					posted++;
 					continue;
 				}
 			}
-			size_t oldest = static_cast<size_t>(completed % window);
-			int done = 0, size = 0;
-			if (inflight[oldest] == nullptr)
-				continue; // not posted yet (isend waits for the receive's advertisement)
-			TRY(net->test(inflight[oldest], &done, &size));
+			const size_t oldest = static_cast<size_t>(completed % window);
+			if (!inflight[oldest])
+				continue; // not accepted yet: post again
+			int done = 0, size = -1;
+			TRY(net.test(inflight[oldest], &done, &size));
 			if (done) {
 				if (static_cast<size_t>(size) != n) {
-					std::fprintf(stderr, "nccl bench: %d bytes completed, %zu expected\n", size, n);
+					std::fprintf(stderr, "nccl bench [%s]: %d bytes completed, %zu expected\n", g_log_label,
+						     size, n);
 					return false;
+				}
+				if (check && !initiator) {
+					const uint8_t *p = base + oldest * n;
+					size_t bad = check_msg(p, n, seed_of(n, completed, 0));
+					if (bad != n) {
+						std::fprintf(stderr, "nccl bench [%s]: message %ld of %zu bytes: byte %zu is wrong\n",
+							     g_log_label, completed, n, bad);
+						return false;
+					}
+					checked += n;
 				}
 				inflight[oldest] = nullptr;
 				completed++;
 			}
 			if (Clock::now() > deadline) {
-				std::fprintf(stderr, "nccl bench: not done after 300 s\n");
+				std::fprintf(stderr, "nccl bench [%s]: stream not done after 300 s\n", g_log_label);
 				return false;
 			}
 		}
 		return true;
 	}
+
+	// `iters` round trips of n bytes: rank 0 sends, rank 1 answers. Each side
+	// posts its receive before it sends (as NCCL posts receives ahead).
+	bool pingpong(size_t n, long iters, bool check, std::vector<double> *rtt = nullptr)
+	{
+		auto deadline = Clock::now() + std::chrono::seconds(300);
+		if (rtt)
+			rtt->clear();
+		for (long i = 0; i < iters; i++) {
+			const auto t0 = Clock::now();
+			const int tag = static_cast<int>(i & 0xffff);
+			void *rr = nullptr, *sr = nullptr;
+			if (check && !clear_msg(rbuf, n))
+				return false;
+			if (!post_recv(rbuf, n, tag, &rr, deadline))
+				return false;
+			if (initiator) {
+				if (check && !fill_msg(sbuf, n, seed_of(n, i, 1)))
+					return false;
+				if (!post_send(sbuf, n, tag, &sr, deadline) || !wait(sr, n, deadline) || !wait(rr, n, deadline))
+					return false;
+			} else {
+				if (!wait(rr, n, deadline))
+					return false;
+				if (check && !fill_msg(sbuf, n, seed_of(n, i, 2)))
+					return false;
+				if (!post_send(sbuf, n, tag, &sr, deadline) || !wait(sr, n, deadline))
+					return false;
+			}
+			if (check) {
+				size_t bad = check_msg(rbuf, n, seed_of(n, i, initiator ? 2 : 1));
+				if (bad != n) {
+					std::fprintf(stderr, "nccl bench [%s]: ping-pong %ld of %zu bytes: byte %zu is wrong\n",
+						     g_log_label, i, n, bad);
+					return false;
+				}
+				checked += n;
+			}
+			if (rtt)
+				rtt->push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+		}
+		return true;
+	}
+
+	// Both directions connected: each rank listens, the handles cross, each
+	// connects to the other and accepts the other's connection.
+	bool connect_both()
+	{
+		int ndev = 0;
+		TRY(net.devices(&ndev));
+		if (ndev < 1) {
+			std::fprintf(stderr, "nccl bench [%s]: the plugin has no device\n", g_log_label);
+			return false;
+		}
+		ncclNetProperties_v11_t props;
+		TRY(net.properties(&props));
+		net.name = props.name ? props.name : "?";
+		if (!(props.ptrSupport & (cuda ? NCCL_PTR_CUDA : NCCL_PTR_HOST))) {
+			std::fprintf(stderr, "nccl bench [%s]: device 0 takes no %s (ptrSupport %d%s)\n", g_log_label,
+				     cuda ? "CUDA memory" : "host memory", props.ptrSupport,
+				     cuda ? ": its provider has no FI_HMEM" : "");
+			return false;
+		}
+		char mine[NCCL_NET_HANDLE_MAXSIZE] = {}, theirs[NCCL_NET_HANDLE_MAXSIZE];
+		TRY(net.listen(mine, &lc));
+		if (!xfer(fd, mine, sizeof(mine), true) || !xfer(fd, theirs, sizeof(theirs), false))
+			return false;
+		auto deadline = Clock::now() + std::chrono::seconds(30);
+		while ((!sc || !rc) && Clock::now() < deadline) {
+			if (!sc)
+				TRY(net.connect(theirs, &sc));
+			if (!rc)
+				TRY(net.accept(lc, &rc));
+		}
+		if (!sc || !rc) {
+			std::fprintf(stderr, "nccl bench [%s]: connection setup timed out\n", g_log_label);
+			return false;
+		}
+		return true;
+	}
+
+	bool buffers(size_t stream_len, size_t pp_len)
+	{
+		slen = initiator ? std::max(stream_len, pp_len) : pp_len;
+		rlen = initiator ? pp_len : std::max(stream_len, pp_len);
+		if (cuda) {
+			const hmemreg::cuda::Driver &cu = hmemreg::cuda::Driver::get();
+			CUdeviceptr s = 0, r = 0;
+			if (!cu.loaded || hmemreg::cuda::use_device(0) || cu.cuMemAlloc(&s, slen) != CUDA_SUCCESS ||
+			    cu.cuMemAlloc(&r, rlen) != CUDA_SUCCESS || cu.cuMemsetD8(s, 0x5a, slen) != CUDA_SUCCESS ||
+			    cu.cuMemsetD8(r, 0, rlen) != CUDA_SUCCESS) {
+				std::fprintf(stderr, "nccl bench [%s]: no CUDA memory for %zu + %zu bytes (%s)\n", g_log_label,
+					     slen, rlen, cu.loaded ? "cuMemAlloc" : cu.why_not.c_str());
+				if (s)
+					cu.cuMemFree(s);
+				return false;
+			}
+			sbuf = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(s));
+			rbuf = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(r));
+		} else {
+			void *s = nullptr, *r = nullptr;
+			if (posix_memalign(&s, 4096, slen) || posix_memalign(&r, 4096, rlen)) {
+				std::free(s);
+				std::fprintf(stderr, "nccl bench [%s]: no memory for %zu + %zu bytes\n", g_log_label, slen,
+					     rlen);
+				return false;
+			}
+			sbuf = static_cast<uint8_t *>(s);
+			rbuf = static_cast<uint8_t *>(r);
+			std::memset(sbuf, 0x5a, slen);
+			std::memset(rbuf, 0, rlen);
+		}
+		// Each buffer on the comm that uses it (NCCL registers per comm).
+		const int type = cuda ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
+		TRY(net.reg(sc, sbuf, slen, type, &smh));
+		TRY(net.reg(rc, rbuf, rlen, type, &rmh));
+		return true;
+	}
+
+	// NCCL's order: deregister on the comm, then close it.
+	bool teardown()
+	{
+		TRY(net.dereg(sc, smh));
+		TRY(net.dereg(rc, rmh));
+		TRY(net.close_send(sc));
+		TRY(net.close_recv(rc));
+		TRY(net.close_listen(lc));
+		TRY(net.finalize());
+		if (cuda) {
+			hmemreg::cuda::Driver::get().cuMemFree(dptr(sbuf));
+			hmemreg::cuda::Driver::get().cuMemFree(dptr(rbuf));
+		} else {
+			std::free(sbuf);
+			std::free(rbuf);
+		}
+		return true;
+	}
 };
 
-// One process of the pair; the parent sends and reports, the child receives.
-bool pair_side(const Options &o, bool sender, int fd, std::vector<std::pair<size_t, double>> &out)
+// What rank 0 sends the parent: one record per figure, then the device name.
+struct Record {
+	uint32_t mode; // 0 bandwidth (value Gbps), 1 latency (value one-way us: median; mean: the mean)
+	uint64_t bytes;
+	double value;
+	uint64_t checked; // bytes both ranks verified in its checked pass
+	double mean = 0;
+};
+
+long calibrate(double per_op, double seconds, long lo, long hi)
 {
-	void *lib = dlopen(o.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
-	if (!lib) {
-		std::fprintf(stderr, "nccl bench: %s\n", dlerror());
+	return std::clamp(static_cast<long>(seconds / std::max(per_op, 1e-7)), lo, hi);
+}
+
+bool run_rank(const Options &o, const std::string &path, bool initiator, int fd, int out)
+{
+	Rank k(initiator, o.mem == "cuda");
+	k.fd = fd;
+	if (!k.net.open(path))
 		return false;
-	}
-	Side s;
-	s.sender = sender;
-	s.net = static_cast<ncclNet_v11_t *>(dlsym(lib, "ncclNetPlugin_v11"));
-	if (!s.net) {
-		std::fprintf(stderr, "nccl bench: no ncclNetPlugin_v11 in %s\n", o.plugin.c_str());
+	TRY(k.net.init());
+	if (!k.connect_both())
 		return false;
-	}
-	ncclNetCommConfig_t cfg{-1};
-	TRY(s.net->init(&s.ctx, 1, &cfg, nullptr, nullptr));
-	char handle[NCCL_NET_HANDLE_MAXSIZE];
-	void *lc = nullptr;
-	ncclNetDeviceHandle_t *dev = nullptr;
-	auto deadline = Clock::now() + std::chrono::seconds(30);
-	if (!sender) {
-		TRY(s.net->listen(s.ctx, 0, handle, &lc));
-		if (!xfer(fd, handle, sizeof(handle), true))
-			return false;
-		while (!s.comm && Clock::now() < deadline)
-			TRY(s.net->accept(lc, &s.comm, &dev));
-	} else {
-		if (!xfer(fd, handle, sizeof(handle), false))
-			return false;
-		while (!s.comm && Clock::now() < deadline)
-			TRY(s.net->connect(s.ctx, 0, handle, &s.comm, &dev));
-	}
-	if (!s.comm) {
-		std::fprintf(stderr, "nccl bench: connection setup timed out\n");
+	const size_t max_bw = o.bw ? *std::max_element(o.sizes.begin(), o.sizes.end()) : 0;
+	const size_t max_lat = o.lat ? *std::max_element(o.lat_sizes.begin(), o.lat_sizes.end()) : 1;
+	if (!k.buffers(max_bw * static_cast<size_t>(o.window), max_lat))
 		return false;
-	}
-	const size_t max = *std::max_element(o.sizes.begin(), o.sizes.end());
-	const size_t len = max * static_cast<size_t>(o.window);
-	void *mem = nullptr;
-	CUdeviceptr dmem = 0;
-	const hmemreg::cuda::Driver &cu = hmemreg::cuda::Driver::get();
-	uint8_t *buf = nullptr;
-	if (o.mem == "cuda") {
-		ncclNetProperties_v11_t props{};
-		TRY(s.net->getProperties(0, &props));
-		if (!(props.ptrSupport & NCCL_PTR_CUDA)) {
-			std::fprintf(stderr, "nccl bench: the plugin offers no NCCL_PTR_CUDA here (ptrSupport %d: its "
-					     "provider has no FI_HMEM)\n", props.ptrSupport);
+	const long window = o.window;
+	for (size_t n : o.bw ? o.sizes : std::vector<uint64_t>{}) {
+		k.checked = 0;
+		if (!k.stream(n, 2 * window, window, true)) // checked; also warms up
 			return false;
-		}
-		if (!cu.loaded || hmemreg::cuda::use_device(0) || cu.cuMemAlloc(&dmem, len) != CUDA_SUCCESS ||
-		    cu.cuMemsetD8(dmem, sender ? 0x5a : 0, len) != CUDA_SUCCESS) {
-			std::fprintf(stderr, "nccl bench: no CUDA memory (%s)\n", cu.loaded ? "cuMemAlloc" : cu.why_not.c_str());
+		uint64_t their = 0;
+		if (!(initiator ? get(fd, their) : put(fd, k.checked)))
 			return false;
-		}
-		buf = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(dmem));
-	} else {
-		if (posix_memalign(&mem, 4096, len))
-			return false;
-		std::memset(mem, sender ? 0x5a : 0, len);
-		buf = static_cast<uint8_t *>(mem);
-	}
-	TRY(s.net->regMr(s.comm, buf, len, dmem ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &s.mh));
-	for (size_t n : o.sizes) {
-		// Warm-up (connections, registrations), which also calibrates:
-		// the sender picks the count that fills ~`seconds` and tells the
-		// receiver.
-		const long warm = 2L * o.window;
 		auto w0 = Clock::now();
-		if (!s.run(buf, n, warm, o.window))
+		if (!k.stream(n, 2 * window, window, false))
 			return false;
-		double per_op = std::chrono::duration<double>(Clock::now() - w0).count() / static_cast<double>(warm);
-		long iters = std::clamp(static_cast<long>(o.seconds / std::max(per_op, 1e-7)), 2L * o.window, 200000L);
-		if (!xfer(fd, &iters, sizeof(iters), sender))
+		const double per_op = std::chrono::duration<double>(Clock::now() - w0).count() / static_cast<double>(2 * window);
+		long iters = calibrate(per_op, o.seconds, 2 * window, 200000);
+		if (!xfer(fd, &iters, sizeof(iters), initiator))
 			return false;
-		double best = 0; // best of --repeat runs: this host is shared and noisy
+		double best = 0;
 		for (long rep = 0; rep < o.repeat; rep++) {
 			auto t0 = Clock::now();
-			if (!s.run(buf, n, iters, o.window))
+			if (!k.stream(n, iters, window, false))
 				return false;
-			double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+			const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
 			best = std::max(best, static_cast<double>(n) * static_cast<double>(iters) * 8 / sec / 1e9);
 		}
-		if (sender)
-			out.emplace_back(n, best);
+		if (initiator && !put(out, Record{0, n, best, k.checked + their}))
+			return false;
 	}
-	uint8_t bye = 0;
-	xfer(fd, &bye, 1, sender); // both sides done before closing
-	TRY(sender ? s.net->closeSend(s.comm) : s.net->closeRecv(s.comm));
-	if (lc)
-		TRY(s.net->closeListen(lc));
-	TRY(s.net->deregMr(nullptr, s.mh));
-	TRY(s.net->finalize(s.ctx));
-	std::free(mem);
-	if (dmem)
-		cu.cuMemFree(dmem);
+	for (size_t n : o.lat ? o.lat_sizes : std::vector<uint64_t>{}) {
+		k.checked = 0;
+		if (!k.pingpong(n, kCheckPingPongs, true))
+			return false;
+		uint64_t their = 0;
+		if (!(initiator ? get(fd, their) : put(fd, k.checked)))
+			return false;
+		auto w0 = Clock::now();
+		if (!k.pingpong(n, 16, false))
+			return false;
+		long iters = calibrate(std::chrono::duration<double>(Clock::now() - w0).count() / 16, o.seconds, 16, 100000);
+		if (!xfer(fd, &iters, sizeof(iters), initiator))
+			return false;
+		// Rank 0's round trips, halved: the median of a run (a busy host
+		// preempts now and then; the median ignores those, the mean not),
+		// the best run's of --repeat, and the mean of that run.
+		double best = 1e30, best_mean = 0;
+		std::vector<double> rtt;
+		for (long rep = 0; rep < o.repeat; rep++) {
+			if (!k.pingpong(n, iters, false, &rtt))
+				return false;
+			double sum = 0;
+			for (double x : rtt)
+				sum += x;
+			std::nth_element(rtt.begin(), rtt.begin() + static_cast<long>(rtt.size() / 2), rtt.end());
+			const double median = rtt[rtt.size() / 2] / 2 * 1e6;
+			if (median < best) {
+				best = median;
+				best_mean = sum / static_cast<double>(rtt.size()) / 2 * 1e6;
+			}
+		}
+		if (initiator && !put(out, Record{1, n, best, k.checked + their, best_mean}))
+			return false;
+	}
+	uint8_t bye = 0; // both ranks done before either closes
+	if (!xfer(fd, &bye, 1, initiator) || !xfer(fd, &bye, 1, !initiator))
+		return false;
+	if (!k.teardown())
+		return false;
+	if (initiator) {
+		uint32_t len = static_cast<uint32_t>(k.net.name.size());
+		if (!put(out, Record{2, len, 0, 0}) || !xfer(out, k.net.name.data(), len, true))
+			return false;
+	}
 	return true;
+}
+
+struct PluginRun {
+	bool ok = false;
+	std::string name;
+	std::vector<Record> bw, lat;
+};
+
+// The two ranks of one plugin as child processes (each its own environment
+// and its own copy of the plugin), rank 0 reporting through a pipe.
+PluginRun run_plugin(const Options &o, const std::string &path, const char *label, bool peer)
+{
+	PluginRun res;
+	int sv[2], pp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) || pipe(pp))
+		return res;
+	pid_t pids[2];
+	for (int r = 0; r < 2; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			close(sv[1 - r]);
+			close(pp[0]);
+			g_log_label = label;
+			if (peer) {
+				// aws-ofi-nccl on loopback: the core provider of --provider, lo
+				// (its default excludes it), two-sided (its RDMA protocol needs
+				// libfabric API >= 1.18). The caller's environment wins.
+				std::string core = o.provider.substr(0, o.provider.find(';'));
+				setenv("FI_PROVIDER", core.c_str(), 0);
+				if (o.node == "127.0.0.1" || o.node == "localhost")
+					setenv("FI_TCP_IFACE", "lo", 0);
+				setenv("OFI_NCCL_EXCLUDE_TCP_IF", "docker0", 0);
+				setenv("OFI_NCCL_PROTOCOL", "SENDRECV", 0);
+			} else {
+				setenv("HMEMREG_NCCL_PROVIDER", o.provider.c_str(), 1);
+				if (!o.node.empty())
+					setenv("HMEMREG_NCCL_NODE", o.node.c_str(), 1);
+			}
+			_exit(run_rank(o, path, r == 0, sv[r], pp[1]) ? 0 : 1);
+		}
+	}
+	close(sv[0]);
+	close(sv[1]);
+	close(pp[1]);
+	Record rec;
+	while (get(pp[0], rec)) {
+		if (rec.mode == 2) {
+			res.name.resize(rec.bytes);
+			xfer(pp[0], res.name.data(), rec.bytes, false);
+			continue;
+		}
+		(rec.mode == 0 ? res.bw : res.lat).push_back(rec);
+	}
+	close(pp[0]);
+	res.ok = true;
+	for (pid_t p : pids) {
+		int st = 0;
+		waitpid(p, &st, 0);
+		res.ok = res.ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	}
+	if (!res.ok)
+		std::fprintf(stderr, "nccl bench: a rank of %s (%s) failed\n", label, path.c_str());
+	return res;
 }
 
 // iperf3 over loopback with `len`-byte writes (iperf3 caps TCP writes at
@@ -274,65 +726,139 @@ double iperf3_gbps(size_t len, double seconds)
 	return gbps > 0 ? gbps : -1;
 }
 
+// Folds one round into the best so far (bandwidth: highest, latency: lowest).
+bool keep_best(PluginRun &best, PluginRun run)
+{
+	if (!run.ok)
+		return false;
+	if (!best.ok) {
+		best = std::move(run);
+		return true;
+	}
+	for (size_t i = 0; i < best.bw.size() && i < run.bw.size(); i++)
+		if (run.bw[i].value > best.bw[i].value)
+			best.bw[i] = run.bw[i];
+	for (size_t i = 0; i < best.lat.size() && i < run.lat.size(); i++)
+		if (run.lat[i].value < best.lat[i].value)
+			best.lat[i] = run.lat[i];
+	return true;
+}
+
+const Record *find(const std::vector<Record> &v, uint64_t bytes)
+{
+	for (const Record &r : v)
+		if (r.bytes == bytes)
+			return &r;
+	return nullptr;
+}
+
 int bench_nccl(int argc, char **argv)
 {
 	using namespace hmemreg::bench;
 	Options o;
 	o.plugin = default_plugin();
-	cli::Parser p("nccl", "NCCL net plugin isend/irecv bandwidth per size, two processes, vs iperf3 on loopback");
+	cli::Parser p("nccl", "NCCL net plugin bandwidth and latency per size, two processes, driven as NCCL does; "
+			      "vs iperf3 on loopback and, with --peer-plugin, vs another plugin in the same run");
 	p.text("--plugin", o.plugin, "the NCCL net plugin to load");
+	p.text("--peer-plugin", o.peer_plugin,
+	       "a second plugin (e.g. aws-ofi-nccl's libnccl-net-ofi.so) run the same way in the same run; it gets "
+	       "FI_PROVIDER (the core of --provider), FI_TCP_IFACE=lo, OFI_NCCL_EXCLUDE_TCP_IF=docker0, "
+	       "OFI_NCCL_PROTOCOL=SENDRECV unless set");
+	p.text("--baseline", o.baseline, "another build of hmemreg's plugin (e.g. main's), run the same way in the same run");
 	p.text("--provider", o.provider, "libfabric provider (HMEMREG_NCCL_PROVIDER)");
 	p.text("--node", o.node, "fabric address (HMEMREG_NCCL_NODE)");
-	p.count("--window", o.window, "sends in flight");
-	p.sizes("--sizes", o.sizes, "message sizes")->default_str("1k,4k,16k,64k,256k,1m,4m,16m,64m");
+	p.count("--window", o.window, "sends in flight (bandwidth)");
+	p.sizes("--sizes", o.sizes, "bandwidth message sizes")->default_str("1k,4k,16k,64k,256k,1m,4m,16m,64m");
+	p.sizes("--lat-sizes", o.lat_sizes, "latency (ping-pong) message sizes")->default_str("8,64,512,1k,4k,16k,64k");
 	p.seconds("--seconds", o.seconds, "time per size and repeat");
 	p.count("--repeat", o.repeat, "runs per size; the best counts");
+	p.count("--rounds", o.rounds,
+		"the plugins run one after the other this many times (a busy host's quiet and loaded moments "
+		"reach all of them); the best counts");
 	p.app().add_flag("!--no-ref", o.ref, "skip the iperf3 reference");
-	p.text("--mem", o.mem, "host, or cuda (cudaMalloc'ed buffers on GPU 0, NCCL_PTR_CUDA)")
+	p.app().add_flag("!--no-bw", o.bw, "skip bandwidth");
+	p.app().add_flag("!--no-lat", o.lat, "skip latency");
+	p.text("--mem", o.mem, "host, or cuda (cuMemAlloc'ed buffers on GPU 0, NCCL_PTR_CUDA)")
 		->check(CLI::IsMember({"host", "cuda"}));
+	p.app().add_option("--log", o.log, "plugin log level shown (the logger NCCL would pass)")
+		->check(CLI::IsMember({"none", "warn", "info", "trace"}))
+		->capture_default_str();
 	if (int rc = p.parse(argc, argv); rc >= 0)
 		return rc;
 	const bool json = p.json;
-	if (o.sizes.empty() || std::count(o.sizes.begin(), o.sizes.end(), 0)) {
-		std::fprintf(stderr, "hmemreg_bench nccl: --sizes: sizes must be more than 0\n");
+	for (const auto *v : {&o.sizes, &o.lat_sizes})
+		if (v->empty() || std::count(v->begin(), v->end(), 0)) {
+			std::fprintf(stderr, "hmemreg_bench nccl: --sizes, --lat-sizes: sizes must be more than 0\n");
+			return 2;
+		}
+	if (!o.bw && !o.lat) {
+		std::fprintf(stderr, "hmemreg_bench nccl: --no-bw and --no-lat: nothing to measure\n");
 		return 2;
 	}
-	setenv("HMEMREG_NCCL_PROVIDER", o.provider.c_str(), 1);
-	if (!o.node.empty())
-		setenv("HMEMREG_NCCL_NODE", o.node.c_str(), 1);
+	g_log_level = o.log == "none" ? NCCL_LOG_NONE
+		      : o.log == "info" ? NCCL_LOG_INFO
+		      : o.log == "trace" ? NCCL_LOG_TRACE
+					 : NCCL_LOG_WARN;
+	signal(SIGPIPE, SIG_IGN);
 
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
-		return 1;
-	pid_t child = fork();
-	if (child == 0) {
-		close(sv[0]);
-		std::vector<std::pair<size_t, double>> none;
-		_exit(pair_side(o, false, sv[1], none) ? 0 : 1);
+	PluginRun ours, peer, base;
+	const bool with_peer = !o.peer_plugin.empty(), with_base = !o.baseline.empty();
+	for (long round = 0; round < o.rounds; round++) {
+		if (!keep_best(ours, run_plugin(o, o.plugin, "hmemreg", false)) ||
+		    (with_peer && !keep_best(peer, run_plugin(o, o.peer_plugin, "peer", true))) ||
+		    (with_base && !keep_best(base, run_plugin(o, o.baseline, "baseline", false))))
+			return 1;
 	}
-	close(sv[1]);
-	std::vector<std::pair<size_t, double>> rows;
-	bool ok = pair_side(o, true, sv[0], rows);
-	close(sv[0]);
-	int st = 0;
-	waitpid(child, &st, 0);
-	if (!ok || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		std::fprintf(stderr, "nccl bench: a rank failed\n");
-		return 1;
-	}
+
 	Printer pr(json);
-	pr.section("NCCL plugin isend/irecv bandwidth (window " + std::to_string(o.window) + ") vs iperf3 TCP loopback");
-	for (auto &[n, gbps] : rows) {
-		double ref = o.ref ? iperf3_gbps(n, o.seconds) : -1;
-		Row r;
-		r.add("bench", "nccl").add("provider", o.provider).add("mem", o.mem).add("bytes", static_cast<long long>(n));
-		r.add("gbps", gbps, 3).add("ref", o.ref ? "iperf3" : "none").add("ref_gbps", ref, 3);
-		r.add("ratio", ref > 0 ? gbps / ref : 0.0, 3);
-		pr.print(r);
+	if (o.bw) {
+		pr.section("NCCL plugin isend/irecv bandwidth (window " + std::to_string(o.window) + ")" +
+			   (with_peer ? " vs " + peer.name : "") + " vs iperf3 TCP loopback");
+		for (const Record &r : ours.bw) {
+			double ref = o.ref ? iperf3_gbps(r.bytes, o.seconds) : -1;
+			Row row;
+			row.add("bench", "nccl").add("mode", "bw").add("plugin", ours.name).add("provider", o.provider).add("mem", o.mem);
+			row.add("bytes", static_cast<unsigned long long>(r.bytes)).add("gbps", r.value, 3);
+			row.add("checked_bytes", static_cast<unsigned long long>(r.checked));
+			if (with_peer) {
+				const Record *q = find(peer.bw, r.bytes);
+				row.add("peer", peer.name).add("peer_gbps", q ? q->value : 0.0, 3);
+				row.add("peer_checked_bytes", static_cast<unsigned long long>(q ? q->checked : 0));
+				row.add("vs_peer", q && q->value > 0 ? r.value / q->value : 0.0, 3);
+			}
+			if (with_base) {
+				const Record *b = find(base.bw, r.bytes);
+				row.add("base_gbps", b ? b->value : 0.0, 3);
+			}
+			row.add("ref", o.ref ? "iperf3" : "none").add("ref_gbps", ref, 3);
+			row.add("ratio", ref > 0 ? r.value / ref : 0.0, 3);
+			pr.print(row);
+		}
+	}
+	if (o.lat) {
+		pr.section("NCCL plugin one-way latency (half a ping-pong)" + (with_peer ? " vs " + peer.name : ""));
+		for (const Record &r : ours.lat) {
+			Row row;
+			row.add("bench", "nccl").add("mode", "lat").add("plugin", ours.name).add("provider", o.provider).add("mem", o.mem);
+			row.add("bytes", static_cast<unsigned long long>(r.bytes)).add("lat_us", r.value, 2).add("mean_us", r.mean, 2);
+			row.add("checked_bytes", static_cast<unsigned long long>(r.checked));
+			if (with_peer) {
+				const Record *q = find(peer.lat, r.bytes);
+				row.add("peer", peer.name).add("peer_lat_us", q ? q->value : 0.0, 2).add("peer_mean_us", q ? q->mean : 0.0, 2);
+				row.add("peer_checked_bytes", static_cast<unsigned long long>(q ? q->checked : 0));
+				// Ours over the peer's: at most 1 means we are as fast or faster.
+				row.add("vs_peer", q && q->value > 0 ? r.value / q->value : 0.0, 3);
+			}
+			if (with_base) {
+				const Record *b = find(base.lat, r.bytes);
+				row.add("base_lat_us", b ? b->value : 0.0, 2).add("base_mean_us", b ? b->mean : 0.0, 2);
+			}
+			pr.print(row);
+		}
 	}
 	return 0;
 }
 
 } // namespace
 
-HMEMREG_BENCH("nccl", bench_nccl, "NCCL plugin send/recv bandwidth per size vs iperf3 (TCP loopback)");
+HMEMREG_BENCH("nccl", bench_nccl, "NCCL plugin bandwidth and latency per size, vs iperf3 and a peer plugin");

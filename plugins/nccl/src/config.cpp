@@ -89,6 +89,10 @@ bool Config::load(std::string &why)
 	if (!number("HMEMREG_NCCL_EAGER_SLOTS", 1, 1024, x, why))
 		return false;
 	eager_slots = x;
+	x = inline_max;
+	if (!number("HMEMREG_NCCL_INLINE_MAX", 0, 64ULL << 10, x, why, true))
+		return false;
+	inline_max = x;
 	if (env("HMEMREG_NCCL_PEER_TIMEOUT_MS")) {
 		x = 0;
 		if (!number("HMEMREG_NCCL_PEER_TIMEOUT_MS", 0, 86'400'000, x, why))
@@ -116,7 +120,7 @@ std::string Config::describe() const
 	  << " domain=" << (domain.empty() ? "any" : domain) << " rails=" << rails
 	  << " progress_threads=" << progress_threads << " speed=" << speed_mbps << "Mbps"
 	  << " max_requests=" << max_requests << " notify=" << notify << " eager=" << eager_slots << "x"
-	  << (eager_max >> 10) << "KiB peer_timeout="
+	  << (eager_max >> 10) << "KiB inline<=" << inline_max << "B peer_timeout="
 	  << (peer_timeout_ms == kEngineDefault ? std::string("engine's")
 	      : peer_timeout_ms == 0		 ? std::string("never")
 						 : std::to_string(peer_timeout_ms) + "ms");

@@ -35,6 +35,13 @@ struct Config {
 	// machine). EAGER_MAX=0: off.
 	size_t eager_max = 512u << 10;
 	size_t eager_slots = 16;
+	// INLINE_MAX: a send of at most this many bytes goes as one control
+	// message carrying the data (no RDMA write, no wait for the receive's
+	// advertisement, copied once at the receiver): NCCL's LL/LL128 sizes.
+	// 0: off (every send is a write). Over ofi_rxm, the plugin raises rxm's
+	// eager size (FI_OFI_RXM_BUFFER_SIZE, unless set) so that an Inline
+	// message of INLINE_MAX still goes in one eager message.
+	size_t inline_max = 16u << 10;
 	// NOTIFY: how a receive learns its data landed: "auto" (default: counted
 	// writes with immediate data where the provider has it), "immediate", or
 	// "message" (a Done message after delivery-complete writes).

@@ -7,13 +7,11 @@
 #include <random>
 #include <thread>
 
-#include "hmem/cuda_copy.hpp"
-#include "hmem/cuda_memory.hpp"
+#include "cuda_driver.hpp"
 #include "log.hpp"
 
 namespace hmemreg::nccl {
 
-using engine::PeerId;
 
 namespace {
 
@@ -27,6 +25,28 @@ ncclResult_t result_of(const Error &e)
 	default:
 		return ncclSystemError;
 	}
+}
+
+// Waits for the copies queued on `device`'s legacy default stream (where
+// shm's CUDA IPC target copies). 0, or -1 with why.
+int finish_legacy_copies(int device, std::string &why)
+{
+	const cuda::Driver &d = cuda::Driver::get();
+	if (!d.loaded) {
+		why = d.why_not;
+		return -1;
+	}
+	if (cuda::use_device(device) < 0) {
+		why = "cannot make a context current on CUDA device " + std::to_string(device);
+		return -1;
+	}
+	const CUresult r = d.cuStreamSynchronize(CU_STREAM_LEGACY);
+	if (r != CUDA_SUCCESS) {
+		why = "cuStreamSynchronize(CU_STREAM_LEGACY) on device " + std::to_string(device) + ": " +
+		      cuda::error_text(r);
+		return -1;
+	}
+	return 0;
 }
 
 uint64_t random_u64()
@@ -61,26 +81,46 @@ ncclResult_t Plugin::create(std::unique_ptr<Plugin> &out)
 
 Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 {
-	engine::Config ec;
+	// rxm sends a message eagerly up to its buffer size (16 KiB by
+	// default): an Inline message of INLINE_MAX must fit, or it would take
+	// rxm's rendezvous (a round trip more). Read when libfabric loads its
+	// providers: before the engine's first fi_getinfo.
+	if (cfg.inline_max + proto::kInlineOverhead > (16u << 10) - 64 && !std::getenv("FI_OFI_RXM_BUFFER_SIZE") &&
+	    (cfg.provider.empty() || cfg.provider.find("ofi_rxm") != std::string::npos))
+		setenv("FI_OFI_RXM_BUFFER_SIZE", std::to_string(cfg.inline_max + 1024).c_str(), 0);
+	EngineConfig ec;
 	ec.provider = cfg.provider;
 	ec.node = cfg.node;
 	ec.domain = cfg.domain;
 	ec.rails = cfg.rails;
 	ec.progress_threads = cfg.progress_threads;
-	ec.max_message = 1024;
+	ec.max_message = std::max<size_t>(1024, cfg.inline_max + proto::kInlineOverhead);
 	ec.recv_buffers = 256;
 	ec.send_buffers = 256;
 	ec.max_write = cfg.max_write;
+	// NCCL spins on test() while it waits: the caller polls, the threads
+	// only keep the network moving when NCCL is away for longer than this.
+	ec.caller_backoff_us = 1000;
+	// Cts, Inline and Close on rail 0: the caller polls it on every turn,
+	// quiet rails seldom (HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL).
+	// Only with progress threads: with caller-driven progress alone
+	// (PROGRESS_THREADS=0), close_with_requests_in_flight hangs now and then
+	// with it (a rail polled one turn in 16; not understood yet).
+	if (cfg.progress_threads > 0)
+		ec.flags |= HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL;
+	ec.first_rail_write_max = 64u << 10; // and small writes (one piece each, below max_write)
+	// The plugin's 0 is never; the engine's 0 its default.
 	if (cfg.peer_timeout_ms != Config::kEngineDefault)
-		ec.peer_timeout_ms = static_cast<unsigned>(cfg.peer_timeout_ms);
-	ec.notify = cfg.notify == "immediate" ? engine::Config::Notify::Immediate
-		    : cfg.notify == "message" ? engine::Config::Notify::Message
-					      : engine::Config::Notify::Auto;
-	engine_ = std::make_unique<engine::Engine>(ec);
+		ec.peer_timeout_ms = cfg.peer_timeout_ms == 0 ? EngineConfig::kPeerTimeoutNever
+							      : static_cast<uint32_t>(cfg.peer_timeout_ms);
+	ec.notify = cfg.notify == "immediate" ? EngineConfig::Notify::Immediate
+		    : cfg.notify == "message" ? EngineConfig::Notify::Message
+					      : EngineConfig::Notify::Auto;
+	engine_ = std::make_unique<Engine>(ec);
 	regs_ = std::make_unique<Registrations>(*engine_);
 	const auto &caps = engine_->caps();
 	dev_name_ = "hmemreg:" + caps.provider + (caps.rail_domains.empty() ? "" : ":" + caps.rail_domains[0]);
-	NINFO(NCCL_INIT | NCCL_NET, "engine: %s", caps.describe().c_str());
+	NINFO(NCCL_INIT | NCCL_NET, "engine: %s", engine_->describe().c_str());
 	// Device pointers only where the provider reaches device memory itself
 	// and iflush gives NCCL the ordering it needs: shm, whose target copies
 	// into device memory with cudaMemcpy on this process's legacy stream
@@ -88,26 +128,26 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	// with GPUDirect RDMA) needs a read-back flush this plugin does not do,
 	// so there device data goes through host buffers NCCL registers here.
 	const bool cpu_copies = caps.provider == "shm";
-	if (caps.hmem && cpu_copies) {
+	if (caps.hmem() && cpu_copies) {
 		ptr_support_ = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
 		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST|CUDA|DMABUF: provider %s registers CUDA memory directly (%s)",
 		      caps.provider.c_str(), caps.device_memory.c_str());
 	} else {
-		host_only_why_ = caps.hmem ? "provider " + caps.provider +
+		host_only_why_ = caps.hmem() ? "provider " + caps.provider +
 						     " has FI_HMEM, but its device writes would need a GPUDirect RDMA flush "
 						     "(a read-back), which iflush does not do"
 					   : caps.device_memory;
 		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST only: %s", host_only_why_.c_str());
 	}
 	// Callbacks run on the engine's progress context: nothing may escape them.
-	engine_->on_message([this](const engine::Message &m) {
+	engine_->on_message([this](const Message &m) {
 		try {
 			on_message(m);
 		} catch (const std::exception &e) {
 			NWARN("control message dropped: %s", e.what());
 		}
 	});
-	engine_->on_notify([this](const engine::Notification &n) {
+	engine_->on_notify([this](const Notification &n) {
 		try {
 			on_notify(n);
 		} catch (const std::exception &e) {
@@ -125,18 +165,19 @@ Plugin::~Plugin()
 	retired_eager_.clear(); // nothing can land in them now
 }
 
+// NCCL's calls drive progress themselves, progress threads or not: a write
+// is posted by the isend that made it, a completion is seen by the test()
+// that waits for it, without waiting for a thread to be scheduled (on a busy
+// host with few cores that wait was most of a small message's latency).
+// While they do, the engine's threads sleep (Config::caller_backoff_us).
 void Plugin::progress_now()
 {
-	if (cfg_.progress_threads == 0)
-		engine_->progress();
+	engine_->progress();
 }
 
 void Plugin::idle()
 {
-	if (cfg_.progress_threads == 0)
-		engine_->progress();
-	else
-		std::this_thread::yield(); // NCCL spins on us: leave the CPU to the progress thread
+	engine_->progress();
 }
 
 template <typename T> T *Plugin::find_locked(void *comm, Comm::Kind kind)
@@ -227,7 +268,7 @@ ncclResult_t Plugin::connect(int dev, void *handle, void **send_comm)
 		return ncclInvalidArgument;
 	}
 	try {
-		uint64_t peer_engine = engine::peer_engine_id(h->address);
+		uint64_t peer_engine = Engine::peer_engine_id(h->address);
 		if (peer_engine == engine_->id()) {
 			NWARN("connect: a connection within one process is not supported (same engine)");
 			return ncclInvalidUsage;
@@ -314,17 +355,6 @@ ncclResult_t Plugin::reg_mr(void *comm, void *data, size_t size, int type, void 
 	auto h = std::make_unique<MemHandle>();
 	h->addr = reinterpret_cast<uintptr_t>(data);
 	h->size = size;
-	if (size && device) {
-		cuda::PointerInfo info;
-		std::string why;
-		if (cuda::classify(data, size, info, &why) < 0 || info.kind != cuda::MemKind::device) {
-			NWARN("regMr: %p (%zu bytes) was passed as CUDA memory but is not: %s", data, size,
-			      why.empty() ? cuda::kind_name(info.kind) : why.c_str());
-			return ncclInvalidArgument;
-		}
-		h->cuda_device = info.device;
-		device_regs_++;
-	}
 	if (size) {
 		try {
 			// Device memory: exactly the buffer (rounding could leave its
@@ -334,8 +364,24 @@ ncclResult_t Plugin::reg_mr(void *comm, void *data, size_t size, int type, void 
 			h->region = device ? engine_->register_region(data, size) : regs_->get(data, size);
 			h->descriptor = engine_->descriptor(*h->region);
 		} catch (const Error &e) {
-			NWARN("regMr of %p (%zu bytes): %s", data, size, e.what());
-			return ncclSystemError;
+			NWARN("regMr of %p (%zu bytes)%s: %s", data, size, device ? " as CUDA memory" : "", e.what());
+			return e.code() == HMEMREG_EINVAL && device ? ncclInvalidArgument : ncclSystemError;
+		}
+		if (device) {
+			// What the engine found the memory to be (one driver query).
+			hmemreg_region_info info{};
+			try {
+				info = h->region->info();
+			} catch (const Error &e) {
+				NWARN("regMr of %p (%zu bytes): %s", data, size, e.what());
+				return ncclSystemError;
+			}
+			if (info.iface != HMEMREG_IFACE_CUDA) {
+				NWARN("regMr: %p (%zu bytes) was passed as CUDA memory but is host memory", data, size);
+				return ncclInvalidArgument;
+			}
+			h->cuda_device = info.device;
+			device_regs_++;
 		}
 	}
 	std::lock_guard l(mu_);
@@ -424,6 +470,7 @@ void Plugin::offer_eager_locked(RecvComm &c)
 		m.descriptor = engine_->descriptor(*e.region);
 		send_control_locked(c.peer, proto::encode(m));
 		e.slots = m.slots;
+		c.told_id = true;
 	} catch (const std::exception &x) {
 		NWARN("recv comm %u: no eager slots (%s): sends will wait for each receive", c.id, x.what());
 		e = EagerSlots{};
@@ -444,11 +491,13 @@ void Plugin::mark_done_locked(RecvComm &c, uint32_t seq)
 	// Receives served from eager slots send no Cts: tell the sender its
 	// slots are free again, every half ring and whenever no receive is
 	// posted (no Cts will come to carry it).
-	if (c.eager.slots && !c.peer_closed && c.done_upto != c.credit_sent &&
+	// Only slots taken need it: other receives cost the sender nothing.
+	if (c.eager.slots && !c.peer_closed && c.eager_uncredited && c.done_upto != c.credit_sent &&
 	    (c.done_upto - c.credit_sent >= (c.eager.slots + 1) / 2 || c.pending.empty())) {
 		try {
 			send_control_locked(c.peer, proto::encode(proto::Credit{c.remote_id, c.done_upto}));
 			c.credit_sent = c.done_upto;
+			c.eager_uncredited = 0;
 		} catch (const Error &) {
 			// engine full: the next Cts carries it
 		}
@@ -488,18 +537,21 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		return ncclSuccess; // *request stays NULL: NCCL retries
 	auto ct = c->cts.find(c->next_seq);
 	const uint32_t seq = c->next_seq;
+	// Small: the data goes in a control message, Cts or not (one message
+	// instead of a write, its Announce and the wait for a Cts).
+	const bool inl = cfg_.inline_max && size <= cfg_.inline_max && c->remote_id;
 	// No Cts yet (the receiver is behind): into an eager slot if one is
 	// free, as NCCL's socket transport lets the kernel buffer it.
-	const bool eager = ct == c->cts.end() && size && size <= c->eager.slot_size && c->eager.slots &&
+	const bool eager = !inl && ct == c->cts.end() && size && size <= c->eager.slot_size && c->eager.slots &&
 			   seq_before(seq, c->eager.done_upto + c->eager.slots);
-	if (ct == c->cts.end() && !eager) {
+	if (ct == c->cts.end() && !eager && !inl) {
 		missing_cts = true;
 		if (c->waiting_since == std::chrono::steady_clock::time_point{})
 			c->waiting_since = std::chrono::steady_clock::now();
 		return ncclSuccess;
 	}
 	// Stays in c->cts (under mu_) until the write is posted: no copy.
-	const proto::Cts *cts = eager ? nullptr : &ct->second;
+	const proto::Cts *cts = ct == c->cts.end() ? nullptr : &ct->second;
 	if (cts && (cts->tag != tag || size > cts->size)) {
 		// The matching receive cannot take this send: fail both ends of it.
 		proto::Fail f;
@@ -531,7 +583,7 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	rq->seq = seq;
 	rq->size = size;
 	std::weak_ptr<Request> weak = rq;
-	auto done = [this, weak](const engine::Transfer &t) {
+	auto done = [this, weak](const Transfer &t) {
 		std::lock_guard l(mu_);
 		auto r = weak.lock();
 		if (!r || r->state != Request::State::Pending)
@@ -551,23 +603,31 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		}
 	};
 	try {
-		if (size == 0) {
+		if (inl) {
+			proto::Inline m;
+			m.recv_id = c->remote_id;
+			m.seq = seq;
+			m.tag = tag;
+			m.data = std::span(static_cast<const uint8_t *>(size ? data : nullptr), size);
+			// The data is copied once, into the engine's message.
+			engine_->send(c->peer, proto::encode_head(m), m.data, done);
+		} else if (size == 0) {
 			proto::Empty e;
 			e.recv_id = cts->recv_id;
 			e.seq = seq;
-			rq->transfer = engine_->send(c->peer, proto::encode(e), done);
+			engine_->send(c->peer, proto::encode(e), done);
 		} else {
-			engine::Chunk ch;
-			ch.local = mh->region.get();
+			Chunk ch;
+			ch.local = mh->region->handle();
 			ch.local_offset = reinterpret_cast<uintptr_t>(data) - reinterpret_cast<uintptr_t>(mh->region->addr());
 			ch.len = size;
 			if (eager) {
 				ch.remote_offset = static_cast<size_t>(seq % c->eager.slots) * c->eager.slot_size;
-				rq->transfer = engine_->write(c->peer, std::span(&ch, 1), c->eager.descriptor,
+				engine_->write(c->peer, std::span(&ch, 1), c->eager.descriptor,
 							      proto::kEagerTag | proto::notify_tag(c->remote_id, seq), done);
 			} else {
 				ch.remote_offset = cts->offset;
-				rq->transfer = engine_->write(c->peer, std::span(&ch, 1), cts->descriptor,
+				engine_->write(c->peer, std::span(&ch, 1), cts->descriptor,
 							      proto::notify_tag(cts->recv_id, seq), done);
 			}
 		}
@@ -584,6 +644,7 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	c->sends++;
 	c->bytes += size;
 	c->eager_sends += eager;
+	c->inline_sends += inl;
 	if (c->waiting_since != std::chrono::steady_clock::time_point{}) {
 		c->waited++;
 		c->wait_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -615,10 +676,9 @@ ncclResult_t Plugin::isend(void *send_comm, void *data, size_t size, int tag, vo
 ncclResult_t Plugin::irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			   void **request)
 {
-	ncclResult_t r = post_recv(recv_comm, n, data, sizes, tags, mhandles, request);
-	if (r == ncclSuccess && *request)
-		progress_now(); // get the advertisement on the wire now, not at the next test()
-	return r;
+	// The advertisement goes out at the next turn: NCCL tests right after
+	// (a turn here too would cost each small message a poll more).
+	return post_recv(recv_comm, n, data, sizes, tags, mhandles, request);
 }
 
 ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
@@ -671,6 +731,18 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	rq->seq = m.seq;
 	rq->size = size;
 	rq->data = static_cast<uint8_t *>(size ? data[0] : nullptr);
+	rq->tag = tags[0];
+	if (auto early = c->inline_early.find(m.seq); early != c->inline_early.end()) {
+		// Its data came first, in an Inline message: no Cts, done now.
+		RecvComm::Early e = std::move(early->second);
+		c->inline_early.erase(early);
+		c->next_seq++;
+		c->outstanding++;
+		*request = rq.get();
+		requests_[rq.get()] = rq;
+		land_inline_locked(*c, *rq, e.tag, e.data);
+		return ncclSuccess;
+	}
 	if (auto early = c->eager_early.find(m.seq); early != c->eager_early.end()) {
 		// Its data came first, into an eager slot: no Cts, done after the copy.
 		const size_t bytes = early->second;
@@ -686,10 +758,15 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	}
 	// A closed sender made this send before closing: its data comes by an
 	// eager write, nobody reads a Cts.
-	if (!c->peer_closed) {
+	if (!c->peer_closed && cfg_.inline_max && size <= cfg_.inline_max && c->told_id) {
+		// Every send that fits comes inline: no Cts unless it waits long.
+		m.done_upto = c->done_upto;
+		rq->deferred_cts = proto::encode(m);
+		rq->deferred_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+	} else if (!c->peer_closed) {
 		m.done_upto = c->done_upto;
 		try {
-			rq->transfer = engine_->send(c->peer, proto::encode(m));
+			engine_->send(c->peer, proto::encode(m));
 		} catch (const Error &e) {
 			if (e.code() == HMEMREG_EAGAIN)
 				return ncclSuccess;
@@ -697,6 +774,8 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 			return result_of(e);
 		}
 		c->credit_sent = m.done_upto; // the Cts carried it
+		c->eager_uncredited = 0;
+		c->told_id = true;
 	}
 	c->pending[m.seq] = rq;
 	c->next_seq++;
@@ -730,7 +809,7 @@ ncclResult_t Plugin::iflush(void *recv_comm, int n, void **, int *, void **mhand
 	}
 	for (int d : devices) {
 		std::string why;
-		if (cuda::finish_legacy_copies(d, &why) < 0) {
+		if (finish_legacy_copies(d, why) < 0) {
 			NWARN("iflush: %s", why.c_str());
 			return ncclUnhandledCudaError;
 		}
@@ -757,6 +836,9 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 			Request &r = *it->second;
 			if (r.state == Request::State::Pending && !r.send && peer_closes_)
 				expire_after_close_locked(r); // only once some sender closed
+			if (r.state == Request::State::Pending && !r.deferred_cts.empty() &&
+			    std::chrono::steady_clock::now() > r.deferred_until)
+				send_deferred_cts_locked(r);
 			if (r.state != Request::State::Pending) {
 				auto *c = r.send ? static_cast<Comm *>(sends_.count(r.comm_id) ? sends_[r.comm_id] : nullptr)
 						 : static_cast<Comm *>(recvs_.count(r.comm_id) ? recvs_[r.comm_id] : nullptr);
@@ -781,6 +863,23 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 			idle();
 	}
 	return ncclSuccess;
+}
+
+// A small receive still waiting after 100 ms: its sender may hold a send too
+// large for inline (an error) that waits for a Cts; send it, so both fail.
+void Plugin::send_deferred_cts_locked(Request &r)
+{
+	auto it = recvs_.find(r.comm_id);
+	if (it == recvs_.end() || it->second->peer_closed) {
+		r.deferred_cts.clear();
+		return;
+	}
+	try {
+		send_control_locked(it->second->peer, r.deferred_cts);
+		r.deferred_cts.clear();
+	} catch (const Error &) {
+		// engine full: the next test() tries again
+	}
 }
 
 // After its sender closed, a receive before the sender's count still waits
@@ -810,11 +909,11 @@ ncclResult_t Plugin::close_send(void *send_comm)
 			return ncclInternalError;
 		}
 		NINFO(NCCL_NET,
-		      "send comm %u: %llu sends (%.0f KiB on average), %llu into eager slots, %llu waited for the receiver's "
-		      "buffer (%.1f us each on average)",
+		      "send comm %u: %llu sends (%.0f KiB on average), %llu inline, %llu into eager slots, %llu waited for the "
+		      "receiver's buffer (%.1f us each on average)",
 		      c->id, static_cast<unsigned long long>(c->sends),
 		      c->sends ? static_cast<double>(c->bytes) / 1024.0 / static_cast<double>(c->sends) : 0.0,
-		      static_cast<unsigned long long>(c->eager_sends),
+		      static_cast<unsigned long long>(c->inline_sends), static_cast<unsigned long long>(c->eager_sends),
 		      static_cast<unsigned long long>(c->waited),
 		      c->waited ? static_cast<double>(c->wait_ns) / 1e3 / static_cast<double>(c->waited) : 0.0);
 		if (!c->peer_closed && c->remote_id) {
@@ -940,11 +1039,38 @@ void Plugin::land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, 
 			 " bytes (eager) exceeds the posted receive of " + std::to_string(r->size) + " bytes";
 	}
 	eager_receives_++;
-	if (auto it = recvs_.find(r->comm_id); it != recvs_.end())
+	if (auto it = recvs_.find(r->comm_id); it != recvs_.end()) {
+		it->second->eager_uncredited++;
 		mark_done_locked(*it->second, r->seq);
+	}
 }
 
-void Plugin::on_notify(const engine::Notification &n)
+// Inline data for r (no longer in c.pending): copied under the lock (at
+// most INLINE_MAX bytes), then r is settled.
+void Plugin::land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<const uint8_t> data)
+{
+	if (tag != r.tag) {
+		r.state = Request::State::Failed;
+		r.error = ncclInvalidUsage;
+		r.why = "send #" + std::to_string(r.seq) + " (inline) has tag " + std::to_string(tag) +
+			", the matching receive tag " + std::to_string(r.tag);
+	} else if (data.size() <= r.size) {
+		if (!data.empty())
+			std::memcpy(r.data, data.data(), data.size());
+		r.state = Request::State::Done;
+		r.bytes = data.size();
+		bytes_received_ += data.size();
+	} else {
+		// The sender may have had no Cts to check against: only this side fails.
+		r.state = Request::State::Failed;
+		r.error = ncclInvalidUsage;
+		r.why = "send #" + std::to_string(r.seq) + " of " + std::to_string(data.size()) +
+			" bytes (inline) exceeds the posted receive of " + std::to_string(r.size) + " bytes";
+	}
+	mark_done_locked(c, r.seq);
+}
+
+void Plugin::on_notify(const Notification &n)
 {
 	std::unique_lock l(mu_);
 	const uint32_t recv_id = static_cast<uint32_t>((n.tag & ~proto::kEagerTag) >> 32);
@@ -981,7 +1107,7 @@ void Plugin::on_notify(const engine::Notification &n)
 	land_eager(r, slot, n.bytes);
 }
 
-void Plugin::on_message(const engine::Message &msg)
+void Plugin::on_message(const Message &msg)
 {
 	auto m = proto::decode(msg.data);
 	if (!m) {
@@ -995,7 +1121,7 @@ void Plugin::on_message(const engine::Message &msg)
 		auto it = listens_.find(m->connect.listen_id);
 		bool valid = false;
 		try {
-			valid = engine::peer_engine_id(m->connect.address) == msg.sender;
+			valid = Engine::peer_engine_id(m->connect.address) == msg.sender;
 		} catch (const Error &) {
 		}
 		if (it == listens_.end() || !valid) {
@@ -1035,6 +1161,24 @@ void Plugin::on_message(const engine::Message &msg)
 		if (SendComm *c = send_comm_of_locked(m->credit.send_id, msg.sender))
 			credit_locked(*c, m->credit.done_upto);
 		return;
+	case proto::Type::Inline: {
+		auto it = recvs_.find(m->inl.recv_id);
+		if (it == recvs_.end() || it->second->peer_engine != msg.sender) {
+			NINFO(NCCL_NET, "inline data for receive #%u on closed comm %u dropped", m->inl.seq, m->inl.recv_id);
+			return;
+		}
+		RecvComm &c = *it->second;
+		auto p = c.pending.find(m->inl.seq);
+		if (p == c.pending.end()) {
+			if (!seq_before(m->inl.seq, c.next_seq)) // its irecv comes later
+				c.inline_early[m->inl.seq] = {m->inl.tag, {m->inl.data.begin(), m->inl.data.end()}};
+			return;
+		}
+		auto r = p->second;
+		c.pending.erase(p);
+		land_inline_locked(c, *r, m->inl.tag, m->inl.data);
+		return;
+	}
 	case proto::Type::Empty: {
 		auto it = recvs_.find(m->empty.recv_id);
 		if (it != recvs_.end() && it->second->peer_engine == msg.sender)

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "config.hpp"
-#include "engine/engine.hpp"
+#include <hmemreg/engine.hpp>
 #include "nccl_abi.h"
 #include "protocol.hpp"
 #include "registrations.hpp"
@@ -54,8 +54,8 @@ struct ListenComm final : Comm {
 };
 
 struct SendComm final : Comm {
-	SendComm(uint32_t i, engine::PeerId p, uint64_t e) : Comm(Kind::Send, i), peer(p), peer_engine(e) {}
-	const engine::PeerId peer;
+	SendComm(uint32_t i, PeerId p, uint64_t e) : Comm(Kind::Send, i), peer(p), peer_engine(e) {}
+	const PeerId peer;
 	const uint64_t peer_engine;
 	uint32_t next_seq = 0;
 	uint32_t remote_id = 0;                          // the recv comm, learnt from its first Cts
@@ -74,25 +74,25 @@ struct SendComm final : Comm {
 	} eager;
 	// Sends whose data was ready before the receiver's Cts came, and how
 	// long they waited for it in all (said at close: NCCL_DEBUG=INFO NET).
-	uint64_t sends = 0, bytes = 0, eager_sends = 0, waited = 0, wait_ns = 0;
+	uint64_t sends = 0, bytes = 0, eager_sends = 0, inline_sends = 0, waited = 0, wait_ns = 0;
 	std::chrono::steady_clock::time_point waiting_since{};
 };
 
 // A recv comm's eager slots: one registered buffer, slot i at i * slot_size.
 struct EagerSlots {
 	std::unique_ptr<uint8_t[]> mem;
-	engine::RegionRef region;
+	RegionRef region;
 	uint32_t slots = 0;
 	size_t slot_size = 0;
 	uint8_t *slot(uint32_t seq) const { return mem.get() + static_cast<size_t>(seq % slots) * slot_size; }
 };
 
 struct RecvComm final : Comm {
-	RecvComm(uint32_t i, engine::PeerId p, uint64_t e, uint32_t r)
+	RecvComm(uint32_t i, PeerId p, uint64_t e, uint32_t r)
 		: Comm(Kind::Recv, i), peer(p), peer_engine(e), remote_id(r)
 	{
 	}
-	const engine::PeerId peer;
+	const PeerId peer;
 	const uint64_t peer_engine;
 	const uint32_t remote_id;                        // the send comm
 	uint32_t next_seq = 0;
@@ -103,10 +103,17 @@ struct RecvComm final : Comm {
 	std::chrono::steady_clock::time_point closed_at{}; // when the sender's Close came
 	EagerSlots eager;                                 // slots == 0: eager off
 	std::unordered_map<uint32_t, size_t> eager_early; // seq -> bytes landed before its irecv
+	struct Early {
+		int32_t tag;
+		std::vector<uint8_t> data;
+	};
+	std::unordered_map<uint32_t, Early> inline_early; // seq -> Inline data before its irecv
+	uint32_t eager_uncredited = 0; // receives served from eager slots since the sender last heard done_upto
 	// Receives complete before done_upto; those completed out of order after it.
 	uint32_t done_upto = 0;
 	std::unordered_set<uint32_t> done_ahead;
 	uint32_t credit_sent = 0; // done_upto as the sender last heard it (Cts or Credit)
+	bool told_id = false;     // the sender knows this comm's id (EagerRing or a Cts went out)
 };
 
 struct Request {
@@ -115,16 +122,20 @@ struct Request {
 	uint32_t comm_id = 0;
 	uint32_t seq = 0;
 	size_t size = 0;     // send size, or posted capacity
+	int tag = 0;         // receive: the posted tag
+	// A small receive's Cts, not sent (its send comes inline) unless the
+	// receive still waits at deferred_until.
+	std::vector<uint8_t> deferred_cts;
+	std::chrono::steady_clock::time_point deferred_until{};
 	uint8_t *data = nullptr; // receive buffer (host memory: eager data is copied there)
 	State state = State::Pending;
 	size_t bytes = 0;    // what test() reports
 	ncclResult_t error = ncclSuccess;
 	std::string why;
-	engine::TransferRef transfer; // keeps the engine's view alive until test()
 };
 
 struct MemHandle {
-	engine::RegionRef region; // null for a zero-length registration
+	RegionRef region; // null for a zero-length registration
 	uintptr_t addr = 0;
 	size_t size = 0;
 	int cuda_device = -1;     // CUDA device memory of this ordinal, else -1
@@ -162,19 +173,21 @@ public:
 private:
 	explicit Plugin(const Config &cfg);
 	template <typename T> T *find_locked(void *comm, Comm::Kind kind);
-	engine::PeerId peer_for_locked(uint64_t engine_id, std::span<const uint8_t> address);
+	PeerId peer_for_locked(uint64_t engine_id, std::span<const uint8_t> address);
 	void progress_now(); // caller-driven mode: one engine progress turn
 	void idle();         // nothing to do yet: progress turn, or yield to the progress thread
-	void on_message(const engine::Message &m);
-	void on_notify(const engine::Notification &n);
+	void on_message(const Message &m);
+	void on_notify(const Notification &n);
 	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
 	void expire_after_close_locked(Request &r);
+	void send_deferred_cts_locked(Request &r);
 	SendComm *send_comm_of_locked(uint32_t id, uint64_t sender);
 	void credit_locked(SendComm &c, uint32_t done_upto);
 	void offer_eager_locked(RecvComm &c);
 	void mark_done_locked(RecvComm &c, uint32_t seq);
 	void land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes);
-	void send_control_locked(engine::PeerId peer, const std::vector<uint8_t> &msg);
+	void land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<const uint8_t> data);
+	void send_control_locked(PeerId peer, const std::vector<uint8_t> &msg);
 	ncclResult_t post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			       void **request);
 	ncclResult_t try_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request,
@@ -194,7 +207,7 @@ private:
 	std::unordered_map<uint32_t, RecvComm *> recvs_;
 	std::unordered_map<void *, std::shared_ptr<Request>> requests_;
 	std::unordered_map<void *, std::unique_ptr<MemHandle>> mhandles_;
-	std::unordered_map<uint64_t, engine::PeerId> peers_;
+	std::unordered_map<uint64_t, PeerId> peers_;
 	uint64_t bytes_sent_ = 0, bytes_received_ = 0, eager_receives_ = 0, peer_closes_ = 0;
 	std::atomic<uint64_t> device_regs_{0}, flushes_{0};
 	// Eager slots of closed recv comms (8 MiB each by default), freed with the engine.
@@ -202,7 +215,7 @@ private:
 
 	// Last members: destroyed first, so no engine callback outlives the
 	// state above.
-	std::unique_ptr<engine::Engine> engine_;
+	std::unique_ptr<Engine> engine_;
 	std::unique_ptr<Registrations> regs_;
 };
 

@@ -7,7 +7,7 @@ namespace hmemreg::nccl::proto {
 namespace {
 
 constexpr uint32_t kMagic = 0x4c43434e; // "NCCL"
-constexpr uint16_t kVersion = 3; // 2: EagerRing, Credit, Cts.done_upto; 3: Close.sent
+constexpr uint16_t kVersion = 4; // 2: EagerRing, Credit, Cts.done_upto; 3: Close.sent; 4: Inline
 constexpr uint32_t kHandleMagic = 0x48524e48; // "HNRH"
 
 class Writer {
@@ -56,6 +56,16 @@ public:
 		pos_ += n;
 		return true;
 	}
+	// A view of the next length-prefixed bytes (valid as long as the input).
+	bool view(std::span<const uint8_t> &v, size_t max)
+	{
+		uint32_t n;
+		if (!get(n) || n > max || s_.size() - pos_ < n)
+			return false;
+		v = s_.subspan(pos_, n);
+		pos_ += n;
+		return true;
+	}
 	bool done() const { return pos_ == s_.size(); }
 
 private:
@@ -95,6 +105,16 @@ std::vector<uint8_t> encode(const EagerRing &m)
 		.put(m.slot_size)
 		.bytes(m.descriptor)
 		.take();
+}
+
+std::vector<uint8_t> encode(const Inline &m)
+{
+	return Writer(Type::Inline).put(m.recv_id).put(m.seq).put(m.tag).bytes(m.data).take();
+}
+
+std::vector<uint8_t> encode_head(const Inline &m)
+{
+	return Writer(Type::Inline).put(m.recv_id).put(m.seq).put(m.tag).put(static_cast<uint32_t>(m.data.size())).take();
 }
 
 std::vector<uint8_t> encode(const Empty &m) { return Writer(Type::Empty).put(m.recv_id).put(m.seq).take(); }
@@ -137,6 +157,9 @@ std::optional<Message> decode(std::span<const uint8_t> bytes)
 		break;
 	case Type::Empty:
 		ok = r.get(m.empty.recv_id) && r.get(m.empty.seq);
+		break;
+	case Type::Inline:
+		ok = r.get(m.inl.recv_id) && r.get(m.inl.seq) && r.get(m.inl.tag) && r.view(m.inl.data, 1u << 20);
 		break;
 	case Type::Fail: {
 		std::vector<uint8_t> why;

@@ -17,6 +17,15 @@
 //            that comes for a seq already sent eagerly is dropped. Eager sends
 //            match receives by sequence only: the tag is checked on the Cts
 //            path, and a size mismatch fails only the receive.
+//   irecv of at most INLINE_MAX bytes, once the sender knows the recv comm
+//            (EagerRing or an earlier Cts): no Cts (every send that fits goes
+//            inline); sent after all if the receive still waits 100 ms (a
+//            larger send waiting for one then fails both sides)
+//   isend of at most INLINE_MAX bytes (0 too): Inline (the data itself) --> copied into
+//            irecv(seq)'s buffer, or kept until irecv(seq) comes: one message,
+//            no write, no Cts needed (a Cts that comes later is dropped). As
+//            for eager sends, a tag or size mismatch without a Cts at the
+//            sender fails only the receive.
 //   isend of 0 bytes: Empty -----> completes irecv(seq) with 0 bytes
 //   isend too large: Fail -------> fails irecv(seq)
 //   close: Close <---------------> the other side fails what it still waits for;
@@ -32,7 +41,7 @@
 
 namespace hmemreg::nccl::proto {
 
-enum class Type : uint16_t { Connect = 1, Cts = 2, Empty = 3, Fail = 4, Close = 5, EagerRing = 6, Credit = 7 };
+enum class Type : uint16_t { Connect = 1, Cts = 2, Empty = 3, Fail = 4, Close = 5, EagerRing = 6, Credit = 7, Inline = 8 };
 
 struct Connect {
 	uint64_t listen_id = 0;
@@ -68,6 +77,16 @@ struct EagerRing {
 	std::vector<uint8_t> descriptor;
 };
 
+// A small send's data, in the message itself.
+struct Inline {
+	uint32_t recv_id = 0;
+	uint32_t seq = 0;
+	int32_t tag = 0;
+	std::span<const uint8_t> data; // decoded: points into the message's bytes
+};
+// Bytes an Inline message adds to its data.
+constexpr size_t kInlineOverhead = 24;
+
 struct Empty {
 	uint32_t recv_id = 0;
 	uint32_t seq = 0;
@@ -95,6 +114,7 @@ struct Message {
 	Close close;
 	EagerRing eager;
 	Credit credit;
+	Inline inl;
 };
 
 std::vector<uint8_t> encode(const Connect &m);
@@ -104,6 +124,9 @@ std::vector<uint8_t> encode(const Fail &m);
 std::vector<uint8_t> encode(const Close &m);
 std::vector<uint8_t> encode(const EagerRing &m);
 std::vector<uint8_t> encode(const Credit &m);
+std::vector<uint8_t> encode(const Inline &m);
+// An Inline message without its data (to be followed by m.data.size() bytes).
+std::vector<uint8_t> encode_head(const Inline &m);
 // Nothing on a malformed, foreign or other-version message.
 std::optional<Message> decode(std::span<const uint8_t> bytes);
 

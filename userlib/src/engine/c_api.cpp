@@ -180,6 +180,9 @@ Config to_config(const hmemreg_engine_config &in)
 	c.ask_hmem = !(in.flags & HMEMREG_ENGINE_NO_HMEM);
 	c.require_remote_cq_data = in.flags & HMEMREG_ENGINE_REQUIRE_REMOTE_CQ_DATA;
 	c.stage_device_memory = !(in.flags & HMEMREG_ENGINE_NO_STAGING);
+	c.sends_on_first_rail = in.flags & HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL;
+	c.caller_backoff_us = in.caller_backoff_us;
+	c.first_rail_write_max = in.first_rail_write_max;
 	c.peer_timeout_ms = in.peer_timeout_ms == 0			   ? Config::kPeerTimeoutDefault
 			    : in.peer_timeout_ms == HMEMREG_PEER_TIMEOUT_NEVER ? 0
 									       : in.peer_timeout_ms;
@@ -497,6 +500,8 @@ int hmemreg_engine_sendv(hmemreg_engine_t *engine, uint64_t peer, const struct h
 		};
 		if (niov <= 1) {
 			x->t = engine->e->send(peer, niov ? piece(0) : std::span<const uint8_t>(), c_callback(cb, arg));
+		} else if (niov == 2) { // head + body: one copy of each, into the send buffer
+			x->t = engine->e->send(peer, piece(0), piece(1), c_callback(cb, arg));
 		} else {
 			Bytes all;
 			for (size_t i = 0; i < niov; i++)

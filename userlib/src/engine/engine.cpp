@@ -147,6 +147,9 @@ Engine::Impl::Impl(const Config &c) : cfg(c), id(random_id())
 		throw Error(HMEMREG_EINVAL, "engine: max_message must be at least 32 B to stage device memory "
 					    "(Landed notices), or set stage_device_memory = false");
 	open_rails();
+	all_rails.resize(rails.size());
+	std::iota(all_rails.begin(), all_rails.end(), 0u);
+	rail_quiet = std::make_unique<std::atomic<uint32_t>[]>(rails.size());
 	describe_device_memory();
 }
 
@@ -727,7 +730,12 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 	for (unsigned r : rail_ids) {
 		Events ev;
 		rails[r]->progress(ev);
-		n += ev.handled + ev.messages.size() + ev.finished.size();
+		const size_t got = ev.handled + ev.messages.size() + ev.finished.size();
+		n += got;
+		if (got)
+			rail_quiet[r].store(0, std::memory_order_relaxed);
+		else if (rail_quiet[r].load(std::memory_order_relaxed) < UINT32_MAX)
+			rail_quiet[r].fetch_add(1, std::memory_order_relaxed);
 		if (!ev.empty())
 			dispatch(ev);
 	}
@@ -739,6 +747,39 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 		watchdog();
 	expire_arrivals();
 	return n;
+}
+
+// With sends_on_first_rail a caller polls rail 0 on every turn, other rails
+// fully only while they carry traffic: a thread leaves its rails to the
+// caller unless one of them (other than 0) does, so bulk transfers striped
+// over the rails keep a poller per rail.
+bool Engine::Impl::caller_covers(std::span<const unsigned> ids) const
+{
+	if (!cfg.sends_on_first_rail)
+		return true;
+	for (unsigned r : ids)
+		if (r != 0 && (rails[r]->busy() || rail_quiet[r].load(std::memory_order_relaxed) < kActiveTurns))
+			return false;
+	return true;
+}
+
+// A caller's turn. With sends_on_first_rail: rail 0 (control messages),
+// rails with work of ours, rails where something arrived within the last
+// kActiveTurns turns, and the others one turn in kSparseTurn.
+size_t Engine::Impl::caller_turn()
+{
+	constexpr uint32_t kSparseTurn = 16;
+	constexpr size_t kMaxRails = 64;
+	if (!cfg.sends_on_first_rail || rails.size() == 1 || rails.size() > kMaxRails)
+		return turn(all_rails);
+	const uint32_t t = caller_turns.fetch_add(1, std::memory_order_relaxed);
+	unsigned ids[kMaxRails];
+	size_t n = 0;
+	for (unsigned r = 0; r < rails.size(); r++)
+		if (r == 0 || t % kSparseTurn == 0 || rails[r]->busy() ||
+		    rail_quiet[r].load(std::memory_order_relaxed) < kActiveTurns)
+			ids[n++] = r;
+	return turn(std::span<const unsigned>(ids, n));
 }
 
 // Drops the addresses of removed peers once nothing is in flight to them.
@@ -767,20 +808,22 @@ void Engine::Impl::retire_peers()
 
 std::shared_ptr<TransferImpl> Engine::Impl::make_send(const std::shared_ptr<PeerState> &peer, wire::MsgType type,
 						      std::span<const uint8_t> data, unsigned rail,
-						      TransferCallback cb)
+						      TransferCallback cb, std::span<const uint8_t> body)
 {
 	auto x = std::make_shared<TransferImpl>();
 	x->kind = TransferImpl::Kind::Send;
 	x->peer = peer;
 	x->send_rail = rail;
-	x->total = data.size();
+	x->total = data.size() + body.size();
 	x->callback = std::move(cb);
 	wire::MsgHeader h = wire::header(type, id);
-	h.length = static_cast<uint32_t>(data.size());
-	x->message.resize(sizeof(h) + data.size());
+	h.length = static_cast<uint32_t>(x->total);
+	x->message.resize(sizeof(h) + x->total);
 	std::memcpy(x->message.data(), &h, sizeof(h));
 	if (!data.empty())
 		std::memcpy(x->message.data() + sizeof(h), data.data(), data.size());
+	if (!body.empty())
+		std::memcpy(x->message.data() + sizeof(h) + data.size(), body.data(), body.size());
 	return x;
 }
 
@@ -797,8 +840,9 @@ Engine::Engine(const Config &config) : impl_(std::make_unique<Impl>(config))
 	for (auto &r : im->rails)
 		infos.push_back(r->info());
 	im->threads = std::make_unique<ProgressThreads>(
-		config.progress_threads, infos, im->topo, config.idle_spin, config.idle_sleep_us,
-		[im](std::span<const unsigned> ids) { return im->turn(ids); });
+		config.progress_threads, infos, im->topo, config.idle_spin, config.idle_sleep_us, config.caller_backoff_us,
+		[im](std::span<const unsigned> ids) { return im->turn(ids); },
+		[im](std::span<const unsigned> ids) { return im->caller_covers(ids); });
 	im->caps.progress = im->threads->describe();
 }
 
@@ -1119,7 +1163,12 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 		fi_rma_iov rma;
 	};
 	std::vector<std::vector<Piece>> by_rail(nrails);
-	unsigned rail = im->next_rail.fetch_add(1) % nrails;
+	size_t total = 0;
+	for (const Chunk &c : runs)
+		total += c.len;
+	unsigned rail = im->cfg.sends_on_first_rail && total <= im->cfg.first_rail_write_max
+				? 0
+				: im->next_rail.fetch_add(1) % nrails;
 	for (const Chunk &c : runs) {
 		auto *r = static_cast<const RegionImpl *>(c.local);
 		// Hold a reference to every distinct region for the transfer's lifetime.
@@ -1212,13 +1261,19 @@ std::shared_ptr<TransferImpl> Engine::Impl::post_write(const std::shared_ptr<Pee
 
 TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, TransferCallback done)
 {
+	return send(peer, data, {}, std::move(done));
+}
+
+TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, std::span<const uint8_t> body,
+			 TransferCallback done)
+{
 	Impl *im = impl_.get();
 	auto p = im->find_peer(peer);
-	if (data.size() > im->cfg.max_message)
-		throw Error(HMEMREG_EINVAL, "send: " + std::to_string(data.size()) + " bytes exceed max_message " +
-						    std::to_string(im->cfg.max_message));
-	unsigned rail = im->next_rail.fetch_add(1) % im->rails.size();
-	auto x = im->make_send(p, wire::MsgType::User, data, rail, std::move(done));
+	if (data.size() + body.size() > im->cfg.max_message)
+		throw Error(HMEMREG_EINVAL, "send: " + std::to_string(data.size() + body.size()) +
+						    " bytes exceed max_message " + std::to_string(im->cfg.max_message));
+	unsigned rail = im->cfg.sends_on_first_rail ? 0 : im->next_rail.fetch_add(1) % im->rails.size();
+	auto x = im->make_send(p, wire::MsgType::User, data, rail, std::move(done), body);
 	im->admit(x);
 	im->rails[rail]->enqueue_send(x);
 	if (im->threads)
@@ -1240,9 +1295,9 @@ void Engine::on_notify(std::function<void(const Notification &)> fn)
 
 size_t Engine::progress()
 {
-	std::vector<unsigned> ids(impl_->rails.size());
-	std::iota(ids.begin(), ids.end(), 0u);
-	return impl_->turn(ids);
+	if (impl_->threads && impl_->threads->backs_off())
+		impl_->threads->caller_turn(ProgressThreads::now_ns());
+	return impl_->caller_turn();
 }
 
 bool Engine::wait(const Transfer &t, std::chrono::milliseconds timeout)

@@ -132,6 +132,22 @@ struct Config {
 	// idle_sleep_us between turns until work shows up again.
 	unsigned idle_spin = 20000;
 	unsigned idle_sleep_us = 50;
+	// While a caller drove progress() within this many microseconds, the
+	// progress threads sleep idle_sleep_us between turns instead of
+	// polling: the caller (e.g. NCCL spinning on test()) already polls every
+	// rail, and on a host with few cores spinning threads only take the CPU
+	// the caller and the peer need. 0: threads always poll.
+	unsigned caller_backoff_us = 0;
+	// Control messages (send()) all on rail 0 instead of round-robin over
+	// the rails. With it, a caller's progress() polls rail 0 on every turn
+	// but a rail with nothing of ours in flight and nothing arrived for a
+	// while only one turn in 16 (each rail's poll is a system call on tcp):
+	// small messages cost one poll, not one per rail.
+	bool sends_on_first_rail = false;
+	// With sends_on_first_rail: a write of at most this many bytes in all
+	// goes on rail 0 too (with its Announce), where the target's caller
+	// looks first; larger ones stripe over the rails. 0: none.
+	size_t first_rail_write_max = 0;
 	// A peer with unfinished transfers and no completion for this long is
 	// declared dead: its transfers fail (HMEMREG_EFABRIC) and new ones are
 	// refused until it is removed and added again. 0: never.
@@ -338,6 +354,10 @@ public:
 			  uint64_t tag = 0, TransferCallback done = {});
 	// A control message of at most Config::max_message bytes.
 	TransferRef send(PeerId peer, std::span<const uint8_t> data, TransferCallback done = {});
+	// The message head + body (one copy of each: e.g. a header and the
+	// caller's small payload), at most Config::max_message bytes together.
+	TransferRef send(PeerId peer, std::span<const uint8_t> head, std::span<const uint8_t> body,
+			 TransferCallback done = {});
 
 	// Set before adding peers; called from progress context.
 	void on_message(std::function<void(const Message &)> fn);

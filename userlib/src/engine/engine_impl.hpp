@@ -81,6 +81,13 @@ struct Engine::Impl {
 	std::mutex active_mu;
 	std::unordered_set<TransferImpl *> active;
 	std::atomic<unsigned> next_rail{0};
+	std::vector<unsigned> all_rails; // 0..rails-1
+	// Per rail: turns since one last handled an event (Config::sends_on_first_rail).
+	std::unique_ptr<std::atomic<uint32_t>[]> rail_quiet;
+	std::atomic<uint32_t> caller_turns{0};
+	size_t caller_turn(); // progress() of a caller
+	bool caller_covers(std::span<const unsigned> rail_ids) const;
+	static constexpr uint32_t kActiveTurns = 256; // a rail is active this many turns after an event
 	std::atomic<uint64_t> direct_writes{0};
 	// CUDA devices (bit = ordinal < 64) with regions registered directly:
 	// before notifying, the target waits for the device copies a CPU-driven
@@ -149,7 +156,8 @@ struct Engine::Impl {
 	void retire_peers();
 	void kick();
 	std::shared_ptr<TransferImpl> make_send(const std::shared_ptr<PeerState> &peer, wire::MsgType type,
-						std::span<const uint8_t> data, unsigned rail, TransferCallback cb);
+						std::span<const uint8_t> data, unsigned rail, TransferCallback cb,
+						std::span<const uint8_t> body = {});
 	// Segments of the chunks (already validated against `d`), admitted and queued.
 	std::shared_ptr<TransferImpl> post_write(const std::shared_ptr<PeerState> &p, std::span<const Chunk> chunks,
 						 const wire::RegionDescriptor &d, uint64_t tag, TransferCallback done,

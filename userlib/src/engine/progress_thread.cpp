@@ -7,10 +7,11 @@
 namespace hmemreg::engine {
 
 ProgressThreads::ProgressThreads(unsigned nthreads, const std::vector<const fi_info *> &rail_infos,
-				 const Topology &topo, unsigned idle_spin, unsigned idle_sleep_us, Turn turn)
-	: turn_(std::move(turn)), idle_spin_(idle_spin), idle_sleep_us_(idle_sleep_us), topo_(topo)
+				 const Topology &topo, unsigned idle_spin, unsigned idle_sleep_us,
+				 unsigned caller_backoff_us, Turn turn, Covered covered)
+	: turn_(std::move(turn)), covered_(std::move(covered)), idle_spin_(idle_spin), idle_sleep_us_(idle_sleep_us),
+	  caller_backoff_ns_(int64_t(caller_backoff_us) * 1000), topo_(topo)
 {
-
 	size_t n = std::min<size_t>(nthreads, rail_infos.size());
 	groups_.resize(n);
 	placement_.resize(n);
@@ -36,6 +37,15 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 	started_.fetch_add(1, std::memory_order_acq_rel);
 	unsigned idle = 0;
 	while (!stop_.load(std::memory_order_acquire)) {
+		if (caller_backoff_ns_ &&
+		    now_ns() - caller_ns_.load(std::memory_order_relaxed) < caller_backoff_ns_ &&
+		    (!covered_ || covered_(groups_[t]))) {
+			// A caller polls every rail itself: stay out of its way (and
+			// off the CPU: waking every idle_sleep_us costs a core's worth
+			// of context switches with a few threads).
+			std::this_thread::sleep_for(std::chrono::nanoseconds(caller_backoff_ns_));
+			continue;
+		}
 		if (turn_(groups_[t]) > 0 || kicked_.exchange(false, std::memory_order_acq_rel)) {
 			idle = 0;
 			continue;

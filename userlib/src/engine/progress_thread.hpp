@@ -2,10 +2,15 @@
 // Progress threads: each owns a group of rails, pins itself near their NIC
 // (first rail's locality) before its first turn, and polls. After
 // `idle_spin` empty turns it sleeps `idle_sleep_us` between turns until work
-// shows up or kick() is called (new work queued by a caller).
+// shows up or kick() is called (new work queued by a caller). While a caller
+// drove progress itself within `caller_backoff_us` (caller_turn()), the
+// threads sleep between turns instead of polling.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdint>
 #include <cstddef>
 #include <functional>
 #include <span>
@@ -22,24 +27,40 @@ namespace hmemreg::engine {
 class ProgressThreads {
 public:
 	using Turn = std::function<size_t(std::span<const unsigned>)>;
+	// Whether a caller's turns cover these rails well enough (else a thread
+	// polls them even while a caller does: bulk transfers on many rails).
+	using Covered = std::function<bool(std::span<const unsigned>)>;
 
 	ProgressThreads(unsigned nthreads, const std::vector<const fi_info *> &rail_infos, const Topology &topo,
-			unsigned idle_spin, unsigned idle_sleep_us, Turn turn);
+			unsigned idle_spin, unsigned idle_sleep_us, unsigned caller_backoff_us, Turn turn,
+			Covered covered = {});
 	~ProgressThreads();
 
 	void kick() { kicked_.store(true, std::memory_order_release); }
+	// A caller just made a progress turn of its own.
+	void caller_turn(int64_t now_ns) { caller_ns_.store(now_ns, std::memory_order_relaxed); }
+	bool backs_off() const { return caller_backoff_ns_ != 0; }
+	static int64_t now_ns()
+	{
+		return std::chrono::duration_cast<std::chrono::nanoseconds>(
+			       std::chrono::steady_clock::now().time_since_epoch())
+			.count();
+	}
 	std::string describe() const;
 
 private:
 	void run(size_t t, const fi_info *near);
 
 	Turn turn_;
+	Covered covered_;
 	unsigned idle_spin_, idle_sleep_us_;
 	std::vector<std::vector<unsigned>> groups_;
 	std::vector<std::string> placement_;
 	std::atomic<bool> stop_{false};
 	std::atomic<bool> kicked_{false};
 	std::atomic<unsigned> started_{0};
+	const int64_t caller_backoff_ns_;
+	std::atomic<int64_t> caller_ns_{INT64_MIN / 2};
 	const Topology &topo_;
 	std::vector<std::thread> threads_;
 };

@@ -142,6 +142,7 @@ void Rail::progress(Events &ev)
 	take_submitted();
 	poll(ev);
 	post(ev);
+	busy_.store(inflight_ || !queue_.empty() || !recv_repost_.empty(), std::memory_order_relaxed);
 }
 
 void Rail::poll(Events &ev)

@@ -87,6 +87,11 @@ public:
 	// Poll the CQ, then post what is queued (up to post_batch, within depth).
 	void progress(Events &ev);
 	RailStats stats() const;
+	// Something of ours is queued or in flight here (a hint, read without the lock).
+	bool busy() const
+	{
+		return any_submitted_.load(std::memory_order_acquire) || busy_.load(std::memory_order_relaxed);
+	}
 
 	// Never closes this rail's endpoint, nor what it uses (CQ, AV, control
 	// buffers and their MR, domain, fabric): they stay open, unprogressed,
@@ -148,6 +153,7 @@ private:
 	std::atomic<bool> any_submitted_{false}; // a turn with nothing new skips submit_mu_
 	std::vector<Item> taking_; // under mu_: swapped with submitted_, keeps both capacities
 	size_t inflight_ = 0;
+	std::atomic<bool> busy_{false}; // after each turn: inflight_, queue_ or reposts left
 	uint64_t seen_doom_epoch_ = 0;
 	RailStats stats_;
 };

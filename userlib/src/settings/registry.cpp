@@ -17,7 +17,7 @@ extern char **environ;
 
 namespace {
 
-constexpr std::array<hmemreg_setting, 25> kSettings = {{
+constexpr std::array<hmemreg_setting, 26> kSettings = {{
 	{"HMEMREG_LOG_LEVEL", "warn", "log", "none|error|warn|info|debug",
 	 "messages on stderr at this level and more severe ones"},
 	{"HMEMREG_MR_CACHE_MAX_COUNT", "1024", "cache", "number", "entries per cache before the LRU evicts"},
@@ -51,6 +51,7 @@ constexpr std::array<hmemreg_setting, 25> kSettings = {{
 	{"HMEMREG_NCCL_PEER_TIMEOUT_MS", "the engine's", "nccl", "number",
 	 "the plugin's engine's peer timeout (0: never)"},
 	{"HMEMREG_NCCL_EAGER_SLOTS", "16", "nccl", "number", "eager slots per receive comm"},
+	{"HMEMREG_NCCL_INLINE_MAX", "16k", "nccl", "size", "largest send carried in a control message (0: off)"},
 	{"HMEMREG_NCCL_PLUGIN_PATH", "none", "tests", "text", "the plugin the GPU suite's NCCL program loads"},
 }};
 
