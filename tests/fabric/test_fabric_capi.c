@@ -305,11 +305,21 @@ static void on_gathered(void *arg, const struct hmemreg_message *m)
 	__atomic_add_fetch(&h->msgs, 1, __ATOMIC_SEQ_CST);
 }
 
+struct failed {
+	int failed, without_reason;
+	char why[128];
+};
+
 static void on_failed(void *arg, int status)
 {
 	/* A failed transfer's callback finds why on its thread. */
-	if (status < 0)
-		strncpy(arg, hmemreg_engine_last_error(), 127);
+	struct failed *f = arg;
+	if (status < 0) {
+		f->failed++;
+		if (!*hmemreg_engine_last_error())
+			f->without_reason++;
+		strncpy(f->why, hmemreg_engine_last_error(), sizeof(f->why) - 1);
+	}
 }
 
 /* What an outside collective library needs beyond writes: the engine's
@@ -398,21 +408,28 @@ Test(capi, info_handlers_sendv)
 	cr_assert_eq(hmemreg_engine_sendv(a, peer, &nul, 1, NULL, NULL, NULL), -HMEMREG_EINVAL);
 
 	/* A failed write's callback says why: an engine without progress
-	 * threads, destroyed with a write still pending, fails it. */
+	 * threads and room for one operation in flight, its other writes
+	 * queued, fails them when the peer is removed. */
 	struct hmemreg_engine_config still = cfg;
 	still.progress_threads = 0;
+	still.queue_depth = 1;
+	still.peer_queue_depth = 1;
 	hmemreg_engine_t *c;
 	cr_assert_eq(hmemreg_engine_create(&still, &c), 0, "%s", hmemreg_engine_last_error());
 	cr_assert_eq(hmemreg_engine_add_peer(c, addr, len, 0, &peer), 0, "%s", hmemreg_engine_last_error());
 	hmemreg_region_t *rc_src;
 	cr_assert_eq(hmemreg_engine_reg(c, src, N, &rc_src), 0);
 	struct hmemreg_chunk one = {rc_src, 0, 1000, 0};
-	char why[128] = "";
-	cr_assert_eq(hmemreg_engine_write(c, peer, &one, 1, desc, dlen, 1, on_failed, why, NULL), 0, "%s",
-		     hmemreg_engine_last_error());
+	struct failed f = {0};
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(hmemreg_engine_write(c, peer, &one, 1, desc, dlen, 1, on_failed, &f, NULL), 0, "%s",
+			     hmemreg_engine_last_error());
+	cr_assert_eq(hmemreg_engine_remove_peer(c, peer), 0);
 	hmemreg_region_release(rc_src);
 	hmemreg_engine_destroy(c);
-	cr_assert(strlen(why) > 0, "a failed write's callback had no reason");
+	cr_assert(f.failed > 0, "no write failed");
+	cr_assert_eq(f.without_reason, 0, "%d of %d failed writes' callbacks had no reason", f.without_reason, f.failed);
+	cr_log_info("a failed write: %s", f.why);
 	hmemreg_region_release(rs);
 	hmemreg_region_release(rd);
 	hmemreg_engine_destroy(a);
