@@ -14,7 +14,7 @@
  *            target (notify callback with the writer's tag: the data is in
  *            place). Only the target's notify says the data landed: where the
  *            provider has remote CQ data, the caller's completion can come
- *            first (see Config::notify in engine.hpp).
+ *            first (see enum hmemreg_engine_notify).
  *   send     a control message; the target's message callback gets it
  *
  * Every function returns 0 or a negative HMEMREG_E* code; on failure,
@@ -43,8 +43,9 @@ typedef struct hmemreg_engine hmemreg_engine_t;
 typedef struct hmemreg_region hmemreg_region_t;
 typedef struct hmemreg_xfer hmemreg_xfer_t;
 
-/* How a write's target learns the data landed (see Config::notify in
- * engine.hpp): immediate data where the provider carries remote CQ data
+/* How a write's target learns the data landed: immediate data (the target
+ * counts writes carrying a key as remote CQ data; the writer's completion
+ * may come before the data is there) where the provider carries remote CQ data
  * (auto), always (creation fails with -HMEMREG_ENOTSUP where it cannot), or
  * a message after delivery-complete writes. */
 enum hmemreg_engine_notify {

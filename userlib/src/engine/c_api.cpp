@@ -462,11 +462,15 @@ int hmemreg_engine_write(hmemreg_engine_t *engine, uint64_t peer, const struct h
 								    "'s local region was registered with another engine");
 			v[i] = {chunks[i].local->r.get(), chunks[i].local_offset, chunks[i].len, chunks[i].remote_offset};
 		}
-		auto x = std::make_unique<hmemreg_xfer>();
-		x->t = engine->e->write(peer, v, {static_cast<const uint8_t *>(remote_desc), desc_len}, tag,
+		// A handle only when asked for (allocated before posting: a failure posts nothing).
+		std::unique_ptr<hmemreg_xfer> x = xfer ? std::make_unique<hmemreg_xfer>() : nullptr;
+		TransferRef t;
+		t = engine->e->write(peer, v, {static_cast<const uint8_t *>(remote_desc), desc_len}, tag,
 					c_callback(cb, arg));
-		if (xfer)
+		if (x) {
+			x->t = std::move(t);
 			*xfer = x.release();
+		}
 		return 0;
 	});
 }
@@ -477,10 +481,14 @@ int hmemreg_engine_send(hmemreg_engine_t *engine, uint64_t peer, const void *dat
 	if (!engine || (!data && len))
 		return fail(HMEMREG_EINVAL, "engine or data is NULL");
 	return guard([&] {
-		auto x = std::make_unique<hmemreg_xfer>();
-		x->t = engine->e->send(peer, {static_cast<const uint8_t *>(data), len}, c_callback(cb, arg));
-		if (xfer)
+		// A handle only when asked for (allocated before posting: a failure posts nothing).
+		std::unique_ptr<hmemreg_xfer> x = xfer ? std::make_unique<hmemreg_xfer>() : nullptr;
+		TransferRef t;
+		t = engine->e->send(peer, {static_cast<const uint8_t *>(data), len}, c_callback(cb, arg));
+		if (x) {
+			x->t = std::move(t);
 			*xfer = x.release();
+		}
 		return 0;
 	});
 }
@@ -494,22 +502,26 @@ int hmemreg_engine_sendv(hmemreg_engine_t *engine, uint64_t peer, const struct h
 		if (!iov[i].base && iov[i].len)
 			return fail(HMEMREG_EINVAL, ("iov[" + std::to_string(i) + "].base is NULL").c_str());
 	return guard([&] {
-		auto x = std::make_unique<hmemreg_xfer>();
+		// A handle only when asked for (allocated before posting: a failure posts nothing).
+		std::unique_ptr<hmemreg_xfer> x = xfer ? std::make_unique<hmemreg_xfer>() : nullptr;
+		TransferRef t;
 		auto piece = [&](size_t i) {
 			return std::span<const uint8_t>(static_cast<const uint8_t *>(iov[i].base), iov[i].len);
 		};
 		if (niov <= 1) {
-			x->t = engine->e->send(peer, niov ? piece(0) : std::span<const uint8_t>(), c_callback(cb, arg));
+			t = engine->e->send(peer, niov ? piece(0) : std::span<const uint8_t>(), c_callback(cb, arg));
 		} else if (niov == 2) { // head + body: one copy of each, into the send buffer
-			x->t = engine->e->send(peer, piece(0), piece(1), c_callback(cb, arg));
+			t = engine->e->send(peer, piece(0), piece(1), c_callback(cb, arg));
 		} else {
 			Bytes all;
 			for (size_t i = 0; i < niov; i++)
 				all.insert(all.end(), piece(i).begin(), piece(i).end());
-			x->t = engine->e->send(peer, all, c_callback(cb, arg));
+			t = engine->e->send(peer, all, c_callback(cb, arg));
 		}
-		if (xfer)
+		if (x) {
+			x->t = std::move(t);
 			*xfer = x.release();
+		}
 		return 0;
 	});
 }
