@@ -84,7 +84,7 @@ Test(capi, write_notify_send)
 	cr_assert_eq(seen.tag, 77);
 	cr_assert_eq(seen.bytes, N);
 	hmemreg_xfer_release(x);
-	struct hmemreg_engine_path_stats ps;
+	struct hmemreg_engine_path_stats ps = {.size = sizeof(ps)};
 	cr_assert_eq(hmemreg_engine_path_stats(a, &ps), 0);
 	cr_assert_eq(ps.direct_writes, 1, "host memory moves directly");
 	cr_assert_eq(ps.staged_writes, 0);
@@ -276,6 +276,174 @@ Test(capi, drain)
 	hmemreg_region_release(rd);
 	hmemreg_engine_destroy(a);
 	hmemreg_engine_destroy(b);
+	free(src);
+	free(dst);
+	free(addr);
+}
+
+struct handled {
+	int notes, msgs;
+	uint64_t sender, tag, bytes, chunks;
+	char msg[32];
+};
+
+static void on_notification(void *arg, const struct hmemreg_notification *n)
+{
+	struct handled *h = arg;
+	h->sender = n->sender;
+	h->tag = n->tag;
+	h->bytes = n->bytes;
+	h->chunks = n->chunks;
+	__atomic_add_fetch(&h->notes, 1, __ATOMIC_SEQ_CST);
+}
+
+static void on_gathered(void *arg, const struct hmemreg_message *m)
+{
+	struct handled *h = arg;
+	h->sender = m->sender;
+	memcpy(h->msg, m->data, m->len < sizeof(h->msg) - 1 ? m->len : sizeof(h->msg) - 1);
+	__atomic_add_fetch(&h->msgs, 1, __ATOMIC_SEQ_CST);
+}
+
+struct failed {
+	int failed, without_reason;
+	char why[128];
+};
+
+static void on_failed(void *arg, int status)
+{
+	/* A failed transfer's callback finds why on its thread. */
+	struct failed *f = arg;
+	if (status < 0) {
+		f->failed++;
+		if (!*hmemreg_engine_last_error())
+			f->without_reason++;
+		strncpy(f->why, hmemreg_engine_last_error(), sizeof(f->why) - 1);
+	}
+}
+
+/* What an outside collective library needs beyond writes: the engine's
+ * info and texts, the engine id in an address, region info, handlers with
+ * the sender's id, gathered sends, immediate_to, and the config's size
+ * rule. */
+Test(capi, info_handlers_sendv)
+{
+	struct hmemreg_engine_config cfg;
+	hmemreg_engine_config_init(&cfg);
+	cr_assert_eq(cfg.size, sizeof(cfg));
+	cfg.provider = "shm";
+	hmemreg_engine_t *a, *b;
+	cr_assert_eq(hmemreg_engine_create(&cfg, &a), 0, "%s", hmemreg_engine_last_error());
+	cr_assert_eq(hmemreg_engine_create(&cfg, &b), 0, "%s", hmemreg_engine_last_error());
+	struct hmemreg_engine_info ia = {.size = sizeof(ia)}, ib = {.size = sizeof(ib)};
+	cr_assert_eq(hmemreg_engine_get_info(a, &ia), 0);
+	cr_assert_eq(hmemreg_engine_get_info(b, &ib), 0);
+	cr_assert_eq(ia.rails, 1);
+	cr_assert(ia.id && ia.id != ib.id);
+	cr_assert(ia.flags & HMEMREG_ENGINE_HAS_RMA);
+	cr_assert(ia.queue_depth > 0 && ia.write_iov >= 1);
+	struct hmemreg_engine_info tiny = {.size = 4};
+	cr_assert_eq(hmemreg_engine_get_info(a, &tiny), -HMEMREG_EINVAL);
+	char text[256];
+	cr_assert_eq(hmemreg_engine_text(a, HMEMREG_ENGINE_TEXT_PROVIDER, 0, text, sizeof(text)), 3);
+	cr_assert_str_eq(text, "shm");
+	cr_assert(hmemreg_engine_text(a, HMEMREG_ENGINE_TEXT_RAIL_DOMAIN, 0, NULL, 0) > 0);
+	cr_assert_eq(hmemreg_engine_text(a, HMEMREG_ENGINE_TEXT_RAIL_DOMAIN, 1, text, sizeof(text)), -HMEMREG_ENOENT);
+	cr_assert_eq(hmemreg_engine_text(a, 999, 0, text, sizeof(text)), -HMEMREG_EINVAL);
+	cr_assert(hmemreg_engine_text(a, HMEMREG_ENGINE_TEXT_NOTIFY, 0, text, sizeof(text)) > 0);
+	cr_assert(strstr(text, "immediate"), "%s", text);
+
+	struct handled h = {0};
+	cr_assert_eq(hmemreg_engine_set_handlers(b, on_notification, on_gathered, &h), 0);
+	size_t len = 0;
+	hmemreg_engine_address(b, NULL, &len);
+	void *addr = malloc(len);
+	cr_assert_eq(hmemreg_engine_address(b, addr, &len), 0);
+	uint64_t id = 0;
+	cr_assert_eq(hmemreg_peer_engine_id(addr, len, &id), 0);
+	cr_assert_eq(id, ib.id);
+	cr_assert_eq(hmemreg_peer_engine_id(addr, 3, &id), -HMEMREG_EINVAL);
+	uint64_t peer;
+	cr_assert_eq(hmemreg_engine_add_peer(a, addr, len, 1, &peer), 0, "%s", hmemreg_engine_last_error());
+	cr_assert_eq(hmemreg_engine_immediate_to(a, peer), 1, "shm has 8 bytes of remote CQ data");
+	cr_assert_eq(hmemreg_engine_immediate_to(a, peer + 99), -HMEMREG_ENOENT);
+
+	enum { N = 256 << 10 };
+	char *src = malloc(N), *dst = calloc(1, N);
+	memset(src, 0x5a, N);
+	hmemreg_region_t *rs, *rd;
+	cr_assert_eq(hmemreg_engine_reg(a, src, N, &rs), 0);
+	cr_assert_eq(hmemreg_engine_reg(b, dst, N, &rd), 0);
+	struct hmemreg_region_info ri = {.size = sizeof(ri)};
+	cr_assert_eq(hmemreg_region_get_info(rs, &ri), 0);
+	cr_assert_eq(ri.iface, HMEMREG_IFACE_HOST);
+	cr_assert_eq(ri.device, -1);
+	cr_assert_eq(ri.flags & HMEMREG_REGION_STAGED, 0);
+	cr_assert(ri.addr == src && ri.length == N);
+	size_t dlen = 256;
+	char desc[256];
+	cr_assert_eq(hmemreg_region_descriptor(rd, desc, &dlen), 0);
+	struct hmemreg_chunk ch[3] = {{rs, 0, 1000, 5000}, {rs, 1000, 1000, 0}, {rs, 2000, 3000, 2000}};
+	hmemreg_xfer_t *x;
+	cr_assert_eq(hmemreg_engine_write(a, peer, ch, 3, desc, dlen, 1234, NULL, NULL, &x), 0);
+	cr_assert_eq(hmemreg_xfer_wait(a, x, 20000), 0, "%s", hmemreg_engine_last_error());
+	hmemreg_xfer_release(x);
+	for (int i = 0; i < 5000 && __atomic_load_n(&h.notes, __ATOMIC_SEQ_CST) == 0; i++)
+		usleep(1000);
+	cr_assert_eq(h.notes, 1);
+	cr_assert_eq(h.sender, ia.id, "the notification names the writer engine");
+	cr_assert_eq(h.tag, 1234);
+	cr_assert_eq(h.bytes, 5000);
+	cr_assert_eq(h.chunks, 3);
+
+	struct hmemreg_iov iov[3] = {{"gath", 4}, {"ered ", 5}, {"send", 5}};
+	cr_assert_eq(hmemreg_engine_sendv(a, peer, iov, 3, NULL, NULL, &x), 0, "%s", hmemreg_engine_last_error());
+	cr_assert_eq(hmemreg_xfer_wait(a, x, 20000), 0);
+	hmemreg_xfer_release(x);
+	for (int i = 0; i < 5000 && __atomic_load_n(&h.msgs, __ATOMIC_SEQ_CST) == 0; i++)
+		usleep(1000);
+	cr_assert_str_eq(h.msg, "gathered send");
+	cr_assert_eq(h.sender, ia.id);
+	struct hmemreg_iov nul = {NULL, 3};
+	cr_assert_eq(hmemreg_engine_sendv(a, peer, &nul, 1, NULL, NULL, NULL), -HMEMREG_EINVAL);
+
+	/* A failed write's callback says why: an engine without progress
+	 * threads and room for one operation in flight, its other writes
+	 * queued, fails them when the peer is removed. */
+	struct hmemreg_engine_config still = cfg;
+	still.progress_threads = 0;
+	still.queue_depth = 1;
+	still.peer_queue_depth = 1;
+	hmemreg_engine_t *c;
+	cr_assert_eq(hmemreg_engine_create(&still, &c), 0, "%s", hmemreg_engine_last_error());
+	cr_assert_eq(hmemreg_engine_add_peer(c, addr, len, 0, &peer), 0, "%s", hmemreg_engine_last_error());
+	hmemreg_region_t *rc_src;
+	cr_assert_eq(hmemreg_engine_reg(c, src, N, &rc_src), 0);
+	struct hmemreg_chunk one = {rc_src, 0, 1000, 0};
+	struct failed f = {0};
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(hmemreg_engine_write(c, peer, &one, 1, desc, dlen, 1, on_failed, &f, NULL), 0, "%s",
+			     hmemreg_engine_last_error());
+	cr_assert_eq(hmemreg_engine_remove_peer(c, peer), 0);
+	hmemreg_region_release(rc_src);
+	hmemreg_engine_destroy(c);
+	cr_assert(f.failed > 0, "no write failed");
+	cr_assert_eq(f.without_reason, 0, "%d of %d failed writes' callbacks had no reason", f.without_reason, f.failed);
+	cr_log_info("a failed write: %s", f.why);
+	hmemreg_region_release(rs);
+	hmemreg_region_release(rd);
+	hmemreg_engine_destroy(a);
+	hmemreg_engine_destroy(b);
+
+	/* The config's size rule. */
+	cfg.size = 8;
+	hmemreg_engine_t *e = NULL;
+	cr_assert_eq(hmemreg_engine_create(&cfg, &e), -HMEMREG_EINVAL);
+	cr_assert(strstr(hmemreg_engine_last_error(), "config size 8"), "%s", hmemreg_engine_last_error());
+	cfg.size = sizeof(cfg);
+	cfg.flags = 1u << 30;
+	cr_assert_eq(hmemreg_engine_create(&cfg, &e), -HMEMREG_EINVAL);
+	cr_assert_null(e);
 	free(src);
 	free(dst);
 	free(addr);

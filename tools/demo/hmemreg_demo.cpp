@@ -32,12 +32,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.hpp"
-#include "hmemreg/hmemreg.h"
+#include <hmemreg/engine.hpp>
+#include <hmemreg/hmemreg.h>
+
 #include "export_path.h"
 
 using namespace hmemreg;
-using namespace hmemreg::engine;
 
 namespace {
 
@@ -108,9 +108,9 @@ int kmod_export(int dev, uint32_t provider, uint64_t addr, uint64_t len, uint64_
 	return ex.fd;
 }
 
-Config engine_config(const Options &o, const std::string &node, const std::string &domain)
+EngineConfig engine_config(const Options &o, const std::string &node, const std::string &domain)
 {
-	Config c;
+	EngineConfig c;
 	c.provider = o.provider;
 	c.node = node;
 	c.domain = domain;
@@ -183,7 +183,7 @@ int run_a(const Options &o, int ctl, pid_t b)
 	int host_fd = kmod_export(dev, HMEMREG_PROVIDER_HOST, reinterpret_cast<uint64_t>(src), len, 0, 0xA);
 
 	Engine eng(engine_config(o, o.node_a, o.domain_a));
-	std::printf("[host A] %s\n", eng.caps().describe().c_str());
+	std::printf("[host A] %s\n", eng.describe().c_str());
 	Bytes b_addr = recv_blob(ctl), b_desc = recv_blob(ctl);
 	PeerId peer = eng.add_peer(b_addr, true);
 
@@ -197,7 +197,7 @@ int run_a(const Options &o, int ctl, pid_t b)
 		RegionRef region = eng.register_region(src, len);
 		std::vector<Chunk> chunks(n);
 		for (size_t j = 0; j < n; j++)
-			chunks[j] = Chunk{region.get(), j * chunk, chunk, perm[j] * chunk};
+			chunks[j] = Chunk{region->handle(), j * chunk, chunk, perm[j] * chunk};
 		auto t0 = std::chrono::steady_clock::now();
 		TransferRef t = eng.write(peer, chunks, b_desc, static_cast<uint64_t>(it + 1));
 		if (!eng.wait(*t, std::chrono::seconds(60)) || t->status() != 0)

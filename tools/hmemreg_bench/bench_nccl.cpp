@@ -43,10 +43,10 @@
 
 #include "bench.hpp"
 #include "cli.hpp"
-#include "nccl_abi.h"
+#include "nccl_net_abi.h"
 #include "reference_tools.hpp"
 #include "xfer_target.hpp"
-#include "hmem/cuda_driver.hpp"
+#include "cuda_driver.hpp"
 
 namespace {
 

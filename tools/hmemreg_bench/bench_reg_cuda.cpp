@@ -21,6 +21,7 @@
 #include <rdma/fi_errno.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -33,9 +34,7 @@
 #include "bench.hpp"
 #include "bench_reg.hpp"
 #include "domain.hpp"
-#include "fabric/abi.hpp"
-#include "hmem/cuda_driver.hpp"
-#include "hmem/cuda_memory.hpp"
+#include "cuda_driver.hpp"
 #include "hmemreg/hmemreg.h"
 
 namespace hmemreg::bench {
@@ -44,23 +43,80 @@ namespace {
 
 using Options = RegOptions;
 
+// What libfabric 1.20 added for DMA-BUF registration, for a build against
+// Debian's 1.17 headers (fi_domain.h of 1.20+: the public ABI).
+#ifdef FI_MR_DMABUF
+constexpr uint64_t kMrDmabuf = FI_MR_DMABUF;
+using DmabufRange = fi_mr_dmabuf;
+#else
+constexpr uint64_t kMrDmabuf = 1ULL << 40;
+struct DmabufRange {
+	int fd;
+	uint64_t offset;
+	size_t len;
+	void *base_addr;
+};
+#endif
+constexpr uint32_t kApi1_20 = FI_VERSION(1, 20);
+
+// fi_mr_attr with room for the fields newer API versions append (a
+// provider reads them at the version the fabric was opened with).
+struct MrAttrStorage {
+	fi_mr_attr attr{};
+	uint64_t newer[8]{};
+};
+
+// The CUDA allocation holding p: [base, base + size).
+struct Allocation {
+	CUdeviceptr base = 0;
+	size_t size = 0;
+};
+
+Allocation allocation_of(void *p)
+{
+	Allocation a;
+	cuda::Driver::get().cuMemGetAddressRange(&a.base, &a.size, static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)));
+	return a;
+}
+
+// The allocation as a DMA-BUF (what the cache's FI_MR_DMABUF miss pays);
+// -1 when the driver refuses. The caller closes it.
+int export_dmabuf(const Allocation &a)
+{
+	int fd = -1;
+	if (cuda::Driver::get().cuMemGetHandleForAddressRange(&fd, a.base, a.size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+							      0) != CUDA_SUCCESS)
+		return -1;
+	return fd;
+}
+
+// The allocation's buffer ID: what the cache checks on every CUDA hit.
+uint64_t buffer_id(void *p)
+{
+	unsigned long long id = 0;
+	cuda::Driver::get().cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+						  static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)));
+	return id;
+}
+
 // fi_mr_regattr of one range of memory kind `iface` on d's domain, by
 // address, or through the DMA-BUF fd (>= 0) that starts at `base`.
 int reg_range(const Domain &d, void *p, size_t n, fi_hmem_iface iface, int device, fid_mr **mr, int fd = -1,
 	      uintptr_t base = 0)
 {
 	iovec iov{p, n};
-	fabric::MrAttr storage; // room for what newer API versions read
+	MrAttrStorage storage;
 	fi_mr_attr &attr = storage.attr;
-	fabric::DmabufRange dmabuf{};
+	DmabufRange dmabuf{};
 	uint64_t flags = 0;
 	if (fd >= 0) {
 		dmabuf.fd = fd;
 		dmabuf.offset = reinterpret_cast<uintptr_t>(p) - base;
 		dmabuf.len = n;
 		dmabuf.base_addr = reinterpret_cast<void *>(base);
-		storage.set_dmabuf(&dmabuf);
-		flags = fabric::kMrDmabuf;
+		// In 1.20+ headers mr_iov and dmabuf share the first member (a union).
+		attr.mr_iov = reinterpret_cast<const iovec *>(&dmabuf);
+		flags = kMrDmabuf;
 	} else {
 		attr.mr_iov = &iov;
 	}
@@ -131,7 +187,7 @@ int run_cuda(const Options &o, Printer &out)
 			std::fprintf(stderr, "reg: provider %s offers FI_HMEM but does not register CUDA memory\n",
 				     fab.info->fabric_attr->prov_name);
 	}
-	bool dmabuf = hmem && fab.info->fabric_attr->api_version >= fabric::kApi1_20;
+	bool dmabuf = hmem && fab.info->fabric_attr->api_version >= kApi1_20;
 	const char *prov = have_fab ? fab.info->fabric_attr->prov_name : o.providers.front().c_str();
 	// The cache over the in-memory registrar when the provider cannot reach
 	// CUDA memory: what is measured is the cache and its buffer-ID check.
@@ -152,12 +208,11 @@ int run_cuda(const Options &o, Printer &out)
 			return 1;
 		}
 		void *ptr = reinterpret_cast<void *>(static_cast<uintptr_t>(p));
-		cuda::PointerInfo info;
-		cuda::classify(ptr, n, info);
+		const Allocation info = allocation_of(ptr);
 		long it = o.iters ? o.iters : 200;
 		double exp = ns_per(it, [&] {
-			UniqueFd fd;
-			return cuda::export_dmabuf(info, fd) == 0;
+			const int fd = export_dmabuf(info);
+			return fd >= 0 && close(fd) == 0;
 		});
 		double cold = exp;
 		if (hmem) {
@@ -173,14 +228,16 @@ int run_cuda(const Options &o, Printer &out)
 		if (dmabuf) {
 			bool refused = false;
 			double r = ns_per(it, [&] {
-				UniqueFd fd;
 				fid_mr *mr = nullptr;
-				if (cuda::export_dmabuf(info, fd))
+				const int fd = export_dmabuf(info);
+				if (fd < 0)
 					return false;
-				int rc = reg_range(fab, ptr, n, FI_HMEM_CUDA, 0, &mr, fd.get(), info.base);
+				int rc = reg_range(fab, ptr, n, FI_HMEM_CUDA, 0, &mr, fd, info.base);
 				if (rc == -FI_EOPNOTSUPP || rc == -FI_ENOSYS)
 					refused = true;
-				return rc == 0 && fi_close(&mr->fid) == 0;
+				const bool ok = rc == 0 && fi_close(&mr->fid) == 0;
+				close(fd);
+				return ok;
 			});
 			if (refused)
 				emit(out, o, prov, n, "cold_dmabuf", -1, cold, "provider refused FI_MR_DMABUF");
@@ -190,7 +247,7 @@ int run_cuda(const Options &o, Printer &out)
 			}
 		}
 		emit(out, o, prov, n, "dmabuf_export", exp, cold, hmem ? "" : "provider has no FI_HMEM: export is the cold cost");
-		double bid = ns_per(o.iters ? o.iters : 1000000, [&] { return cuda::buffer_id(ptr) != 0; });
+		double bid = ns_per(o.iters ? o.iters : 1000000, [&] { return buffer_id(ptr) != 0; });
 		emit(out, o, prov, n, "buffer_id", bid, cold);
 		hmemreg_mr_request rq{};
 		rq.size = sizeof(rq);

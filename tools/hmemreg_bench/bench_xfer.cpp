@@ -46,16 +46,17 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <hmemreg/engine.hpp>
+
 #include "bench.hpp"
 #include "cli.hpp"
 #include "reference_tools.hpp"
-#include "engine/engine.hpp"
-#include "hmem/cuda_driver.hpp"
+#include "cuda_driver.hpp"
 #include "xfer_cuda_procs.hpp"
 #include "xfer_target.hpp"
 
 using namespace hmemreg;
-using namespace hmemreg::engine;
+using Config = EngineConfig;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -367,7 +368,7 @@ std::vector<Chunk> layout(const Region &src, size_t size, size_t nchunks)
 {
 	std::vector<Chunk> chunks;
 	for (const bench::Placement &p : bench::placements(size, nchunks))
-		chunks.push_back({&src, p.local, p.len, p.remote});
+		chunks.push_back({src.handle(), p.local, p.len, p.remote});
 	return chunks;
 }
 
@@ -382,7 +383,7 @@ public:
 	Drained &operator=(const Drained &) = delete;
 	~Drained() noexcept
 	{
-		const unsigned t = e_.caps().peer_timeout_ms;
+		const unsigned t = e_.caps().peer_timeout_ms();
 		const auto bound = std::chrono::milliseconds(t ? t + 5000ull : 60'000ull);
 		try {
 			if (e_.drain(peer_, bound))
@@ -619,7 +620,8 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 	// measured between runs: forever-spinning progress threads starved
 	// ib_write_bw in a 2-CPU VM.
 	cfg.max_write = o.max_write;
-	cfg.post_more = o.more;
+	if (o.more)
+		cfg.flags |= HMEMREG_ENGINE_POST_MORE;
 
 	// A bench server elsewhere: iperf3 goes there too; the loopback stream
 	// ceiling and ib_write_bw (both sides here) do not apply.
@@ -682,7 +684,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 				regions.push_back({hdst.data(), maxbuf});
 			S.b = targets.make(cfg, regions);
 			S.peer = S.a->add_peer(S.b.address, true);
-			if (S.a->caps().imm_key_bytes == 4) {
+			if (S.a->caps().imm_key_bytes() == 4) {
 				// 4-byte keys: the target assigns the writer's index once it
 				// knows the writer; measure with it.
 				targets.add_peer(S.b.slot, S.a->address());
@@ -704,7 +706,7 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 					    ref_what == "iperf3-lo" ? "iperf3 over loopback, one client/server pair per rail at once, 1 MiB writes, 1 s, per row"
 					    : o.cuda ? "the slower of cuMemcpy D2H/H2D from pinned memory, per row"
 						     : ref_what.c_str(),
-					    S.a->caps().describe().c_str());
+					    S.a->describe().c_str());
 			setups.push_back(std::move(st));
 		}
 		pr.section("xfer " + prov);
@@ -789,8 +791,8 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 					row.add("chunks", nch).add("rails", static_cast<int>(rails))
 						.add("target", !o.connect.empty() ? "remote" : o.procs == 2 ? "child" : "in-process");
 					row.add("notify", !S.a->immediate_to(S.peer) ? "msg"
-							  : S.a->caps().imm_key_bytes == 4 ? "imm4" : "imm");
-					row.add("iov", S.a->caps().write_iov);
+							  : S.a->caps().imm_key_bytes() == 4 ? "imm4" : "imm");
+					row.add("iov", S.a->caps().write_iov());
 					row.add("iters", r[m].iters);
 					if (o.json)
 						row.add("total", static_cast<long long>(bytes));

@@ -14,15 +14,15 @@
 #include <vector>
 
 #include "bench.hpp"
-#include "engine/engine.hpp"
-#include "hmem/cuda_driver.hpp"
+#include <hmemreg/engine.hpp>
+
+#include "cuda_driver.hpp"
 
 namespace hmemreg::bench {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using engine::Bytes;
 
 uint8_t byte_at(size_t i)
 {
@@ -67,9 +67,9 @@ Bytes recv_msg(int fd)
 	return b;
 }
 
-engine::Config config(const CudaProcsOptions &o)
+EngineConfig config(const CudaProcsOptions &o)
 {
-	engine::Config c;
+	EngineConfig c;
 	c.provider = o.provider;
 	if (o.provider.find("tcp") != std::string::npos)
 		c.node = "127.0.0.1";
@@ -87,9 +87,9 @@ engine::Config config(const CudaProcsOptions &o)
 		check(d.cuMemAlloc(&dst, o.max_size), "cuMemAlloc");
 		check(d.cuMemsetD8(dst, 0, o.max_size), "cuMemsetD8");
 		{
-			engine::Engine e(config(o));
+			Engine e(config(o));
 			std::atomic<uint64_t> notes{0};
-			e.on_notify([&](const engine::Notification &) { notes.fetch_add(1); });
+			e.on_notify([&](const Notification &) { notes.fetch_add(1); });
 			auto region = e.register_region(reinterpret_cast<void *>(dst), o.max_size);
 			Bytes a = e.address(), desc = e.descriptor(*region);
 			send_msg(fd, a.data(), static_cast<uint32_t>(a.size()));
@@ -195,16 +195,16 @@ int xfer_cuda_two_processes(const CudaProcsOptions &o)
 		}
 		void *pinned = nullptr;
 		check(d.cuMemHostAlloc(&pinned, o.max_size, 0), "cuMemHostAlloc");
-		engine::Engine a(config(o));
-		engine::PeerId peer = a.add_peer(addr, true);
+		Engine a(config(o));
+		PeerId peer = a.add_peer(addr, true);
 		auto region = a.register_region(reinterpret_cast<void *>(src), o.max_size);
 		const bool staged = region->staged() || target_staged;
 		Printer pr(o.json);
 		pr.section("xfer " + o.provider + ", cuda memory, GPU 0 -> GPU 0 in a child process");
 		if (!o.json)
-			std::printf("# %s\n", a.caps().describe().c_str());
+			std::printf("# %s\n", a.describe().c_str());
 		for (size_t n = o.min_size; n <= o.max_size; n *= 2) {
-			engine::Chunk c{region.get(), 0, n, 0};
+			Chunk c{region->handle(), 0, n, 0};
 			uint64_t tag = 1;
 			// A window of writes, then until the target was notified of all
 			// of them: its notification means the bytes are in its device
@@ -212,9 +212,9 @@ int xfer_cuda_two_processes(const CudaProcsOptions &o)
 			// queued its copy).
 			uint64_t notified = ask(fd, 'C');
 			auto writes = [&] {
-				std::vector<engine::TransferRef> xs;
+				std::vector<TransferRef> xs;
 				for (unsigned w = 0; w < o.window; w++)
-					xs.push_back(a.write(peer, std::span<const engine::Chunk>(&c, 1), desc, tag++));
+					xs.push_back(a.write(peer, std::span<const Chunk>(&c, 1), desc, tag++));
 				for (auto &x : xs)
 					if (!a.wait(*x, std::chrono::seconds(60)) || x->status() != 0)
 						throw Error(HMEMREG_EFABRIC, "xfer: a write failed: " + x->error());
@@ -229,8 +229,8 @@ int xfer_cuda_two_processes(const CudaProcsOptions &o)
 			if (o.verify) {
 				ask(fd, 'Z', n);
 				uint64_t before = ask(fd, 'C');
-				engine::Chunk one{region.get(), 0, n, 0};
-				auto x = a.write(peer, std::span<const engine::Chunk>(&one, 1), desc, tag++);
+				Chunk one{region->handle(), 0, n, 0};
+				auto x = a.write(peer, std::span<const Chunk>(&one, 1), desc, tag++);
 				if (!a.wait(*x, std::chrono::seconds(60)) || x->status() != 0)
 					throw Error(HMEMREG_EFABRIC, "xfer: the verified write failed");
 				auto until = Clock::now() + std::chrono::seconds(30);
@@ -245,15 +245,15 @@ int xfer_cuda_two_processes(const CudaProcsOptions &o)
 			});
 			double d2h = best_gbps(n, 1, o.seconds / 4, [&] { check(d.cuMemcpyDtoH(pinned, src, n), "cuMemcpyDtoH"); });
 			double h2d = best_gbps(n, 1, o.seconds / 4, [&] { check(d.cuMemcpyHtoD(copy, pinned, n), "cuMemcpyHtoD"); });
-			engine::PathStats ps = a.path_stats();
+			const struct hmemreg_engine_path_stats ps = a.path_stats();
+			const std::string address_why = a.text(HMEMREG_ENGINE_TEXT_DEVICE_ADDRESS_WHY);
 			Row r;
 			r.add("bench", "xfer").add("provider", o.provider).add("mem", "cuda").add("target", "child");
 			r.add("bytes", static_cast<long long>(n)).add("window", static_cast<long long>(o.window));
 			r.add("path", staged ? "staged" : "direct");
 			r.add("registered", staged ? "host mirror"
 					    : ps.device_regs_dmabuf ? "FI_MR_DMABUF"
-					    : "by address (" + (ps.device_address_why.empty() ? std::string("API < 1.20")
-											       : ps.device_address_why) + ")");
+					    : "by address (" + (address_why.empty() ? std::string("API < 1.20") : address_why) + ")");
 			r.add("GBps", gbps, 2).add("d2d_GBps", d2d, 1).add("pinned_GBps", std::min(d2h, h2d), 1);
 			r.add("x_of_d2d", d2d > 0 ? gbps / d2d : 0.0, 4);
 			r.add("verified", verified);

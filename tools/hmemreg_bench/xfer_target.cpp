@@ -115,10 +115,7 @@ std::string Targets::start_iperf3(int, unsigned)
 
 namespace {
 
-using engine::Bytes;
-using engine::Config;
-using engine::Engine;
-using engine::RegionRef;
+using Config = EngineConfig;
 
 struct FreeDeleter {
 	void operator()(void *p) const { std::free(p); }
@@ -155,7 +152,7 @@ public:
 		std::atomic<size_t> *c = counters_ ? &counters_[slot] : &own_[slot];
 		c->store(0);
 		auto e = std::make_unique<Engine>(cfg);
-		e->on_notify([c](const engine::Notification &) { c->fetch_add(1, std::memory_order_relaxed); });
+		e->on_notify([c](const Notification &) { c->fetch_add(1, std::memory_order_relaxed); });
 		TargetEngine t{slot, e->address(), {}, [c] { return c->load(); }};
 		// Kept only once all are registered: a failure midway drops this
 		// engine's regions (before it) and leaves the others as they were.
@@ -423,12 +420,14 @@ std::string unprefixed(const std::string &what)
 	return what.rfind("xfer: ", 0) == 0 ? what.substr(6) : what;
 }
 
-// The fields of Config the bench sets, on the wire.
+// The fields of Config the bench sets, on the wire (their widths fixed:
+// 64-bit imm_data_bytes, write_iov and max_write, one byte for post_more).
 void put_config(Message &m, const Config &c)
 {
 	m.put_string(c.provider).put_string(c.node);
-	m.put(c.rails).put(c.progress_threads).put(c.notify).put(c.imm_data_bytes);
-	m.put(c.write_iov).put(c.max_write).put(static_cast<uint8_t>(c.post_more));
+	m.put(c.rails).put(c.progress_threads).put(c.notify).put(static_cast<uint64_t>(c.imm_data_bytes));
+	m.put(static_cast<uint64_t>(c.write_iov)).put(c.max_write);
+	m.put(static_cast<uint8_t>((c.flags & HMEMREG_ENGINE_POST_MORE) != 0));
 }
 
 Config get_config(Message &m)
@@ -439,10 +438,15 @@ Config get_config(Message &m)
 	c.rails = m.get<decltype(c.rails)>();
 	c.progress_threads = m.get<decltype(c.progress_threads)>();
 	c.notify = m.get<decltype(c.notify)>();
-	c.imm_data_bytes = m.get<decltype(c.imm_data_bytes)>();
-	c.write_iov = m.get<decltype(c.write_iov)>();
+	const uint64_t imm = m.get<uint64_t>(), iov = m.get<uint64_t>();
 	c.max_write = m.get<decltype(c.max_write)>();
-	c.post_more = m.get<uint8_t>() != 0; // any byte is a valid one, not so a bool
+	if (m.get<uint8_t>() != 0) // any byte is a valid one, not so a bool
+		c.flags |= HMEMREG_ENGINE_POST_MORE;
+	if (imm > UINT32_MAX || iov > UINT32_MAX)
+		throw Error(HMEMREG_EINVAL, "xfer: imm_data_bytes " + std::to_string(imm) + ", write_iov " +
+						    std::to_string(iov) + " (at most 32 bits each)");
+	c.imm_data_bytes = static_cast<uint32_t>(imm);
+	c.write_iov = static_cast<uint32_t>(iov);
 	// Threads and endpoints a client may make this side open: bounded.
 	constexpr unsigned kMaxRails = 64;
 	if (c.rails > kMaxRails || c.progress_threads > kMaxRails)

@@ -16,7 +16,7 @@
 
 #include <sys/types.h>
 
-#include "engine/engine.hpp"
+#include <hmemreg/engine.hpp>
 
 namespace hmemreg::bench {
 
@@ -33,8 +33,8 @@ std::vector<uint8_t> expected_target(size_t size, size_t nchunks);
 // What the writer needs of one target engine.
 struct TargetEngine {
 	unsigned slot = 0;
-	engine::Bytes address;                  // its peer blob
-	std::vector<engine::Bytes> descriptors; // one per region passed to make()
+	Bytes address;                  // its peer blob
+	std::vector<Bytes> descriptors; // one per region passed to make()
 	std::function<size_t()> notes;          // notifications it received so far
 	bool staged = false; // a region is staged through host memory at the target
 };
@@ -54,9 +54,9 @@ public:
 	virtual ~Targets() = default;
 
 	// A target engine with the writer's configuration, `regions` registered.
-	virtual TargetEngine make(const engine::Config &cfg, std::span<const Span> regions) = 0;
+	virtual TargetEngine make(const EngineConfig &cfg, std::span<const Span> regions) = 0;
 	// The target adds the writer as a peer (4-byte keys need it).
-	virtual void add_peer(unsigned slot, const engine::Bytes &writer) = 0;
+	virtual void add_peer(unsigned slot, const Bytes &writer) = 0;
 	// Drops every target engine and its regions; never throws.
 	virtual void clear() noexcept = 0;
 	// Ends the targets (the child process drops its engines and exits);

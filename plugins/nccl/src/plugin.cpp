@@ -7,13 +7,11 @@
 #include <random>
 #include <thread>
 
-#include "hmem/cuda_copy.hpp"
-#include "hmem/cuda_memory.hpp"
+#include "cuda_driver.hpp"
 #include "log.hpp"
 
 namespace hmemreg::nccl {
 
-using engine::PeerId;
 
 namespace {
 
@@ -27,6 +25,28 @@ ncclResult_t result_of(const Error &e)
 	default:
 		return ncclSystemError;
 	}
+}
+
+// Waits for the copies queued on `device`'s legacy default stream (where
+// shm's CUDA IPC target copies). 0, or -1 with why.
+int finish_legacy_copies(int device, std::string &why)
+{
+	const cuda::Driver &d = cuda::Driver::get();
+	if (!d.loaded) {
+		why = d.why_not;
+		return -1;
+	}
+	if (cuda::use_device(device) < 0) {
+		why = "cannot make a context current on CUDA device " + std::to_string(device);
+		return -1;
+	}
+	const CUresult r = d.cuStreamSynchronize(CU_STREAM_LEGACY);
+	if (r != CUDA_SUCCESS) {
+		why = "cuStreamSynchronize(CU_STREAM_LEGACY) on device " + std::to_string(device) + ": " +
+		      cuda::error_text(r);
+		return -1;
+	}
+	return 0;
 }
 
 uint64_t random_u64()
@@ -68,7 +88,7 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	if (cfg.inline_max + proto::kInlineOverhead > (16u << 10) - 64 && !std::getenv("FI_OFI_RXM_BUFFER_SIZE") &&
 	    (cfg.provider.empty() || cfg.provider.find("ofi_rxm") != std::string::npos))
 		setenv("FI_OFI_RXM_BUFFER_SIZE", std::to_string(cfg.inline_max + 1024).c_str(), 0);
-	engine::Config ec;
+	EngineConfig ec;
 	ec.provider = cfg.provider;
 	ec.node = cfg.node;
 	ec.domain = cfg.domain;
@@ -82,22 +102,25 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	// only keep the network moving when NCCL is away for longer than this.
 	ec.caller_backoff_us = 1000;
 	// Cts, Inline and Close on rail 0: the caller polls it on every turn,
-	// quiet rails seldom (Config::sends_on_first_rail).
+	// quiet rails seldom (HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL).
 	// Only with progress threads: with caller-driven progress alone
 	// (PROGRESS_THREADS=0), close_with_requests_in_flight hangs now and then
 	// with it (a rail polled one turn in 16; not understood yet).
-	ec.sends_on_first_rail = cfg.progress_threads > 0;
+	if (cfg.progress_threads > 0)
+		ec.flags |= HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL;
 	ec.first_rail_write_max = 64u << 10; // and small writes (one piece each, below max_write)
+	// The plugin's 0 is never; the engine's 0 its default.
 	if (cfg.peer_timeout_ms != Config::kEngineDefault)
-		ec.peer_timeout_ms = static_cast<unsigned>(cfg.peer_timeout_ms);
-	ec.notify = cfg.notify == "immediate" ? engine::Config::Notify::Immediate
-		    : cfg.notify == "message" ? engine::Config::Notify::Message
-					      : engine::Config::Notify::Auto;
-	engine_ = std::make_unique<engine::Engine>(ec);
+		ec.peer_timeout_ms = cfg.peer_timeout_ms == 0 ? EngineConfig::kPeerTimeoutNever
+							      : static_cast<uint32_t>(cfg.peer_timeout_ms);
+	ec.notify = cfg.notify == "immediate" ? EngineConfig::Notify::Immediate
+		    : cfg.notify == "message" ? EngineConfig::Notify::Message
+					      : EngineConfig::Notify::Auto;
+	engine_ = std::make_unique<Engine>(ec);
 	regs_ = std::make_unique<Registrations>(*engine_);
 	const auto &caps = engine_->caps();
 	dev_name_ = "hmemreg:" + caps.provider + (caps.rail_domains.empty() ? "" : ":" + caps.rail_domains[0]);
-	NINFO(NCCL_INIT | NCCL_NET, "engine: %s", caps.describe().c_str());
+	NINFO(NCCL_INIT | NCCL_NET, "engine: %s", engine_->describe().c_str());
 	// Device pointers only where the provider reaches device memory itself
 	// and iflush gives NCCL the ordering it needs: shm, whose target copies
 	// into device memory with cudaMemcpy on this process's legacy stream
@@ -105,26 +128,26 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	// with GPUDirect RDMA) needs a read-back flush this plugin does not do,
 	// so there device data goes through host buffers NCCL registers here.
 	const bool cpu_copies = caps.provider == "shm";
-	if (caps.hmem && cpu_copies) {
+	if (caps.hmem() && cpu_copies) {
 		ptr_support_ = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
 		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST|CUDA|DMABUF: provider %s registers CUDA memory directly (%s)",
 		      caps.provider.c_str(), caps.device_memory.c_str());
 	} else {
-		host_only_why_ = caps.hmem ? "provider " + caps.provider +
+		host_only_why_ = caps.hmem() ? "provider " + caps.provider +
 						     " has FI_HMEM, but its device writes would need a GPUDirect RDMA flush "
 						     "(a read-back), which iflush does not do"
 					   : caps.device_memory;
 		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST only: %s", host_only_why_.c_str());
 	}
 	// Callbacks run on the engine's progress context: nothing may escape them.
-	engine_->on_message([this](const engine::Message &m) {
+	engine_->on_message([this](const Message &m) {
 		try {
 			on_message(m);
 		} catch (const std::exception &e) {
 			NWARN("control message dropped: %s", e.what());
 		}
 	});
-	engine_->on_notify([this](const engine::Notification &n) {
+	engine_->on_notify([this](const Notification &n) {
 		try {
 			on_notify(n);
 		} catch (const std::exception &e) {
@@ -245,7 +268,7 @@ ncclResult_t Plugin::connect(int dev, void *handle, void **send_comm)
 		return ncclInvalidArgument;
 	}
 	try {
-		uint64_t peer_engine = engine::peer_engine_id(h->address);
+		uint64_t peer_engine = Engine::peer_engine_id(h->address);
 		if (peer_engine == engine_->id()) {
 			NWARN("connect: a connection within one process is not supported (same engine)");
 			return ncclInvalidUsage;
@@ -332,17 +355,6 @@ ncclResult_t Plugin::reg_mr(void *comm, void *data, size_t size, int type, void 
 	auto h = std::make_unique<MemHandle>();
 	h->addr = reinterpret_cast<uintptr_t>(data);
 	h->size = size;
-	if (size && device) {
-		cuda::PointerInfo info;
-		std::string why;
-		if (cuda::classify(data, size, info, &why) < 0 || info.kind != cuda::MemKind::device) {
-			NWARN("regMr: %p (%zu bytes) was passed as CUDA memory but is not: %s", data, size,
-			      why.empty() ? cuda::kind_name(info.kind) : why.c_str());
-			return ncclInvalidArgument;
-		}
-		h->cuda_device = info.device;
-		device_regs_++;
-	}
 	if (size) {
 		try {
 			// Device memory: exactly the buffer (rounding could leave its
@@ -352,8 +364,24 @@ ncclResult_t Plugin::reg_mr(void *comm, void *data, size_t size, int type, void 
 			h->region = device ? engine_->register_region(data, size) : regs_->get(data, size);
 			h->descriptor = engine_->descriptor(*h->region);
 		} catch (const Error &e) {
-			NWARN("regMr of %p (%zu bytes): %s", data, size, e.what());
-			return ncclSystemError;
+			NWARN("regMr of %p (%zu bytes)%s: %s", data, size, device ? " as CUDA memory" : "", e.what());
+			return e.code() == HMEMREG_EINVAL && device ? ncclInvalidArgument : ncclSystemError;
+		}
+		if (device) {
+			// What the engine found the memory to be (one driver query).
+			hmemreg_region_info info{};
+			try {
+				info = h->region->info();
+			} catch (const Error &e) {
+				NWARN("regMr of %p (%zu bytes): %s", data, size, e.what());
+				return ncclSystemError;
+			}
+			if (info.iface != HMEMREG_IFACE_CUDA) {
+				NWARN("regMr: %p (%zu bytes) was passed as CUDA memory but is host memory", data, size);
+				return ncclInvalidArgument;
+			}
+			h->cuda_device = info.device;
+			device_regs_++;
 		}
 	}
 	std::lock_guard l(mu_);
@@ -555,7 +583,7 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	rq->seq = seq;
 	rq->size = size;
 	std::weak_ptr<Request> weak = rq;
-	auto done = [this, weak](const engine::Transfer &t) {
+	auto done = [this, weak](const Transfer &t) {
 		std::lock_guard l(mu_);
 		auto r = weak.lock();
 		if (!r || r->state != Request::State::Pending)
@@ -582,24 +610,24 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			m.tag = tag;
 			m.data = std::span(static_cast<const uint8_t *>(size ? data : nullptr), size);
 			// The data is copied once, into the engine's message.
-			rq->transfer = engine_->send(c->peer, proto::encode_head(m), m.data, done);
+			engine_->send(c->peer, proto::encode_head(m), m.data, done);
 		} else if (size == 0) {
 			proto::Empty e;
 			e.recv_id = cts->recv_id;
 			e.seq = seq;
-			rq->transfer = engine_->send(c->peer, proto::encode(e), done);
+			engine_->send(c->peer, proto::encode(e), done);
 		} else {
-			engine::Chunk ch;
-			ch.local = mh->region.get();
+			Chunk ch;
+			ch.local = mh->region->handle();
 			ch.local_offset = reinterpret_cast<uintptr_t>(data) - reinterpret_cast<uintptr_t>(mh->region->addr());
 			ch.len = size;
 			if (eager) {
 				ch.remote_offset = static_cast<size_t>(seq % c->eager.slots) * c->eager.slot_size;
-				rq->transfer = engine_->write(c->peer, std::span(&ch, 1), c->eager.descriptor,
+				engine_->write(c->peer, std::span(&ch, 1), c->eager.descriptor,
 							      proto::kEagerTag | proto::notify_tag(c->remote_id, seq), done);
 			} else {
 				ch.remote_offset = cts->offset;
-				rq->transfer = engine_->write(c->peer, std::span(&ch, 1), cts->descriptor,
+				engine_->write(c->peer, std::span(&ch, 1), cts->descriptor,
 							      proto::notify_tag(cts->recv_id, seq), done);
 			}
 		}
@@ -738,7 +766,7 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	} else if (!c->peer_closed) {
 		m.done_upto = c->done_upto;
 		try {
-			rq->transfer = engine_->send(c->peer, proto::encode(m));
+			engine_->send(c->peer, proto::encode(m));
 		} catch (const Error &e) {
 			if (e.code() == HMEMREG_EAGAIN)
 				return ncclSuccess;
@@ -781,7 +809,7 @@ ncclResult_t Plugin::iflush(void *recv_comm, int n, void **, int *, void **mhand
 	}
 	for (int d : devices) {
 		std::string why;
-		if (cuda::finish_legacy_copies(d, &why) < 0) {
+		if (finish_legacy_copies(d, why) < 0) {
 			NWARN("iflush: %s", why.c_str());
 			return ncclUnhandledCudaError;
 		}
@@ -1042,7 +1070,7 @@ void Plugin::land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<
 	mark_done_locked(c, r.seq);
 }
 
-void Plugin::on_notify(const engine::Notification &n)
+void Plugin::on_notify(const Notification &n)
 {
 	std::unique_lock l(mu_);
 	const uint32_t recv_id = static_cast<uint32_t>((n.tag & ~proto::kEagerTag) >> 32);
@@ -1079,7 +1107,7 @@ void Plugin::on_notify(const engine::Notification &n)
 	land_eager(r, slot, n.bytes);
 }
 
-void Plugin::on_message(const engine::Message &msg)
+void Plugin::on_message(const Message &msg)
 {
 	auto m = proto::decode(msg.data);
 	if (!m) {
@@ -1093,7 +1121,7 @@ void Plugin::on_message(const engine::Message &msg)
 		auto it = listens_.find(m->connect.listen_id);
 		bool valid = false;
 		try {
-			valid = engine::peer_engine_id(m->connect.address) == msg.sender;
+			valid = Engine::peer_engine_id(m->connect.address) == msg.sender;
 		} catch (const Error &) {
 		}
 		if (it == listens_.end() || !valid) {

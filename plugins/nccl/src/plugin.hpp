@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "config.hpp"
-#include "engine/engine.hpp"
+#include <hmemreg/engine.hpp>
 #include "nccl_abi.h"
 #include "protocol.hpp"
 #include "registrations.hpp"
@@ -54,8 +54,8 @@ struct ListenComm final : Comm {
 };
 
 struct SendComm final : Comm {
-	SendComm(uint32_t i, engine::PeerId p, uint64_t e) : Comm(Kind::Send, i), peer(p), peer_engine(e) {}
-	const engine::PeerId peer;
+	SendComm(uint32_t i, PeerId p, uint64_t e) : Comm(Kind::Send, i), peer(p), peer_engine(e) {}
+	const PeerId peer;
 	const uint64_t peer_engine;
 	uint32_t next_seq = 0;
 	uint32_t remote_id = 0;                          // the recv comm, learnt from its first Cts
@@ -81,18 +81,18 @@ struct SendComm final : Comm {
 // A recv comm's eager slots: one registered buffer, slot i at i * slot_size.
 struct EagerSlots {
 	std::unique_ptr<uint8_t[]> mem;
-	engine::RegionRef region;
+	RegionRef region;
 	uint32_t slots = 0;
 	size_t slot_size = 0;
 	uint8_t *slot(uint32_t seq) const { return mem.get() + static_cast<size_t>(seq % slots) * slot_size; }
 };
 
 struct RecvComm final : Comm {
-	RecvComm(uint32_t i, engine::PeerId p, uint64_t e, uint32_t r)
+	RecvComm(uint32_t i, PeerId p, uint64_t e, uint32_t r)
 		: Comm(Kind::Recv, i), peer(p), peer_engine(e), remote_id(r)
 	{
 	}
-	const engine::PeerId peer;
+	const PeerId peer;
 	const uint64_t peer_engine;
 	const uint32_t remote_id;                        // the send comm
 	uint32_t next_seq = 0;
@@ -132,11 +132,10 @@ struct Request {
 	size_t bytes = 0;    // what test() reports
 	ncclResult_t error = ncclSuccess;
 	std::string why;
-	engine::TransferRef transfer; // keeps the engine's view alive until test()
 };
 
 struct MemHandle {
-	engine::RegionRef region; // null for a zero-length registration
+	RegionRef region; // null for a zero-length registration
 	uintptr_t addr = 0;
 	size_t size = 0;
 	int cuda_device = -1;     // CUDA device memory of this ordinal, else -1
@@ -174,11 +173,11 @@ public:
 private:
 	explicit Plugin(const Config &cfg);
 	template <typename T> T *find_locked(void *comm, Comm::Kind kind);
-	engine::PeerId peer_for_locked(uint64_t engine_id, std::span<const uint8_t> address);
+	PeerId peer_for_locked(uint64_t engine_id, std::span<const uint8_t> address);
 	void progress_now(); // caller-driven mode: one engine progress turn
 	void idle();         // nothing to do yet: progress turn, or yield to the progress thread
-	void on_message(const engine::Message &m);
-	void on_notify(const engine::Notification &n);
+	void on_message(const Message &m);
+	void on_notify(const Notification &n);
 	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
 	void expire_after_close_locked(Request &r);
 	void send_deferred_cts_locked(Request &r);
@@ -188,7 +187,7 @@ private:
 	void mark_done_locked(RecvComm &c, uint32_t seq);
 	void land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes);
 	void land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<const uint8_t> data);
-	void send_control_locked(engine::PeerId peer, const std::vector<uint8_t> &msg);
+	void send_control_locked(PeerId peer, const std::vector<uint8_t> &msg);
 	ncclResult_t post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			       void **request);
 	ncclResult_t try_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request,
@@ -208,7 +207,7 @@ private:
 	std::unordered_map<uint32_t, RecvComm *> recvs_;
 	std::unordered_map<void *, std::shared_ptr<Request>> requests_;
 	std::unordered_map<void *, std::unique_ptr<MemHandle>> mhandles_;
-	std::unordered_map<uint64_t, engine::PeerId> peers_;
+	std::unordered_map<uint64_t, PeerId> peers_;
 	uint64_t bytes_sent_ = 0, bytes_received_ = 0, eager_receives_ = 0, peer_closes_ = 0;
 	std::atomic<uint64_t> device_regs_{0}, flushes_{0};
 	// Eager slots of closed recv comms (8 MiB each by default), freed with the engine.
@@ -216,7 +215,7 @@ private:
 
 	// Last members: destroyed first, so no engine callback outlives the
 	// state above.
-	std::unique_ptr<engine::Engine> engine_;
+	std::unique_ptr<Engine> engine_;
 	std::unique_ptr<Registrations> regs_;
 };
 

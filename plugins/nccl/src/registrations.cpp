@@ -12,7 +12,7 @@ void Registrations::prune_locked()
 	std::erase_if(entries_, [](const Entry &e) { return e.region.expired(); });
 }
 
-engine::RegionRef Registrations::get(void *addr, size_t len)
+RegionRef Registrations::get(void *addr, size_t len)
 {
 	static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
 	const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
@@ -30,7 +30,7 @@ engine::RegionRef Registrations::get(void *addr, size_t len)
 		}
 	}
 	// Register outside the lock (slow); a racing twin only costs a duplicate.
-	engine::RegionRef r = engine_.register_region(reinterpret_cast<void *>(start), end - start);
+	RegionRef r = engine_.register_region(reinterpret_cast<void *>(start), end - start);
 	misses_++;
 	std::lock_guard l(mu_);
 	prune_locked();

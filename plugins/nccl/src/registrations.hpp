@@ -14,15 +14,15 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/engine.hpp"
+#include <hmemreg/engine.hpp>
 
 namespace hmemreg::nccl {
 
 class Registrations {
 public:
-	explicit Registrations(engine::Engine &e) : engine_(e) {}
+	explicit Registrations(Engine &e) : engine_(e) {}
 	// A region covering [addr, addr + len); throws hmemreg::Error.
-	engine::RegionRef get(void *addr, size_t len);
+	RegionRef get(void *addr, size_t len);
 	uint64_t live();
 	uint64_t hits() const { return hits_.load(); }
 	uint64_t misses() const { return misses_.load(); }
@@ -30,11 +30,11 @@ public:
 private:
 	struct Entry {
 		uintptr_t start, end;
-		std::weak_ptr<engine::Region> region;
+		std::weak_ptr<Region> region;
 	};
 	void prune_locked();
 
-	engine::Engine &engine_;
+	Engine &engine_;
 	std::mutex mu_;
 	std::vector<Entry> entries_;
 	std::atomic<uint64_t> hits_{0}, misses_{0};

@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: MIT
 // The engine's C API (hmemreg/engine.h): handles wrap the C++ objects,
 // exceptions become negative HMEMREG_E* codes plus a per-thread message.
+#include <cstddef>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <type_traits>
 
 #include "engine/engine.hpp"
+#include "hmem/cuda_memory.hpp"
 #include "hmemreg/hmemreg.h"
 
 using namespace hmemreg;
@@ -16,6 +20,10 @@ struct hmemreg_engine {
 struct hmemreg_region {
 	RegionRef r;
 	Engine *owner;
+	// Memory kind, found on the first hmemreg_region_info.
+	mutable std::once_flag classified;
+	mutable uint32_t iface = HMEMREG_IFACE_HOST;
+	mutable int32_t device = -1;
 };
 struct hmemreg_xfer {
 	TransferRef t;
@@ -63,61 +71,148 @@ int copy_out(const Bytes &b, void *buf, size_t *len)
 	return 0;
 }
 
+// A failed transfer's callback finds why in hmemreg_engine_last_error().
 TransferCallback c_callback(hmemreg_xfer_cb cb, void *arg)
 {
 	if (!cb)
 		return {};
-	return [cb, arg](const Transfer &t) { cb(arg, t.status()); };
+	return [cb, arg](const Transfer &t) {
+		const int status = t.status();
+		if (status < 0) {
+			try {
+				last_error = t.error();
+			} catch (const std::exception &) {
+				last_error = "transfer failed";
+			}
+		}
+		cb(arg, status);
+	};
+}
+
+// Extensible structs: `size` is what the caller knows. Bytes beyond what
+// this library knows must be zero (fields of a newer header left unset).
+bool unknown_tail_is_zero(const void *p, size_t size, size_t known)
+{
+	const auto *b = static_cast<const unsigned char *>(p);
+	for (size_t i = known; i < size; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+// Copies the first out->size bytes of `full` (what the library fills) into
+// *out, zeroing what the caller's struct has beyond it.
+template <class T> int fill_sized(T *out, T full, size_t min_size, const char *what)
+{
+	if (!out)
+		return fail(HMEMREG_EINVAL, (std::string(what) + " is NULL").c_str());
+	const size_t size = out->size;
+	if (size < min_size)
+		return fail(HMEMREG_EINVAL, (std::string(what) + "->size " + std::to_string(size) + " is below " +
+					     std::to_string(min_size) + " (set it to sizeof)")
+					    .c_str());
+	full.size = static_cast<uint32_t>(std::min(size, sizeof(T)));
+	std::memcpy(out, &full, std::min(size, sizeof(T)));
+	if (size > sizeof(T))
+		std::memset(reinterpret_cast<unsigned char *>(out) + sizeof(T), 0, size - sizeof(T));
+	out->size = static_cast<uint32_t>(size);
+	return 0;
+}
+
+int copy_text(const std::string &s, char *buf, size_t len)
+{
+	if (buf && len) {
+		size_t n = std::min(len - 1, s.size());
+		std::memcpy(buf, s.data(), n);
+		buf[n] = 0;
+	}
+	return static_cast<int>(std::min<size_t>(s.size(), INT32_MAX));
+}
+
+Config to_config(const hmemreg_engine_config &in)
+{
+	// The first version of the struct is all of it today; later fields are
+	// read only where in.size reaches them.
+	constexpr size_t kFirstVersion = sizeof(hmemreg_engine_config);
+	if (in.size < kFirstVersion)
+		throw Error(HMEMREG_EINVAL, "engine config size " + std::to_string(in.size) + " is below " +
+						    std::to_string(kFirstVersion) +
+						    " (call hmemreg_engine_config_init first)");
+	if (!unknown_tail_is_zero(&in, in.size, sizeof(in)))
+		throw Error(HMEMREG_ENOTSUP, "engine config of " + std::to_string(in.size) +
+						     " bytes sets fields this library (" + std::to_string(sizeof(in)) +
+						     " bytes) does not know");
+	constexpr uint32_t kKnownFlags = HMEMREG_ENGINE_POST_MORE | HMEMREG_ENGINE_REQUIRE_HMEM |
+					 HMEMREG_ENGINE_NO_HMEM | HMEMREG_ENGINE_REQUIRE_REMOTE_CQ_DATA |
+					 HMEMREG_ENGINE_NO_STAGING | HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL;
+	if (in.flags & ~kKnownFlags)
+		throw Error(HMEMREG_EINVAL, "engine config flags " + std::to_string(in.flags & ~kKnownFlags) +
+						    " are not HMEMREG_ENGINE_* flags");
+	Config c;
+	if (in.provider)
+		c.provider = in.provider;
+	if (in.node)
+		c.node = in.node;
+	if (in.domain)
+		c.domain = in.domain;
+	c.rails = in.rails ? in.rails : 1;
+	c.progress_threads = in.progress_threads;
+	c.queue_depth = in.queue_depth;
+	c.peer_queue_depth = in.peer_queue_depth;
+	// Zero keeps the engine's default of each.
+	auto set = [](auto &field, auto value) {
+		if (value)
+			field = static_cast<std::remove_reference_t<decltype(field)>>(value);
+	};
+	set(c.max_message, in.max_message);
+	set(c.max_transfers, in.max_transfers);
+	set(c.recv_buffers, in.recv_buffers);
+	set(c.send_buffers, in.send_buffers);
+	c.max_write = in.max_write;
+	c.write_iov = in.write_iov;
+	set(c.post_batch, in.post_batch);
+	set(c.idle_spin, in.idle_spin);
+	set(c.idle_sleep_us, in.idle_sleep_us);
+	set(c.staging_piece, in.staging_piece);
+	c.imm_data_bytes = in.imm_data_bytes;
+	c.post_more = in.flags & HMEMREG_ENGINE_POST_MORE;
+	c.require_hmem = in.flags & HMEMREG_ENGINE_REQUIRE_HMEM;
+	c.ask_hmem = !(in.flags & HMEMREG_ENGINE_NO_HMEM);
+	c.require_remote_cq_data = in.flags & HMEMREG_ENGINE_REQUIRE_REMOTE_CQ_DATA;
+	c.stage_device_memory = !(in.flags & HMEMREG_ENGINE_NO_STAGING);
+	c.sends_on_first_rail = in.flags & HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL;
+	c.caller_backoff_us = in.caller_backoff_us;
+	c.first_rail_write_max = in.first_rail_write_max;
+	c.peer_timeout_ms = in.peer_timeout_ms == 0			   ? Config::kPeerTimeoutDefault
+			    : in.peer_timeout_ms == HMEMREG_PEER_TIMEOUT_NEVER ? 0
+									       : in.peer_timeout_ms;
+	switch (in.notify) {
+	case HMEMREG_NOTIFY_AUTO:
+		c.notify = Config::Notify::Auto;
+		break;
+	case HMEMREG_NOTIFY_IMMEDIATE:
+		c.notify = Config::Notify::Immediate;
+		break;
+	case HMEMREG_NOTIFY_MESSAGE:
+		c.notify = Config::Notify::Message;
+		break;
+	default:
+		throw Error(HMEMREG_EINVAL, "config notify " + std::to_string(in.notify) +
+						    " is not one of HMEMREG_NOTIFY_AUTO, _IMMEDIATE, _MESSAGE");
+	}
+	return c;
 }
 
 } // namespace
 
 extern "C" {
 
-void hmemreg_engine_config_init(struct hmemreg_engine_config *cfg)
-{
-	std::memset(cfg, 0, sizeof(*cfg));
-	cfg->rails = 1;
-	cfg->progress_threads = 1;
-	cfg->notify = HMEMREG_NOTIFY_AUTO;
-}
-
 int hmemreg_engine_create(const struct hmemreg_engine_config *cfg, hmemreg_engine_t **out)
 {
 	if (!cfg || !out)
 		return fail(HMEMREG_EINVAL, "config or out is NULL");
 	return guard([&] {
-		Config c;
-		if (cfg->provider)
-			c.provider = cfg->provider;
-		if (cfg->node)
-			c.node = cfg->node;
-		if (cfg->domain)
-			c.domain = cfg->domain;
-		c.rails = cfg->rails ? cfg->rails : 1;
-		c.progress_threads = cfg->progress_threads;
-		c.queue_depth = cfg->queue_depth;
-		if (cfg->max_message)
-			c.max_message = cfg->max_message;
-		if (cfg->max_transfers)
-			c.max_transfers = cfg->max_transfers;
-		c.peer_timeout_ms = cfg->peer_timeout_ms == 0			       ? Config::kPeerTimeoutDefault
-				    : cfg->peer_timeout_ms == HMEMREG_PEER_TIMEOUT_NEVER ? 0
-											  : cfg->peer_timeout_ms;
-		switch (cfg->notify) {
-		case HMEMREG_NOTIFY_AUTO:
-			c.notify = Config::Notify::Auto;
-			break;
-		case HMEMREG_NOTIFY_IMMEDIATE:
-			c.notify = Config::Notify::Immediate;
-			break;
-		case HMEMREG_NOTIFY_MESSAGE:
-			c.notify = Config::Notify::Message;
-			break;
-		default:
-			throw Error(HMEMREG_EINVAL, "config notify " + std::to_string(cfg->notify) +
-							    " is not one of HMEMREG_NOTIFY_AUTO, _IMMEDIATE, _MESSAGE");
-		}
+		Config c = to_config(*cfg);
 		auto h = std::make_unique<hmemreg_engine>();
 		h->e = std::make_unique<Engine>(c);
 		*out = h.release();
@@ -141,6 +236,88 @@ size_t hmemreg_engine_describe(const hmemreg_engine_t *engine, char *buf, size_t
 		buf[n] = 0;
 	}
 	return s.size();
+}
+
+int hmemreg_engine_get_info(const hmemreg_engine_t *engine, struct hmemreg_engine_info *out)
+{
+	if (!engine)
+		return fail(HMEMREG_EINVAL, "engine is NULL");
+	return guard([&] {
+		const Capabilities &c = engine->e->caps();
+		hmemreg_engine_info i{};
+		i.flags = (c.rma ? HMEMREG_ENGINE_HAS_RMA : 0) | (c.hmem ? HMEMREG_ENGINE_HAS_HMEM : 0) |
+			  (c.dmabuf ? HMEMREG_ENGINE_HAS_DMABUF : 0) |
+			  (c.remote_cq_data ? HMEMREG_ENGINE_HAS_REMOTE_CQ_DATA : 0) |
+			  (c.delivery_complete ? HMEMREG_ENGINE_HAS_DELIVERY_COMPLETE : 0) |
+			  (c.notify_immediate ? HMEMREG_ENGINE_NOTIFIES_IMMEDIATE : 0);
+		i.id = engine->e->id();
+		i.rails = static_cast<uint32_t>(c.rail_domains.size());
+		i.api_version = c.api_version;
+		i.cq_data_size = static_cast<uint32_t>(c.cq_data_size);
+		i.imm_key_bytes = static_cast<uint32_t>(c.imm_key_bytes);
+		i.queue_depth = c.queue_depth;
+		i.peer_queue_depth = c.peer_queue_depth;
+		i.max_write = c.max_write;
+		i.write_iov = c.write_iov;
+		i.inject_size = c.inject_size;
+		i.peer_timeout_ms = c.peer_timeout_ms;
+		return fill_sized(out, i, sizeof(hmemreg_engine_info), "info");
+	});
+}
+
+int hmemreg_engine_text(const hmemreg_engine_t *engine, uint32_t what, uint32_t index, char *buf, size_t len)
+{
+	if (!engine)
+		return fail(HMEMREG_EINVAL, "engine is NULL");
+	return guard([&] {
+		const Capabilities &c = engine->e->caps();
+		if (what != HMEMREG_ENGINE_TEXT_RAIL_DOMAIN && index != 0)
+			throw Error(HMEMREG_EINVAL, "engine text " + std::to_string(what) + " has no index " +
+							    std::to_string(index));
+		switch (what) {
+		case HMEMREG_ENGINE_TEXT_PROVIDER:
+			return copy_text(c.provider, buf, len);
+		case HMEMREG_ENGINE_TEXT_FABRIC:
+			return copy_text(c.fabric, buf, len);
+		case HMEMREG_ENGINE_TEXT_RAIL_DOMAIN:
+			if (index >= c.rail_domains.size())
+				throw Error(HMEMREG_ENOENT, "engine text: no rail " + std::to_string(index) + " (" +
+								    std::to_string(c.rail_domains.size()) + " rails)");
+			return copy_text(c.rail_domains[index], buf, len);
+		case HMEMREG_ENGINE_TEXT_DEVICE_MEMORY:
+			return copy_text(c.device_memory, buf, len);
+		case HMEMREG_ENGINE_TEXT_HMEM_WHY_NOT:
+			return copy_text(c.hmem_why_not, buf, len);
+		case HMEMREG_ENGINE_TEXT_NOTIFY:
+			return copy_text(c.notify, buf, len);
+		case HMEMREG_ENGINE_TEXT_PROGRESS:
+			return copy_text(c.progress, buf, len);
+		case HMEMREG_ENGINE_TEXT_PEER_TIMEOUT:
+			return copy_text(c.peer_timeout, buf, len);
+		case HMEMREG_ENGINE_TEXT_DEVICE_ADDRESS_WHY:
+			return copy_text(engine->e->path_stats().device_address_why, buf, len);
+		default:
+			throw Error(HMEMREG_EINVAL, "engine text " + std::to_string(what) +
+							    " is not one of HMEMREG_ENGINE_TEXT_*");
+		}
+	});
+}
+
+int hmemreg_peer_engine_id(const void *addr, size_t len, uint64_t *id)
+{
+	if (!addr || !id)
+		return fail(HMEMREG_EINVAL, "addr or id is NULL");
+	return guard([&] {
+		*id = peer_engine_id({static_cast<const uint8_t *>(addr), len});
+		return 0;
+	});
+}
+
+int hmemreg_engine_immediate_to(const hmemreg_engine_t *engine, uint64_t peer)
+{
+	if (!engine)
+		return fail(HMEMREG_EINVAL, "engine is NULL");
+	return guard([&] { return engine->e->immediate_to(peer) ? 1 : 0; });
 }
 
 int hmemreg_engine_address(const hmemreg_engine_t *engine, void *buf, size_t *len)
@@ -205,8 +382,34 @@ int hmemreg_engine_reg_export(hmemreg_engine_t *engine, const hmemreg_export_t *
 		auto r = std::make_unique<hmemreg_region>();
 		r->r = engine->e->register_export(exp, offset, len);
 		r->owner = engine->e.get();
+		// An export's kind is known here; the CPU address would classify as host.
+		std::call_once(r->classified, [&] { r->iface = HMEMREG_IFACE_KMOD_EXPORT; });
 		*out = r.release();
 		return 0;
+	});
+}
+
+int hmemreg_region_get_info(const hmemreg_region_t *region, struct hmemreg_region_info *out)
+{
+	if (!region)
+		return fail(HMEMREG_EINVAL, "region is NULL");
+	return guard([&] {
+		const Region &r = *region->r;
+		hmemreg_region_info i{};
+		i.flags = r.staged() ? HMEMREG_REGION_STAGED : 0;
+		i.addr = r.addr();
+		i.length = r.length();
+		// Asked here, not at registration: most callers never ask.
+		std::call_once(region->classified, [&] {
+			cuda::PointerInfo p;
+			if (cuda::classify(r.addr(), r.length(), p) == 0 && p.kind == cuda::MemKind::device) {
+				region->iface = HMEMREG_IFACE_CUDA;
+				region->device = p.device;
+			}
+		});
+		i.iface = region->iface;
+		i.device = region->device;
+		return fill_sized(out, i, sizeof(hmemreg_region_info), "info");
 	});
 }
 
@@ -239,6 +442,26 @@ int hmemreg_engine_set_callbacks(hmemreg_engine_t *engine, hmemreg_notify_cb not
 	});
 }
 
+int hmemreg_engine_set_handlers(hmemreg_engine_t *engine, hmemreg_notification_fn notify, hmemreg_message_fn message,
+				void *arg)
+{
+	if (!engine)
+		return fail(HMEMREG_EINVAL, "engine is NULL");
+	return guard([&] {
+		engine->e->on_notify(notify ? std::function<void(const Notification &)>([=](const Notification &n) {
+			hmemreg_notification c{sizeof(c), n.chunks, n.from, n.sender, n.tag, n.bytes};
+			notify(arg, &c);
+		})
+					    : nullptr);
+		engine->e->on_message(message ? std::function<void(const Message &)>([=](const Message &m) {
+			hmemreg_message c{sizeof(c), 0, m.from, m.sender, m.data.data(), m.data.size()};
+			message(arg, &c);
+		})
+					      : nullptr);
+		return 0;
+	});
+}
+
 int hmemreg_engine_write(hmemreg_engine_t *engine, uint64_t peer, const struct hmemreg_chunk *chunks, size_t nchunks,
 			 const void *remote_desc, size_t desc_len, uint64_t tag, hmemreg_xfer_cb cb, void *arg,
 			 hmemreg_xfer_t **xfer)
@@ -255,11 +478,15 @@ int hmemreg_engine_write(hmemreg_engine_t *engine, uint64_t peer, const struct h
 								    "'s local region was registered with another engine");
 			v[i] = {chunks[i].local->r.get(), chunks[i].local_offset, chunks[i].len, chunks[i].remote_offset};
 		}
-		auto x = std::make_unique<hmemreg_xfer>();
-		x->t = engine->e->write(peer, v, {static_cast<const uint8_t *>(remote_desc), desc_len}, tag,
+		// A handle only when asked for (allocated before posting: a failure posts nothing).
+		std::unique_ptr<hmemreg_xfer> x = xfer ? std::make_unique<hmemreg_xfer>() : nullptr;
+		TransferRef t;
+		t = engine->e->write(peer, v, {static_cast<const uint8_t *>(remote_desc), desc_len}, tag,
 					c_callback(cb, arg));
-		if (xfer)
+		if (x) {
+			x->t = std::move(t);
 			*xfer = x.release();
+		}
 		return 0;
 	});
 }
@@ -270,10 +497,47 @@ int hmemreg_engine_send(hmemreg_engine_t *engine, uint64_t peer, const void *dat
 	if (!engine || (!data && len))
 		return fail(HMEMREG_EINVAL, "engine or data is NULL");
 	return guard([&] {
-		auto x = std::make_unique<hmemreg_xfer>();
-		x->t = engine->e->send(peer, {static_cast<const uint8_t *>(data), len}, c_callback(cb, arg));
-		if (xfer)
+		// A handle only when asked for (allocated before posting: a failure posts nothing).
+		std::unique_ptr<hmemreg_xfer> x = xfer ? std::make_unique<hmemreg_xfer>() : nullptr;
+		TransferRef t;
+		t = engine->e->send(peer, {static_cast<const uint8_t *>(data), len}, c_callback(cb, arg));
+		if (x) {
+			x->t = std::move(t);
 			*xfer = x.release();
+		}
+		return 0;
+	});
+}
+
+int hmemreg_engine_sendv(hmemreg_engine_t *engine, uint64_t peer, const struct hmemreg_iov *iov, size_t niov,
+			 hmemreg_xfer_cb cb, void *arg, hmemreg_xfer_t **xfer)
+{
+	if (!engine || (!iov && niov))
+		return fail(HMEMREG_EINVAL, "engine or iov is NULL");
+	for (size_t i = 0; i < niov; i++)
+		if (!iov[i].base && iov[i].len)
+			return fail(HMEMREG_EINVAL, ("iov[" + std::to_string(i) + "].base is NULL").c_str());
+	return guard([&] {
+		// A handle only when asked for (allocated before posting: a failure posts nothing).
+		std::unique_ptr<hmemreg_xfer> x = xfer ? std::make_unique<hmemreg_xfer>() : nullptr;
+		TransferRef t;
+		auto piece = [&](size_t i) {
+			return std::span<const uint8_t>(static_cast<const uint8_t *>(iov[i].base), iov[i].len);
+		};
+		if (niov <= 1) {
+			t = engine->e->send(peer, niov ? piece(0) : std::span<const uint8_t>(), c_callback(cb, arg));
+		} else if (niov == 2) { // head + body: one copy of each, into the send buffer
+			t = engine->e->send(peer, piece(0), piece(1), c_callback(cb, arg));
+		} else {
+			Bytes all;
+			for (size_t i = 0; i < niov; i++)
+				all.insert(all.end(), piece(i).begin(), piece(i).end());
+			t = engine->e->send(peer, all, c_callback(cb, arg));
+		}
+		if (x) {
+			x->t = std::move(t);
+			*xfer = x.release();
+		}
 		return 0;
 	});
 }
@@ -306,13 +570,26 @@ void hmemreg_xfer_release(hmemreg_xfer_t *xfer)
 
 int hmemreg_engine_path_stats(const hmemreg_engine_t *engine, struct hmemreg_engine_path_stats *out)
 {
-	if (!engine || !out)
-		return fail(HMEMREG_EINVAL, "engine or out is NULL");
+	if (!engine)
+		return fail(HMEMREG_EINVAL, "engine is NULL");
 	return guard([&] {
 		PathStats p = engine->e->path_stats();
-		*out = {p.direct_writes,	  p.staged_writes,   p.staged_to_host_bytes,
-			p.staged_to_device_bytes, p.staged_landings, p.staged_errors};
-		return 0;
+		struct hmemreg_engine_path_stats c{};
+		c.direct_writes = p.direct_writes;
+		c.staged_writes = p.staged_writes;
+		c.staged_to_host_bytes = p.staged_to_host_bytes;
+		c.staged_to_device_bytes = p.staged_to_device_bytes;
+		c.staged_landings = p.staged_landings;
+		c.staged_errors = p.staged_errors;
+		c.immediate_notices = p.immediate_notices;
+		c.immediate_abandoned = p.immediate_abandoned;
+		c.immediate_pending = p.immediate_pending;
+		c.immediate_writers = p.immediate_writers;
+		c.immediate_writes = p.immediate_writes;
+		c.message_writes = p.message_writes;
+		c.device_regs_dmabuf = p.device_regs_dmabuf;
+		c.device_regs_address = p.device_regs_address;
+		return fill_sized(out, c, sizeof(struct hmemreg_engine_path_stats), "stats");
 	});
 }
 

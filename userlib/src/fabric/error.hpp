@@ -3,24 +3,13 @@
 // libfabric return code and the hmemreg code the C API hands out.
 #pragma once
 
-#include <stdexcept>
 #include <string>
 
 #include <rdma/fi_errno.h>
 
-#include "hmemreg/common.h"
+#include "hmemreg/error.hpp" // hmemreg::Error, also what the public wrappers throw
 
 namespace hmemreg {
-
-// Thrown by the fabric and engine layers; the C API turns it into -code().
-class Error : public std::runtime_error {
-public:
-	Error(int hmemreg_code, const std::string &what) : std::runtime_error(what), code_(hmemreg_code) {}
-	int code() const { return code_; }
-
-private:
-	int code_; // positive HMEMREG_E* value
-};
 
 namespace fabric {
 

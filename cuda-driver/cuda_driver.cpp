@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Run-time loading of libcuda.so.1.
-#include "hmem/cuda_driver.hpp"
+#include "cuda_driver.hpp"
 
 #include <dlfcn.h>
 
