@@ -123,7 +123,8 @@ struct hmemreg_stats_export {
 	uint32_t cache_id;      /* hmemreg_stats_cache.id of the cache */
 	uint32_t reserved;
 	uint64_t export_id;     /* the ledger's export id (mr_cache_stat joins on it) */
-	uint64_t entries;       /* registrations of it the cache holds (cached or not) */
+	uint64_t entries;       /* registrations of it the cache holds and watches (those
+				   uncached by a limit or HMEMREG_MR_NO_CACHE are not counted) */
 	uint64_t bytes;         /* bytes they cover */
 };
 
