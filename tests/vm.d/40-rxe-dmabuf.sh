@@ -75,10 +75,10 @@ if [ -n "$lf2" ]; then
 	"$HMEMREG_BUILD/tools/mr_cache_stat" --exports -p "$holder" || true
 	xj=$("$HMEMREG_BUILD/tools/mr_cache_stat" --exports --json -p "$holder") && xrc=0 || xrc=$?
 	echo "$xj"
-	rows=$(grep -o '"pid":'"$holder"',"comm":"[^"]*","cache_id":[0-9]*,"cache":"[^"]*","export_id":[0-9]*,"entries":[1-9][0-9]*,"bytes":[1-9][0-9]*,"kernel":{"provider":"devmem","state":"[^"]*pinned[^"]*","owner_pid":'"$holder"',[^]]*"attachments":\[{"device":"rxe0","pid":'"$holder"',"comm":"[^"]*","pinned":1' <<<"$xj" | wc -l)
+	rows=$(grep -o '"pid":'"$holder"',"comm":"[^"]*","cache_id":[0-9]*,"cache":"[^"]*","export_id":[0-9]*,"entries":[1-9][0-9]*,"bytes":[1-9][0-9]*,"kernel":{"provider":"devmem","state":"[^"]*pinned[^"]*","owner_pid":'"$holder"',[^]]*"attachments":\[{"device":"rxe0","pid":'"$holder"',"comm":"[^"]*","pinned":[1-9]' <<<"$xj" | wc -l)
 	all=$(grep -o '"export_id":' <<<"$xj" | wc -l)
 	if [ "$xrc" = 0 ] && [ "$rows" -ge 2 ] && [ "$rows" = "$all" ] && grep -q '"missing_in_kernel":0,"unexplained":\[\]' <<<"$xj"; then
-		echo "ok mr_cache_stat --exports: 2 cache rows, each export pinned by rxe0 (pid $holder), nothing unexplained"
+		echo "ok mr_cache_stat --exports: $rows cache rows, each export pinned by rxe0 (pid $holder), nothing unexplained"
 	else
 		echo "FAIL: mr_cache_stat --exports (exit $xrc): want >= 2 rows, all joined to rxe0 pins, got $rows of $all"; bad=$((bad + 1))
 	fi

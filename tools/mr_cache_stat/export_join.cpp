@@ -110,11 +110,11 @@ void print_exports_text(const Sample &s, const ExportJoin &j)
 	if (j.rows.empty()) {
 		std::printf("no cache holds registrations of hmemreg.ko exports\n");
 	} else {
-		std::printf("%7s %-16s %4s %-12s %8s %7s %9s %-6s %-8s %5s %s\n", "PID", "COMM", "ID", "CACHE", "EXPORT",
+		std::printf("%7s %-16s %4s %-24s %8s %7s %9s %-6s %-8s %5s %s\n", "PID", "COMM", "ID", "CACHE", "EXPORT",
 			    "ENTRIES", "BYTES", "KIND", "STATE", "PINS", "IMPORTERS");
 		for (const auto &r : j.rows) {
 			const Export *k = r.kernel;
-			std::printf("%7d %-16.16s %4u %-12.12s %8" PRIu64 " %7" PRIu64 " %9s %-6s %-8s %5s %s\n", r.pid,
+			std::printf("%7d %-16.16s %4u %-24.24s %8" PRIu64 " %7" PRIu64 " %9s %-6s %-8s %5s %s\n", r.pid,
 				    r.comm.c_str(), r.cache_id, r.cache_name.c_str(), r.export_id, r.entries,
 				    human(r.bytes).c_str(), k ? provider_name(k->provider) : "-",
 				    !s.loaded ? "?" : k ? state_text(k->state).c_str() : "MISSING",
