@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "mrcache/cache.hpp"
+#include "mrcache/cache_hit.inl"
 
 namespace t {
 

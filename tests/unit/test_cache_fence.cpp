@@ -53,7 +53,7 @@ struct Fixture {
 // registered until the last put.
 void many_threads_hand_references_over()
 {
-	constexpr unsigned kThreads = 20;
+	constexpr unsigned kThreads = kSharedShard + 5; // more than the owned shards
 	Fixture f;
 	Lease first = f.get(f.at(1));
 	cr_assert_eq(f.cache->put(first.entry, first.shard), 0);

@@ -4,7 +4,6 @@
 #include <memory>
 
 #include "hmem/cuda_memory.hpp"
-#include "mrcache/cache.hpp"
 
 namespace hmemreg::cuda {
 
@@ -23,10 +22,32 @@ bool BufferIdMonitor::valid(const mr::Entry &e)
 	return buffer_id(reinterpret_cast<const void *>(e.range.start)) == e.watch_gen;
 }
 
-void attach_device_monitors(mr::Cache &cache)
+namespace {
+
+class CudaKind final : public mr::MemoryKind {
+public:
+	mr::Iface iface() const override { return mr::Iface::cuda; }
+	const char *name() const override { return "cuda"; }
+	std::shared_ptr<mr::Monitor> monitor() const override
+	{
+		return available() ? std::make_shared<BufferIdMonitor>() : nullptr;
+	}
+	bool extent(const mr::Request &req, mr::Range &out) const override
+	{
+		PointerInfo info;
+		if (classify(req.addr, req.len, info) != 0 || info.kind != MemKind::device)
+			return false;
+		out = mr::Range{info.base, info.base + info.size};
+		return true;
+	}
+};
+
+} // namespace
+
+const mr::MemoryKind &memory_kind()
 {
-	if (available())
-		cache.set_device_monitor(mr::Iface::cuda, std::make_shared<BufferIdMonitor>());
+	static const CudaKind kind;
+	return kind;
 }
 
 } // namespace hmemreg::cuda

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: MIT
-// The cache's monitor for CUDA device memory: a registration stays valid
-// while the allocation's buffer ID is the one it was registered with. CUDA
-// hands out a new ID for every allocation, so cudaFree + cudaMalloc at the
-// same address is seen on the next hit, before a stale key can be used.
-// Cost: one cuPointerGetAttribute per hit on CUDA memory (measured by
-// `hmemreg_bench reg --mem cuda`), made outside every cache lock.
+// CUDA device memory as a cache memory kind. The monitor: a registration
+// stays valid while the allocation's buffer ID is the one it was
+// registered with. CUDA hands out a new ID for every allocation, so
+// cudaFree + cudaMalloc at the same address is seen on the next hit,
+// before a stale key can be used. Cost: one cuPointerGetAttribute per hit
+// on CUDA memory (measured by `hmemreg_bench reg --mem cuda`), made outside
+// every cache lock. The extent: the whole allocation (one registration
+// serves every buffer carved from it, and a DMA-BUF export needs
+// page-aligned allocation bounds anyway).
 #pragma once
 
+#include "mrcache/memory_kind.hpp"
 #include "mrcache/monitor.hpp"
 
 namespace hmemreg::cuda {
@@ -20,8 +24,8 @@ public:
 	bool valid(const mr::Entry &e) override;
 };
 
-// Called by every cache at creation: installs the monitor for CUDA memory
-// when a CUDA driver is loaded here (else CUDA entries are never cached).
-void attach_device_monitors(mr::Cache &cache);
+// The kind the cache's monitor factory lists for Iface::cuda: without a
+// CUDA driver here it gives no monitor (CUDA entries are never cached).
+const mr::MemoryKind &memory_kind();
 
 } // namespace hmemreg::cuda

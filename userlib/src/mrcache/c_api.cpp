@@ -10,7 +10,7 @@
 #include "fabric/info.hpp"
 #include "hmem/cuda_memory.hpp"
 #include "hmemreg/hmemreg.h"
-#include "mrcache/cache.hpp"
+#include "mrcache/cache_hit.inl"
 #include "mrcache/export_table.hpp"
 #include "mrcache/fabric_registrar.hpp"
 

@@ -10,10 +10,9 @@
 
 #include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
-#include "mrcache/cache.hpp"
+#include "mrcache/cache_hit.inl"
 #include "mrcache/export_table.hpp"
 #include "mrcache/count_fence.hpp"
-#include "hmem/cuda_monitor.hpp"
 #include "mrcache/fork_registry.hpp"
 #include "mrcache/monitor_factory.hpp"
 
@@ -75,7 +74,7 @@ int Cache::create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_conf
 	int rc = c->monitor_->attach(*c);
 	if (rc)
 		return rc;
-	cuda::attach_device_monitors(*c);
+	c->attach_memory_kinds();
 	attach_export_monitor(*c);
 	fork_registry_add(c.get());
 	out = std::move(c);
@@ -83,8 +82,11 @@ int Cache::create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_conf
 }
 
 Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m)
-	: cfg_(cfg), registrar_(std::move(r)), monitor_(std::move(m)), pid_(::getpid())
 {
+	cfg_ = cfg;
+	registrar_ = std::move(r);
+	monitor_ = std::move(m);
+	pid_ = ::getpid();
 	cfg_.name[sizeof(cfg_.name) - 1] = 0;
 	stats_ = StatsSlot::acquire(cfg_.publish_stats != 0, cfg_.name[0] ? cfg_.name : "cache");
 	id_ = stats_->raw()->id;
@@ -115,6 +117,9 @@ Cache::~Cache()
 	fork_registry_remove(this);
 	detach_export_monitor(*this);
 	monitor_->detach(*this);
+	for (auto &m : device_monitors_)
+		if (m)
+			m->detach(*this);
 	Index all;
 	lock_.lock();
 	if (orphan_count_ || in_use_locked())
@@ -134,11 +139,34 @@ Cache::~Cache()
 		kv.second->reg = Registration{};
 }
 
+// Every memory kind the factory knows gets its own monitor in this cache.
+void Cache::attach_memory_kinds()
+{
+	for (uint32_t i = 0; i < HMEMREG_IFACE_MAX; i++) {
+		const MemoryKind *k = memory_kind(static_cast<Iface>(i));
+		if (!k)
+			continue;
+		kinds_[i] = k;
+		std::shared_ptr<Monitor> m = k->monitor();
+		if (m && m->attach(*this) == 0)
+			device_monitors_[i] = std::move(m);
+	}
+}
+
 void Cache::set_device_monitor(Iface iface, std::shared_ptr<Monitor> m)
 {
 	auto i = static_cast<uint32_t>(iface);
 	if (i < HMEMREG_IFACE_MAX && iface != Iface::host)
 		device_monitors_[i] = std::move(m);
+}
+
+Range Cache::extent_of(const Request &req) const
+{
+	Range r;
+	const MemoryKind *k = kinds_[static_cast<uint32_t>(req.iface)];
+	if (k && k->extent(req, r))
+		return r;
+	return registrar_->extent(req);
 }
 
 Monitor *Cache::monitor_for(Iface iface) const
@@ -192,6 +220,13 @@ void Cache::sync_monitor()
 {
 	if (pending_->load(std::memory_order_acquire)) [[unlikely]]
 		monitor_->sync(*this);
+	// Other kinds' monitors: here only (a hit on their entries relies on
+	// generation words or valid(), not on a drained queue).
+	for (auto &m : device_monitors_) {
+		const std::atomic<uint64_t> *w = m ? m->pending_word() : nullptr;
+		if (w && w->load(std::memory_order_acquire)) [[unlikely]]
+			m->sync(*this);
+	}
 }
 
 // A memo hit on an entry whose generation word or monitor must be checked:
@@ -245,6 +280,9 @@ int Cache::get_slow(const Request &req, Lease &out)
 	if (dead_pending_.load(std::memory_order_relaxed)) [[unlikely]]
 		reap();
 	const ThreadState &ts = thread_state();
+	// Every insert into the index ticks the clock under lock_: unchanged
+	// at the miss, nobody inserted a covering entry since this lookup.
+	const uint64_t clock0 = clock_.load(std::memory_order_acquire);
 	for (;;) {
 		uint64_t st;
 		if (!memo_hit(req.iface, req.device, s, e, out, ts, st) && !lookup(req, s, e, out, ts))
@@ -255,7 +293,7 @@ int Cache::get_slow(const Request &req, Lease &out)
 		}
 		drop_stale(out.entry, out.shard);
 	}
-	return miss(req, out);
+	return miss(req, out, clock0);
 }
 
 int Cache::get(const Request &req, Entry *&out)
@@ -381,7 +419,7 @@ void Cache::count_uncached(hmemreg_uncached_reason why)
 
 int Cache::register_uncached(const Request &req, Lease &out, hmemreg_uncached_reason why)
 {
-	Range r = registrar_->extent(req);
+	Range r = extent_of(req);
 	Node node = make_node(req, r);
 	Entry *e = node.mapped().get();
 	int rc = do_register(req, r, e->reg);
@@ -403,11 +441,11 @@ int Cache::register_uncached(const Request &req, Lease &out, hmemreg_uncached_re
 	return 0;
 }
 
-int Cache::miss(const Request &req, Lease &out)
+int Cache::miss(const Request &req, Lease &out, uint64_t clock0)
 {
 	auto *s = stats_->raw();
 	StatsSlot::add(s->misses, 1);
-	Range r = registrar_->extent(req);
+	Range r = extent_of(req);
 	if ((cfg_.max_entry_size && r.size() > cfg_.max_entry_size) || r.size() > cfg_.max_size)
 		return register_uncached(req, out, HMEMREG_UNCACHED_LIMIT);
 	Monitor *mon = monitor_for(req.iface);
@@ -429,7 +467,9 @@ int Cache::miss(const Request &req, Lease &out)
 	Index released; // nodes to release after unlocking
 	const ThreadState &ts = thread_state();
 	lock_.lock();
-	Entry *other = find_cover_locked(req.iface, req.device, r.start, r.end);
+	Entry *other = clock_.load(std::memory_order_relaxed) == clock0
+			       ? nullptr
+			       : find_cover_locked(req.iface, req.device, r.start, r.end);
 	if (other) {
 		// Another thread registered a covering range meanwhile: use it.
 		other->add_count(ts, 1);
@@ -448,15 +488,19 @@ int Cache::miss(const Request &req, Lease &out)
 								: HMEMREG_UNCACHED_RACED;
 	bool cache_it = e->watched && !raced_locked(seq0, req.iface, r);
 	bool settle_now = false;
+	Index::iterator at = index_.end(); // where the entry goes (valid while hint_ok)
+	bool hint_ok = false;
 	if (cache_it) {
 		// Replaced entries settle now (tests and callers expect their
 		// release); evictions are batched (one heavy fence per batch).
-		settle_now = unlink_overlapping_locked(req.iface, r.start, r.end, Cause::replaced, true) > 0;
+		settle_now = unlink_nested_locked(req.iface, req.device, r.start, r.end, at) > 0;
+		hint_ok = true;
 		while (count_ + 1 > cfg_.max_count || bytes_ + r.size() > cfg_.max_size) {
 			Entry *v = lru_pick_locked();
 			if (!v)
 				break;
 			auto it = index_.find(Key{static_cast<uint32_t>(v->iface), v->device, v->range.start, v->serial});
+			hint_ok = hint_ok && it != at;
 			unlink_locked(it, Cause::evicted);
 		}
 		cache_it = count_ + 1 <= cfg_.max_count && bytes_ + r.size() <= cfg_.max_size;
@@ -470,7 +514,10 @@ int Cache::miss(const Request &req, Lease &out)
 		e->inserted = tick;
 		// Published: memo_hit may take it.
 		e->set_state(e->life());
-		index_.insert(std::move(node));
+		if (hint_ok)
+			index_.insert(at, std::move(node)); // no second search
+		else
+			index_.insert(std::move(node));
 		lru_append_locked(e, tick);
 		count_++;
 		bytes_ += r.size();
@@ -485,11 +532,15 @@ int Cache::miss(const Request &req, Lease &out)
 		orphan_bytes_ += r.size();
 		count_uncached(why);
 	}
+	// What reap() would take, in the same critical section.
+	released.swap(dead_);
+	dead_count_ = dead_bytes_ = 0;
+	dead_pending_.store(0, std::memory_order_relaxed);
 	publish_gauges_locked();
 	lock_.unlock();
 	if (cache_it) // the next get of this request hits without the index
 		Memo::fill(memo_.set_for(req.iface, req.device, reinterpret_cast<uintptr_t>(req.addr)), *e);
-	reap();
+	release_nodes(released);
 	lease_of(e, out);
 	out.shard = ts.shard;
 	return 0;
@@ -600,9 +651,8 @@ void Cache::settle_locked()
 	unsettled_count_ = unsettled_bytes_ = 0;
 }
 
-// Entries of iface (any device) overlapping [s, e); with nested_only, only
-// those inside it (what a larger registration replaces).
-int Cache::unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause, bool nested_only)
+// Entries of iface (any device) overlapping [s, e).
+int Cache::unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 {
 	int n = 0;
 	auto i = static_cast<uint32_t>(iface);
@@ -622,8 +672,7 @@ int Cache::unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Caus
 		auto cur = b;
 		while (cur != index_.end() && cur->first.iface == i && cur->first.device == dev && cur->first.start < e) {
 			auto nx = std::next(cur);
-			Range r = cur->second->range;
-			if (r.overlaps(s, e) && (!nested_only || (r.start >= s && r.end <= e))) {
+			if (cur->second->range.overlaps(s, e)) {
 				unlink_locked(cur, cause);
 				n++;
 			}
@@ -633,6 +682,33 @@ int Cache::unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Caus
 		if (dev == ~0ULL)
 			break;
 	}
+	return n;
+}
+
+// Entries of (iface, device) inside [s, e): what a registration of [s, e)
+// replaces. Only entries starting at or after s can be inside, so this is
+// one search; `at` is left where [s, e) goes in the index (the first entry
+// kept after it), a hint for the insert.
+int Cache::unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Index::iterator &at)
+{
+	int n = 0;
+	const auto i = static_cast<uint32_t>(iface);
+	auto cur = index_.lower_bound(Key{i, device, s, 0});
+	at = index_.end();
+	bool placed = false;
+	while (cur != index_.end() && cur->first.iface == i && cur->first.device == device && cur->first.start < e) {
+		auto nx = std::next(cur);
+		if (cur->second->range.end <= e) {
+			unlink_locked(cur, Cause::replaced);
+			n++;
+		} else if (!placed) {
+			at = cur;
+			placed = true;
+		}
+		cur = nx;
+	}
+	if (!placed)
+		at = cur;
 	return n;
 }
 
@@ -661,19 +737,19 @@ void Cache::notify(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 {
 	lock_.lock();
 	note_invalidation_locked(iface, s, e);
-	if (unlink_overlapping_locked(iface, s, e, cause, false))
+	if (unlink_overlapping_locked(iface, s, e, cause))
 		clock_.fetch_add(1, std::memory_order_relaxed);
 	settle_locked();
 	publish_gauges_locked();
 	lock_.unlock();
 }
 
-void Cache::notify_entry(uintptr_t start, uint64_t serial, Cause cause)
+void Cache::notify_entry(Iface iface, uint64_t device, uintptr_t start, uint64_t serial, Cause cause)
 {
 	lock_.lock();
-	auto it = index_.find(Key{static_cast<uint32_t>(Iface::host), 0, start, serial});
+	auto it = index_.find(Key{static_cast<uint32_t>(iface), device, start, serial});
 	if (it != index_.end()) {
-		note_invalidation_locked(Iface::host, start, it->second->range.end);
+		note_invalidation_locked(iface, start, it->second->range.end);
 		unlink_locked(it, cause);
 	}
 	settle_locked();
@@ -701,7 +777,7 @@ int Cache::invalidate(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 {
 	lock_.lock();
 	note_invalidation_locked(iface, s, e);
-	int n = unlink_overlapping_locked(iface, s, e, cause, false);
+	int n = unlink_overlapping_locked(iface, s, e, cause);
 	settle_locked();
 	publish_gauges_locked();
 	lock_.unlock();

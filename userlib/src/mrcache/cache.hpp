@@ -29,7 +29,8 @@
 // get falls back (entry.hpp has the handshake with invalidation). Then one
 // load of its generation word (kmod). The whole hit (try_hit) and put
 // (try_put) are forced inline into the C API's functions, with every
-// slow step out of line: a hit is about 140 instructions, a put 50.
+// slow step out of line: a hit is about 140 instructions, a put 50
+// (they live in cache_hit.inl, which only the C API and cache.cpp include).
 // Neither get nor put writes a line that another thread writes. Memo misses search the index under a read
 // lock that writes only the thread's own cache line, and refill the memo.
 // The LRU is ordered by the cache clock at release (puts store it when it
@@ -42,21 +43,15 @@
 // before taking it and destroyed after releasing it (std::map node handles).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "hmemreg/cache.h"
+#include "mrcache/cache_state.hpp"
 #include "mrcache/entry.hpp"
-#include "mrcache/entry_pool.hpp"
-#include "mrcache/memo.hpp"
 #include "mrcache/monitor.hpp"
-#include "mrcache/reader_lock.hpp"
 #include "mrcache/registrar.hpp"
-#include "mrcache/stats_block.hpp"
 
 namespace hmemreg::mr {
 
@@ -86,7 +81,7 @@ private:
 	unsigned shard_ = 0; // counter shard the get used (put takes it back there)
 };
 
-class Cache {
+class Cache final : public MonitorSink, private CacheState {
 public:
 	// cfg as filled by hmemreg_cache_config_init(). The monitor is chosen
 	// from cfg.monitor. 0, -HMEMREG_EINVAL, -HMEMREG_ENOTSUP, -HMEMREG_ENOMEM.
@@ -147,19 +142,24 @@ public:
 	// call before the cache is used.
 	void set_name(const std::string &name);
 
-	// Device memory kinds (CUDA issue): entries of `iface` are watched and
-	// validated by this monitor; without one they are registered uncached.
+	// A monitor for the entries of iface set from outside the kind table
+	// (export_table.cpp's attach_export_monitor, until the export kind
+	// joins the table in monitor_factory.cpp); without one they are
+	// registered uncached.
 	void set_device_monitor(Iface iface, std::shared_ptr<Monitor> m);
 
-	// ---- for monitors ----
+	// ---- for monitors (MonitorSink) ----
 	// Called from monitor context (a monitor thread, or sync()): unlinks
 	// overlapping entries; deregistration waits for the next cache call.
-	void notify(Iface iface, uintptr_t start, uintptr_t end, Cause cause);
+	void notify(Iface iface, uintptr_t start, uintptr_t end, Cause cause) override;
 	// Find the cached entry a watch was armed for and drop it.
-	void notify_entry(uintptr_t start, uint64_t serial, Cause cause);
+	void notify_entry(Iface iface, uint64_t device, uintptr_t start, uint64_t serial, Cause cause) override;
 	// Drop every entry whose generation word moved (lost events).
-	void revalidate(Cause cause);
-	void count_events(uint64_t n) { StatsSlot::add(stats_->raw()->monitor_events, static_cast<int64_t>(n)); }
+	void revalidate(Cause cause) override;
+	void count_events(uint64_t n) override
+	{
+		StatsSlot::add(stats_->raw()->monitor_events, static_cast<int64_t>(n));
+	}
 
 	// fork(): see hmemreg/cache.h.
 	void before_fork();
@@ -167,16 +167,6 @@ public:
 	void after_fork_child();
 
 private:
-	struct Key {
-		uint32_t iface;
-		uint64_t device;
-		uintptr_t start;
-		uint64_t serial;
-		auto operator<=>(const Key &) const = default;
-	};
-	using Index = std::map<Key, EntryPtr>;
-	using Node = Index::node_type;
-
 	Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std::shared_ptr<Monitor> m);
 
 	template <typename Out>
@@ -190,14 +180,15 @@ private:
 	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts);
 	static void lease_of(Entry *c, Lease &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
-	int miss(const Request &req, Lease &out);
+	int miss(const Request &req, Lease &out, uint64_t clock0);
 	int register_uncached(const Request &req, Lease &out, hmemreg_uncached_reason why);
 	void count_uncached(hmemreg_uncached_reason why);
 	int do_register(const Request &req, Range r, Registration &out);
 	Node make_node(const Request &req, Range r);
 	void unlink_locked(Index::iterator it, Cause cause);
 	void settle_locked();
-	int unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause, bool nested_only);
+	int unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause);
+	int unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Index::iterator &at);
 	Entry *lru_pick_locked();
 	void lru_remove_locked(Entry *e);
 	void lru_append_locked(Entry *e, uint64_t stamp);
@@ -207,166 +198,11 @@ private:
 	void publish_gauges_locked();
 	uint64_t in_use_locked() const;
 	Monitor *monitor_for(Iface iface) const;
+	void attach_memory_kinds();
+	Range extent_of(const Request &req) const;
 
-	hmemreg_cache_config cfg_;
-	std::unique_ptr<Registrar> registrar_;
-	std::shared_ptr<Monitor> monitor_;
-	std::shared_ptr<Monitor> device_monitors_[HMEMREG_IFACE_MAX];
-	std::unique_ptr<StatsSlot> stats_;
-	const std::atomic<uint64_t> *pending_; // monitor's pending word, or a zero
-
-	// Read-mostly words checked on every get.
-	alignas(64) std::atomic<uint64_t> clock_{1};                    // LRU clock, ticks on cache changes
-	std::atomic<uint32_t> dead_pending_{0};          // dead_ has entries to deregister
-	std::atomic<uint32_t> forked_{0};                // this is a fork child: cache nothing
-	Memo memo_;
-
-	EntryPool pool_; // declared before the indexes: destroyed after them
-
-	// Everything below is guarded by lock_ (write side) except where noted.
-	alignas(64) ReaderLock lock_;
-	Index index_;   // cached entries (read under the read side)
-	Index orphans_; // in use, not in the index; released at the last put
-	Index dead_;    // unused, to be deregistered outside the lock
-	Index unsettled_; // unlinked, held or not yet to be decided (settle_locked)
-	Index parent_;  // after fork: the parent's entries, never touched again
-	Entry *lru_head_ = nullptr, *lru_tail_ = nullptr;
-	uint64_t count_ = 0, bytes_ = 0;
-	uint64_t orphan_count_ = 0, orphan_bytes_ = 0, dead_count_ = 0, dead_bytes_ = 0;
-	uint64_t unsettled_count_ = 0, unsettled_bytes_ = 0;
-	uint64_t settle_batch_ = 1; // evictions unsettled at most (one heavy fence each)
-	std::atomic<uint64_t> notify_seq_{0}; // bumped by every notify/invalidate
-	// The last kRecent invalidated ranges, by notify sequence: a miss that
-	// raced with an invalidation of its own range is not cached.
-	static constexpr unsigned kRecent = 64;
-	struct RecentRange {
-		uint32_t iface;
-		uintptr_t start, end;
-	} recent_[kRecent] = {};
 	void note_invalidation_locked(Iface iface, uintptr_t s, uintptr_t e);
 	bool raced_locked(uint64_t seq0, Iface iface, Range r) const;
-	std::atomic<uint64_t> next_serial_{1};
-	pid_t pid_;
-	uint32_t id_ = 0; // unique per process (ChunkHeader::owner)
-	uint64_t header_word_ = 0; // ChunkHeader{kEntryMagic, id_}.word()
-	uint64_t *hit_counters_ = nullptr; // stats_->raw()->hits (try_hit: one load less)
 };
-
-// ---- hit path, inline (the C API's get and put compile into one call each)
-// Forced: the C API functions are the only callers that matter, and a
-// call with its register saves and a Lease in memory was a fifth of a hit.
-#define HMEMREG_HIT_PATH inline __attribute__((always_inline))
-
-// A hit on the memo: count a reference, then check the entry is still
-// cached in the same life (the handshake in entry.hpp); if not, give it
-// back. st: the state seen (its flags say which checks the hit needs).
-// Out: a Lease, or the C API's output (c_api.cpp). view() takes the
-// slot's copies at once (the caller's output, not registers, holds them
-// while the entry is checked: on a miss, the slow path writes them again);
-// held() completes a hit.
-template <typename Out>
-HMEMREG_HIT_PATH bool Cache::memo_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Out &out,
-				      const ThreadState &ts, uint64_t &st)
-{
-	MemoView v;
-	if (!memo_.lookup(iface, device, s, e, v))
-		return false;
-	out.view(v);
-	Entry *c = v.entry;
-	// A slot left by an entry that is gone (evictions leave many) costs a
-	// load, no write. The same load says whether this thread's shard bit
-	// is set already (add_count).
-	const uint64_t bit = Entry::own_bit(ts);
-	uint64_t st0 = c->state().load(std::memory_order_relaxed);
-	if ((st0 & (kOrphan | kLifeMask | bit)) != (v.life | bit)) [[unlikely]] {
-		if ((st0 & (kOrphan | kLifeMask)) != v.life)
-			return false;
-		c->state().fetch_or(bit, std::memory_order_seq_cst);
-	}
-	c->bump_count(ts, 1);
-	st = c->state_after_count();
-	if ((st & (kOrphan | kLifeMask)) != v.life) [[unlikely]] {
-		c->add_count(ts, -1);
-		// Our passing increment may have kept its releaser from
-		// releasing it: check again (the entry may be in another life).
-		if (c->state_after_count() & kOrphan)
-			release_orphan(c);
-		return false;
-	}
-	out.held(c, ts.shard);
-	return true;
-}
-
-template <typename Out>
-HMEMREG_HIT_PATH bool Cache::try_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Out &out)
-{
-	if (forked_.load(std::memory_order_relaxed) | dead_pending_.load(std::memory_order_relaxed) |
-	    pending_->load(std::memory_order_acquire)) [[unlikely]]
-		return false;
-	const ThreadState &ts = tl_state;
-	if (!ts.ready) [[unlikely]]
-		return false; // get_slow() claims it
-	uint64_t st;
-	if (!memo_hit(iface, device, s, e, out, ts, st)) [[unlikely]]
-		return false;
-	// (Out of line with scalars: out stays in registers in the caller.)
-	if ((st & (kHasGen | kValidate)) && !hit_checked(out.held_entry(), out.held_shard())) [[unlikely]]
-		return false;
-	StatsSlot::hit(hit_counters_, ts.shard, ts.owned);
-	return true;
-}
-
-HMEMREG_HIT_PATH int Cache::get(const Request &req, Lease &out)
-{
-	uintptr_t s = reinterpret_cast<uintptr_t>(req.addr);
-	if (!req.addr || !req.len || s + req.len < s || static_cast<uint32_t>(req.iface) >= HMEMREG_IFACE_MAX)
-		return -HMEMREG_EINVAL;
-	if (!(req.flags & HMEMREG_MR_NO_CACHE) && try_hit(req.iface, req.device, s, s + req.len, out)) [[likely]]
-		return 0;
-	return get_slow(req, out);
-}
-
-// The put of a reference this thread got (shard), on its own counter:
-// a plain store (light) and one state load. kPutSlow: nothing done, put()
-// must decide; kPutOrphan: done, and the entry has left the cache (the
-// caller runs release_orphan()). Callers make the slow steps tail calls,
-// so the fast one needs no saved registers.
-HMEMREG_HIT_PATH Cache::PutStep Cache::try_put(Entry *e, unsigned shard)
-{
-	if (!e || e->header().word() != header_word_)
-		return kPutSlow;
-	// tl_state unclaimed reads !light: put_slow() claims it.
-	const ThreadState &ts = tl_state;
-	Cell &c = e->own_cell(ts);
-	int32_t v = c.count.load(std::memory_order_relaxed);
-	if (!ts.light || shard != ts.shard || v <= 0 || forked_.load(std::memory_order_relaxed)) [[unlikely]]
-		return kPutSlow;
-	// Counted on our own cell (v > 0): its shard bit is set already.
-	c.count.store(v - 1, std::memory_order_release); // see Entry::add_count
-	std::atomic_signal_fence(std::memory_order_seq_cst);
-	auto now = static_cast<uint32_t>(clock_.load(std::memory_order_relaxed));
-	now += !now; // 0 means "no put recorded"
-	if (c.last.load(std::memory_order_relaxed) != now)
-		c.last.store(now, std::memory_order_relaxed);
-	if (e->state_after_count() & kOrphan) [[unlikely]]
-		return kPutOrphan;
-	return kPutDone;
-}
-
-HMEMREG_HIT_PATH int Cache::put(Entry *e, unsigned shard)
-{
-	if (!e || e->header().word() != header_word_) // (try_put leaves errors to us)
-		return -HMEMREG_EINVAL;
-	switch (try_put(e, shard)) {
-	case kPutDone:
-		return 0;
-	case kPutOrphan:
-		release_orphan(e);
-		return 0;
-	case kPutSlow:
-		break;
-	}
-	return put_slow(e, shard);
-}
 
 } // namespace hmemreg::mr

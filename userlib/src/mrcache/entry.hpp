@@ -62,22 +62,22 @@ inline constexpr unsigned kLifeShift = 32;
 inline constexpr uint64_t kLifeMask = ((1ULL << 30) - 1) << kLifeShift;
 inline constexpr uint64_t kHasGen = 1;   // compare *gen_word with gen on a hit (kmod)
 inline constexpr uint64_t kValidate = 2; // ask the iface's monitor valid() on a hit (CUDA)
-inline constexpr unsigned kShardShift = 2; // bits 2..17: shards whose counters this life used
+inline constexpr unsigned kShardShift = 2; // bits 2..25: shards whose counters this life used
 inline constexpr uint32_t kEntryMagic = 0x4d52454e; // "MREN"
-inline constexpr unsigned kCountShards = 16;
+inline constexpr unsigned kCountShards = 24; // 23 owned: 16 busy threads and a few more
 
 // EntryPool chunk layout, one mapping whose start is aligned to kChunkAlign,
 // so everything about an entry is found from its address alone (no load
 // to wait for), and a hit touches the entry's slice of the small dense
 // arrays instead of the entry itself:
 //   [0, 2 MiB)            entries (256 bytes each)
-//   [2 MiB, 3 MiB)        counter cells, shard-major: cell[s][i]
-//   [3 MiB, 3 MiB+64 KiB) state words, state[i]
+//   [2 MiB, 3.5 MiB)      counter cells, shard-major: cell[s][i]
+//   [3.5 MiB, +64 KiB)    state words, state[i]
 //   then a header         magic and the owning cache's id (checked by put)
 inline constexpr size_t kEntriesPerChunk = 8192;
 inline constexpr size_t kChunkAlign = 4u << 20;
 inline constexpr size_t kCellsOffset = 2u << 20;
-inline constexpr size_t kStatesOffset = 3u << 20;
+inline constexpr size_t kStatesOffset = 7u << 19;
 inline constexpr size_t kHeaderOffset = kStatesOffset + kEntriesPerChunk * 8;
 inline constexpr size_t kChunkMapped = kHeaderOffset + 4096;
 
@@ -265,7 +265,8 @@ static_assert(offsetof(Entry, reg) == 64, "hot fields fill exactly one line");
 static_assert(sizeof(Entry) * kEntriesPerChunk == kCellsOffset, "entries fill their part of a chunk");
 static_assert(kCellsOffset + kCountShards * kEntriesPerChunk * sizeof(Cell) <= kStatesOffset, "cells fit");
 static_assert(kChunkMapped <= kChunkAlign);
-static_assert(kSharedShard < kCountShards);
+static_assert(kSharedShard == kCountShards - 1, "every shard but the shared one can be owned");
+static_assert(kShardShift + kCountShards <= kLifeShift, "shard bits below the life bits");
 
 // What a get hands out: the entry (for put) and copies of what the caller
 // needs, taken from the memo slot on a hit so the entry's line 1 stays cold.

@@ -9,7 +9,6 @@
 
 #include "hmemreg/hmemreg.h"
 #include "kmod_device.hpp"
-#include "mrcache/cache.hpp"
 #include "mrcache/kmod_monitor.hpp"
 
 namespace hmemreg::mr {
@@ -81,13 +80,13 @@ KmodMonitor::~KmodMonitor()
 		::munmap(map_, map_size_);
 }
 
-int KmodMonitor::attach(Cache &c)
+int KmodMonitor::attach(MonitorSink &c)
 {
-	Cache *none = nullptr;
+	MonitorSink *none = nullptr;
 	return cache_.compare_exchange_strong(none, &c) ? 0 : -HMEMREG_EBUSY; // one cache per fd
 }
 
-void KmodMonitor::detach(Cache &) noexcept
+void KmodMonitor::detach(MonitorSink &) noexcept
 {
 	std::lock_guard g(drain_mu_);
 	cache_.store(nullptr);
@@ -128,7 +127,7 @@ void KmodMonitor::unsubscribe(Entry &e) noexcept
 	::ioctl(fd_.get(), HMEMREG_IOC_WATCH_DISARM, &d);
 }
 
-void KmodMonitor::sync(Cache &c)
+void KmodMonitor::sync(MonitorSink &c)
 {
 	// Validity comes from the generation words; draining only releases
 	// dead entries sooner, so a thread that finds another draining goes on.
@@ -151,7 +150,7 @@ void KmodMonitor::sync(Cache &c)
 		size_t k = static_cast<size_t>(n) / sizeof(hmemreg_event);
 		c.count_events(k);
 		for (size_t i = 0; i < k; i++)
-			c.notify_entry(ev[i].addr, ev[i].cookie, cause_of(ev[i].reason));
+			c.notify_entry(Iface::host, 0, ev[i].addr, ev[i].cookie, cause_of(ev[i].reason));
 	}
 }
 

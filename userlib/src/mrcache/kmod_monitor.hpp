@@ -30,11 +30,11 @@ public:
 
 	hmemreg_monitor kind() const override { return HMEMREG_MONITOR_KMOD; }
 	const char *name() const override { return "kmod"; }
-	int attach(Cache &c) override;
-	void detach(Cache &c) noexcept override;
+	int attach(MonitorSink &c) override;
+	void detach(MonitorSink &c) noexcept override;
 	int subscribe(Entry &e) override;
 	void unsubscribe(Entry &e) noexcept override;
-	void sync(Cache &c) override;
+	void sync(MonitorSink &c) override;
 
 	uint32_t max_watches() const { return max_watches_; }
 	KmodMonitor() = default;
@@ -46,7 +46,7 @@ private:
 	const std::atomic<uint64_t> *gen_ = nullptr;
 	uint32_t max_watches_ = 0;
 	std::mutex drain_mu_;
-	std::atomic<Cache *> cache_{nullptr};
+	std::atomic<MonitorSink *> cache_{nullptr};
 };
 
 } // namespace hmemreg::mr

@@ -2,8 +2,10 @@
 // Monitor: how a cache learns that memory behind its entries went away.
 // Implementations: KmodMonitor (hmemreg.ko watches + generation words),
 // UffdMonitor (userfaultfd events), NoneMonitor (the caller invalidates).
-// Device memory kinds plug in their own (the CUDA buffer-id monitor) with
-// Cache::set_device_monitor().
+// Other memory kinds bring their own (the CUDA buffer-id monitor) through
+// the memory kind table (monitor_factory.hpp). A monitor knows the cache
+// only as a MonitorSink: calls go cache -> monitor, and back only through
+// that interface.
 #pragma once
 
 #include <atomic>
@@ -14,7 +16,24 @@
 
 namespace hmemreg::mr {
 
-class Cache;
+// What a monitor may ask of a cache it watches for (the cache implements
+// it). Called from monitor context: a monitor's thread, or its sync().
+class MonitorSink {
+public:
+	// Unlink the entries of iface (any device) overlapping [start, end);
+	// their deregistration waits for the next cache call.
+	virtual void notify(Iface iface, uintptr_t start, uintptr_t end, Cause cause) = 0;
+	// Drop the one entry a watch was armed for (as subscribe() saw it:
+	// e.iface, e.device, e.range.start, e.serial), if still cached.
+	virtual void notify_entry(Iface iface, uint64_t device, uintptr_t start, uint64_t serial, Cause cause) = 0;
+	// Drop every entry whose generation word moved (events were lost).
+	virtual void revalidate(Cause cause) = 0;
+	// Events received (the stats' monitor_events).
+	virtual void count_events(uint64_t n) = 0;
+
+protected:
+	~MonitorSink() = default;
+};
 
 inline constexpr int kUnwatchable = 1; // Monitor::subscribe(): see there
 
@@ -26,8 +45,8 @@ public:
 
 	// A cache starts/stops using this monitor. detach() returns only once
 	// no callback into that cache is running or will run.
-	virtual int attach(Cache &) { return 0; }
-	virtual void detach(Cache &) noexcept {}
+	virtual int attach(MonitorSink &) { return 0; }
+	virtual void detach(MonitorSink &) noexcept {}
 
 	// Watch e.range before e becomes visible (may set e.gen_word/e.gen and
 	// e.validate). 0: watched; kUnwatchable: the memory is of a kind whose
@@ -41,7 +60,7 @@ public:
 	// Non-null: the cache calls sync() before a lookup while *pending_word()
 	// is non-zero (uffd: an event is being applied; kmod: events queued).
 	const std::atomic<uint64_t> *pending_word() const { return pending_; }
-	virtual void sync(Cache &) {}
+	virtual void sync(MonitorSink &) {}
 
 	// Per-hit check for entries with e.validate set (device buffer ids).
 	// Called after the entry was referenced, without cache locks.

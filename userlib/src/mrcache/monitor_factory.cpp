@@ -4,6 +4,7 @@
 
 #include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
+#include "hmem/cuda_monitor.hpp"
 #include "mrcache/kmod_monitor.hpp"
 #include "mrcache/monitor_factory.hpp"
 #include "mrcache/uffd_monitor.hpp"
@@ -41,6 +42,35 @@ int make_monitor(hmemreg_monitor kind, std::shared_ptr<Monitor> &out)
 	default:
 		return -HMEMREG_EINVAL;
 	}
+}
+
+namespace {
+
+// Every memory kind besides host memory, one line each: a kind plugs in
+// here and nowhere else.
+const MemoryKind *const kKinds[] = {
+	&cuda::memory_kind(),
+};
+
+struct KindTable {
+	const MemoryKind *by_iface[HMEMREG_IFACE_MAX] = {};
+	KindTable()
+	{
+		for (const MemoryKind *k : kKinds) {
+			auto i = static_cast<uint32_t>(k->iface());
+			if (i < HMEMREG_IFACE_MAX && k->iface() != Iface::host)
+				by_iface[i] = k;
+		}
+	}
+};
+
+} // namespace
+
+const MemoryKind *memory_kind(Iface iface)
+{
+	static const KindTable table;
+	auto i = static_cast<uint32_t>(iface);
+	return i < HMEMREG_IFACE_MAX ? table.by_iface[i] : nullptr;
 }
 
 } // namespace hmemreg::mr

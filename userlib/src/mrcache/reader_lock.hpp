@@ -23,7 +23,7 @@ struct alignas(64) ReaderSlot {
 // returned at its exit, so a later thread may own it next); threads beyond
 // them, and any cache call in a thread's exit after its state was torn
 // down, share kSharedShard, which is only ever updated atomically.
-inline constexpr unsigned kSharedShard = 15;
+inline constexpr unsigned kSharedShard = 23; // the last of entry.hpp's kCountShards
 
 // Per-thread state of the hot path: reader slot and count shard. Constant
 // initialised, initial-exec TLS: reading it is one load, no wrapper call.

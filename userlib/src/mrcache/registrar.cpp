@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include "mrcache/registrar.hpp"
-#include "hmem/cuda_memory.hpp"
 
 namespace hmemreg::mr {
 
@@ -15,14 +14,6 @@ static uintptr_t page_size()
 
 Range Registrar::extent(const Request &req) const
 {
-	// Device memory: the whole allocation (one registration serves every
-	// buffer carved from it, and a DMA-BUF export needs page-aligned
-	// allocation bounds anyway).
-	if (req.iface == Iface::cuda) {
-		cuda::PointerInfo info;
-		if (cuda::classify(req.addr, req.len, info) == 0 && info.kind == cuda::MemKind::device)
-			return Range{info.base, info.base + info.size};
-	}
 	uintptr_t ps = page_size();
 	uintptr_t s = reinterpret_cast<uintptr_t>(req.addr);
 	uintptr_t e = s + req.len;

@@ -20,8 +20,9 @@ public:
 
 	// The range to register for a request. Default: the whole pages the
 	// request touches (two buffers sharing a page then share an entry, and
-	// a registration never ends inside a page it claims to cover). Device
-	// memory kinds widen this to the whole allocation (CUDA issue).
+	// a registration never ends inside a page it claims to cover). A
+	// memory kind may decide instead (MemoryKind::extent: CUDA takes the
+	// whole allocation); the cache asks it first.
 	virtual Range extent(const Request &req) const;
 
 	// Register `range` (which covers req) and fill `out`. Called without any

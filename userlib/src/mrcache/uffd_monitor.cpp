@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "hmemreg/hmemreg.h"
-#include "mrcache/cache.hpp"
 #include "mrcache/uffd_monitor.hpp"
 #include "mrcache/vma_probe.hpp"
 
@@ -119,7 +118,7 @@ UffdMonitor::~UffdMonitor()
 	}
 }
 
-int UffdMonitor::attach(Cache &c)
+int UffdMonitor::attach(MonitorSink &c)
 {
 	std::lock_guard g(cb_mu_);
 	for (auto &slot : caches_) {
@@ -131,7 +130,7 @@ int UffdMonitor::attach(Cache &c)
 	return -HMEMREG_ENOMEM; // more caches than kMaxCaches in one process
 }
 
-void UffdMonitor::detach(Cache &c) noexcept
+void UffdMonitor::detach(MonitorSink &c) noexcept
 {
 	std::lock_guard g(cb_mu_); // waits for a dispatch in progress
 	for (auto &slot : caches_)
@@ -187,7 +186,7 @@ int UffdMonitor::subscribe(Entry &e)
 	return 0;
 }
 
-void UffdMonitor::sync(Cache &)
+void UffdMonitor::sync(MonitorSink &)
 {
 	unsigned spins = 0;
 	while (busy_.load(std::memory_order_acquire)) {
@@ -198,7 +197,7 @@ void UffdMonitor::sync(Cache &)
 
 void UffdMonitor::dispatch(uintptr_t start, uintptr_t end, int cause)
 {
-	for (Cache *c : caches_) {
+	for (MonitorSink *c : caches_) {
 		if (c) {
 			c->count_events(1);
 			c->notify(Iface::host, start, end, static_cast<Cause>(cause));

@@ -44,10 +44,10 @@ public:
 
 	hmemreg_monitor kind() const override { return HMEMREG_MONITOR_UFFD; }
 	const char *name() const override { return "uffd"; }
-	int attach(Cache &c) override;
-	void detach(Cache &c) noexcept override;
+	int attach(MonitorSink &c) override;
+	void detach(MonitorSink &c) noexcept override;
 	int subscribe(Entry &e) override;
-	void sync(Cache &c) override;
+	void sync(MonitorSink &c) override;
 
 	UffdMonitor(UniqueFd uffd, UniqueFd stop);
 
@@ -68,7 +68,7 @@ private:
 	UniqueFd uffd_, stop_;
 	std::atomic<uint64_t> busy_{0};
 	std::mutex cb_mu_; // guards caches_ against dispatch
-	std::array<Cache *, kMaxCaches> caches_{};
+	std::array<MonitorSink *, kMaxCaches> caches_{};
 	// Ranges registered with the userfaultfd and found private anonymous
 	// since the last unmap/remap event or interposed call: a miss there
 	// (after an eviction) skips the ioctl and the probe. Only those can
