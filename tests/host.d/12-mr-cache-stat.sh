@@ -4,7 +4,8 @@
 # rates; the reasons of uncached registrations shown; every JSON record has a
 # time; REG_P99_LE labelled as a bound; -w on a terminal redraws in place and
 # appends lines elsewhere; the engine names its rails' caches; --kernel says
-# "not loaded" once and --check without the module exits 4; --gc removes the
+# "not loaded" once and --check without the module exits 4, --exports too
+# (saying so, the process side shown); --gc removes the
 # stats block and shm regions of a dead process and keeps a live one's; the
 # library removes a dead process's block when the next one starts; a live
 # engine's shm region is locked and kept.
@@ -155,7 +156,27 @@ else
 	else
 		fail "--check without the module: exit $rc, stderr '$(cat "$tmp/c.err")'"
 	fi
+	# --exports: the process side alone, the kernel side said missing, exit 4
+	"$stat" --exports -p "$live" >"$tmp/x.out" 2>&1
+	rc=$?
+	if [ $rc = 4 ] && grep -q "^kernel: .*not loaded" "$tmp/x.out" &&
+		grep -q "no cache holds registrations of hmemreg.ko exports" "$tmp/x.out"; then
+		ok "--exports without the module: exit 4, '$(head -1 "$tmp/x.out")'"
+	else
+		fail "--exports without the module: exit $rc:"; cat "$tmp/x.out"
+	fi
+	"$stat" --exports --json >"$tmp/x.json" 2>&1
+	rc=$?
+	if [ $rc = 4 ] && grep -q '"view":"exports","kernel":{"loaded":false,"error":"[^"]*not loaded' "$tmp/x.json" &&
+		grep -q '"exports":\[\],"missing_in_kernel":0' "$tmp/x.json"; then
+		ok "--exports --json without the module: exit 4, loaded false, no rows"
+	else
+		fail "--exports --json without the module: exit $rc:"; cat "$tmp/x.json"
+	fi
 fi
+"$stat" --exports -w 1 >/dev/null 2>&1
+rc=$?
+[ $rc = 2 ] && ok "--exports -w: usage error (exit 2)" || fail "--exports -w: exit $rc, want 2"
 
 # ---- --gc: a dead process's block and regions go, a live one's stay
 start_workload 30 || fail "second stat_workload did not start"

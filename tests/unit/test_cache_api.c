@@ -253,6 +253,37 @@ Test(cache_api, stats_block_is_readable_from_outside)
 	munmap(b, len);
 }
 
+/* Version 3 appends export rows: a version 2 block (shorter) is still read,
+ * a version 3 block cut to the version 2 size is refused, a version from
+ * the future too. */
+Test(cache_api, stats_block_versions)
+{
+	struct hmemreg_cache *c = make(HMEMREG_MONITOR_NONE, 1);
+	size_t len;
+	struct hmemreg_stats_block *b = map_block(getpid(), &len);
+	cr_assert_not_null(b);
+	cr_assert_eq(b->version, 3);
+	cr_assert_eq(b->max_exports, HMEMREG_STATS_MAX_EXPORTS);
+	cr_assert_eq(b->exports_unlisted, 0);
+	cr_assert_eq(offsetof(struct hmemreg_stats_block, caches), 128, "version 2's fields keep their offsets");
+	struct hmemreg_stats_block *copy = malloc(sizeof(*copy));
+	cr_assert_not_null(copy);
+	memcpy(copy, b, sizeof(*copy));
+	cr_assert_eq(hmemreg_stats_block_check(copy, HMEMREG_STATS_BLOCK_SIZE_V2), -HMEMREG_EABI,
+		     "version 3 needs its export rows");
+	copy->version = 2;
+	copy->block_size = HMEMREG_STATS_BLOCK_SIZE_V2;
+	cr_assert_eq(hmemreg_stats_block_check(copy, HMEMREG_STATS_BLOCK_SIZE_V2), 0, "a version 2 block is read");
+	copy->block_size = HMEMREG_STATS_BLOCK_SIZE_V2 - 8;
+	cr_assert_eq(hmemreg_stats_block_check(copy, HMEMREG_STATS_BLOCK_SIZE_V2), -HMEMREG_EABI);
+	copy->version = HMEMREG_STATS_VERSION + 1;
+	copy->block_size = sizeof(*copy);
+	cr_assert_eq(hmemreg_stats_block_check(copy, sizeof(*copy)), -HMEMREG_EABI, "a future version is refused");
+	free(copy);
+	munmap(b, len);
+	hmemreg_cache_destroy(c);
+}
+
 Test(cache_api, stale_block_of_dead_process_is_detected)
 {
 	/* The child publishes its block and waits; we hold the block's lock so

@@ -4,6 +4,8 @@
 # on a veth, rdma-core's libibverbs + rxe provider with reg_dmabuf_mr
 # (softroce/build-rdma-core) through LD_LIBRARY_PATH; then
 # tests/rxe/test_rxe_dmabuf, the ledger must be idle, and both modules unload.
+# While a process holds export registrations, mr_cache_stat --exports joins
+# its caches' rows to the ledger (rxe0 pins them); after it dies, nothing.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 require_vm
@@ -63,12 +65,31 @@ if [ -n "$lf2" ]; then
 	for i in $(seq 300); do grep -q holding /tmp/export-hold.log && break; sleep 0.1; done
 	cat /tmp/export-hold.log
 	"$HMEMREG_BUILD/tools/mr_cache_stat" --kernel || true
+	# One view of a registration: each of the holder's two caches (engines
+	# a and b) holds one devmem export, joined to the ledger: rxe0 pins it.
+	echo "---- mr_cache_stat --exports while the holder holds its registrations"
+	"$HMEMREG_BUILD/tools/mr_cache_stat" --exports -p "$holder" || true
+	xj=$("$HMEMREG_BUILD/tools/mr_cache_stat" --exports --json -p "$holder") && xrc=0 || xrc=$?
+	echo "$xj"
+	rows=$(grep -o '"pid":'"$holder"',"comm":"[^"]*","cache_id":[0-9]*,"cache":"[^"]*","export_id":[0-9]*,"entries":[1-9][0-9]*,"bytes":[1-9][0-9]*,"kernel":{"provider":"devmem","state":"[^"]*pinned[^"]*","owner_pid":'"$holder"',[^]]*"attachments":\[{"device":"rxe0","pid":'"$holder"',"comm":"[^"]*","pinned":[1-9]' <<<"$xj" | wc -l)
+	all=$(grep -o '"export_id":' <<<"$xj" | wc -l)
+	if [ "$xrc" = 0 ] && [ "$rows" -ge 2 ] && [ "$rows" = "$all" ] && grep -q '"missing_in_kernel":0,"unexplained":\[\]' <<<"$xj"; then
+		echo "ok mr_cache_stat --exports: $rows cache rows, each export pinned by rxe0 (pid $holder), nothing unexplained"
+	else
+		echo "FAIL: mr_cache_stat --exports (exit $xrc): want >= 2 rows, all joined to rxe0 pins, got $rows of $all"; bad=$((bad + 1))
+	fi
 	kill -9 "$holder"; wait "$holder" 2>/dev/null || true
 	for i in $(seq 50); do "$HMEMREG_BUILD/tests/kmod/hmemreg_ledger_dump" --idle >/dev/null 2>&1 && break; sleep 0.1; done
 	if "$HMEMREG_BUILD/tests/kmod/hmemreg_ledger_dump" --idle >/dev/null; then
 		echo "ok kill -9 of a process with registered exports: ledger idle"
 	else
 		echo "FAIL: ledger not idle after kill -9 of the holder"; bad=$((bad + 1))
+	fi
+	xj=$("$HMEMREG_BUILD/tools/mr_cache_stat" --exports --json) && xrc=0 || xrc=$?
+	if [ "$xrc" = 0 ] && grep -q '"exports":\[\],"missing_in_kernel":0,"unexplained":\[\]' <<<"$xj"; then
+		echo "ok mr_cache_stat --exports after the holder died: no rows, no pins"
+	else
+		echo "FAIL: mr_cache_stat --exports after the holder died (exit $xrc): $xj"; bad=$((bad + 1))
 	fi
 else
 	echo "not run: no libfabric 2.6.0 build (tools/vendor/build-libfabric, or HMEMREG_LIBFABRIC2=PREFIX)"

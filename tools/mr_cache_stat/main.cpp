@@ -4,11 +4,14 @@
 //   mr_cache_stat [-p PID] [-w SECONDS [-c COUNT]] [--json] [--kernel] [--check]
 //   mr_cache_stat --gc [--dry-run] [--json]
 //   mr_cache_stat --env [--json]
+//   mr_cache_stat --exports [-p PID] [--json]
 //
 // Exit status: 0 fine; 1 error (e.g. --kernel and the module is not loaded,
 // --gc could not remove a stale file); 2 usage; 3 with --check, the kernel
-// holds exports of dead processes (orphaned) or unbalanced pins; 4 with
-// --check, nothing could be checked (module not loaded, netlink failed).
+// holds exports of dead processes (orphaned) or unbalanced pins, with
+// --exports, a cache holds an export the kernel does not have; 4 with
+// --check or --exports, the kernel could not be read (module not loaded,
+// netlink failed).
 #include <getopt.h>
 #include <unistd.h>
 
@@ -24,6 +27,7 @@
 
 #include <hmemreg/common.h>
 
+#include "export_join.hpp"
 #include "gc.hpp"
 #include "json_view.hpp"
 #include "sample.hpp"
@@ -46,6 +50,7 @@ struct Options {
 	bool gc = false;
 	bool dry_run = false;
 	bool env = false;
+	bool exports = false;
 };
 
 void usage(FILE *f)
@@ -53,6 +58,7 @@ void usage(FILE *f)
 	std::fprintf(f, "usage: mr_cache_stat [-p PID] [-w SECONDS [-c COUNT]] [--json] [--kernel] [--check]\n"
 			"       mr_cache_stat --gc [--dry-run] [--json]\n"
 			"       mr_cache_stat --env [--json]\n"
+			"       mr_cache_stat --exports [-p PID] [--json]\n"
 			"  -p PID       only this process (and only its exports in the kernel ledger)\n"
 			"  -w SECONDS   a sample every SECONDS, with rates since the last one; on a terminal\n"
 			"               the view is redrawn in place, else (or with --json) lines are appended\n"
@@ -64,6 +70,9 @@ void usage(FILE *f)
 			"  --gc         remove the stats blocks and libfabric shm regions of dead processes\n"
 			"  --dry-run    with --gc: list them, remove nothing\n"
 			"  --env        every HMEMREG_* setting: default, value here, meaning\n"
+			"  --exports    each cache's registrations of hmemreg.ko exports joined to the\n"
+			"               kernel ledger's importers and pins; exit 3 when a cache holds an\n"
+			"               export the kernel does not have, 4 when hmemreg.ko is not loaded\n"
 			"  --version    print the version and exit\n");
 }
 
@@ -108,6 +117,26 @@ int verdict(const Options &opt, const Sample &s, std::string &complaint)
 	return 0;
 }
 
+// The process side is read before the ledger: an export freed in between
+// would look missing from the kernel, so such a sample is taken again.
+int run_exports(const Options &opt)
+{
+	Sample s = take_sample(opt);
+	ExportJoin j = join_exports(s);
+	for (int again = 0; j.missing && again < 3; again++) {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		s = take_sample(opt);
+		j = join_exports(s);
+	}
+	if (opt.json)
+		print_json(exports_json(s, j));
+	else
+		print_exports_text(s, j);
+	if (!s.loaded)
+		return kExitUnchecked;
+	return j.missing ? kExitCheckFailed : 0;
+}
+
 bool parse_args(int argc, char **argv, Options &opt, int &status)
 {
 	static const option longs[] = {
@@ -116,7 +145,8 @@ bool parse_args(int argc, char **argv, Options &opt, int &status)
 		{"gc", no_argument, nullptr, 'g'},	  {"dry-run", no_argument, nullptr, 'n'},
 		{"pid", required_argument, nullptr, 'p'}, {"watch", required_argument, nullptr, 'w'},
 		{"count", required_argument, nullptr, 'c'}, {"env", no_argument, nullptr, 'e'},
-		{"version", no_argument, nullptr, 'V'},	  {nullptr, 0, nullptr, 0},
+		{"version", no_argument, nullptr, 'V'},	  {"exports", no_argument, nullptr, 'x'},
+		{nullptr, 0, nullptr, 0},
 	};
 	status = kExitUsage;
 	int c;
@@ -152,6 +182,7 @@ bool parse_args(int argc, char **argv, Options &opt, int &status)
 		case 'g': opt.gc = true; break;
 		case 'n': opt.dry_run = true; break;
 		case 'e': opt.env = true; break;
+		case 'x': opt.exports = true; break;
 		case 'h':
 			usage(stdout);
 			status = 0;
@@ -170,6 +201,8 @@ bool parse_args(int argc, char **argv, Options &opt, int &status)
 				  ? "--gc takes only --dry-run and --json"
 			  : opt.env && (opt.gc || opt.interval > 0 || opt.kernel_only || opt.check || opt.pid)
 				  ? "--env takes only --json"
+			  : opt.exports && (opt.gc || opt.env || opt.interval > 0 || opt.kernel_only || opt.check)
+				  ? "--exports takes only -p and --json"
 				  : nullptr;
 	if (bad) {
 		std::fprintf(stderr, "mr_cache_stat: %s\n", bad);
@@ -191,6 +224,8 @@ int main(int argc, char **argv)
 		return print_settings(opt.json);
 	if (opt.gc)
 		return run_gc(opt.json, opt.dry_run);
+	if (opt.exports)
+		return run_exports(opt);
 
 	TextView view;
 	view.interval = opt.interval;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -63,6 +64,31 @@ uint64_t p99_from_hist(const uint64_t *hist, size_t buckets)
 	return 0;
 }
 
+// Each row is copied between two equal even loads of its seq (it is being
+// rewritten otherwise: tried again, then left out).
+void read_exports(const hmemreg_stats_block &b, ProcessView &p)
+{
+	const uint32_t n = b.max_exports < HMEMREG_STATS_MAX_EXPORTS ? b.max_exports : HMEMREG_STATS_MAX_EXPORTS;
+	for (uint32_t i = 0; i < n; i++) {
+		const hmemreg_stats_export &r = b.exports[i];
+		for (int tries = 0; tries < 100; tries++) {
+			uint64_t s0 = __atomic_load_n(&r.seq, __ATOMIC_ACQUIRE);
+			ExportHeld h;
+			h.cache_id = __atomic_load_n(&r.cache_id, __ATOMIC_RELAXED);
+			h.export_id = __atomic_load_n(&r.export_id, __ATOMIC_RELAXED);
+			h.entries = __atomic_load_n(&r.entries, __ATOMIC_RELAXED);
+			h.bytes = __atomic_load_n(&r.bytes, __ATOMIC_RELAXED);
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			if (s0 & 1 || __atomic_load_n(&r.seq, __ATOMIC_RELAXED) != s0)
+				continue;
+			if (h.entries)
+				p.exports.push_back(h);
+			break;
+		}
+	}
+	p.exports_unlisted = __atomic_load_n(&b.exports_unlisted, __ATOMIC_RELAXED);
+}
+
 void read_block(const std::string &path, int want_pid, Scan &scan)
 {
 	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -73,8 +99,9 @@ void read_block(const std::string &path, int want_pid, Scan &scan)
 	}
 	struct stat st;
 	Mapping m;
-	if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= sizeof(hmemreg_stats_block)) {
-		m.len = sizeof(hmemreg_stats_block);
+	// Blocks of versions 1 and 2 end where version 3's export rows begin.
+	if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= HMEMREG_STATS_BLOCK_SIZE_V2) {
+		m.len = std::min(static_cast<size_t>(st.st_size), sizeof(hmemreg_stats_block));
 		m.addr = mmap(nullptr, m.len, PROT_READ, MAP_SHARED, fd, 0);
 	}
 	close(fd);
@@ -83,7 +110,7 @@ void read_block(const std::string &path, int want_pid, Scan &scan)
 		return;
 	}
 	const auto *b = static_cast<const hmemreg_stats_block *>(m.addr);
-	int rc = hmemreg_stats_block_check(b, static_cast<size_t>(st.st_size));
+	int rc = hmemreg_stats_block_check(b, m.len);
 	if (rc == -HMEMREG_ESTALE) {
 		scan.stale++;
 		return;
@@ -112,6 +139,9 @@ void read_block(const std::string &path, int want_pid, Scan &scan)
 		c.reg_p99_le_ns = p99_from_hist(slot.registration_hist, HMEMREG_STATS_REG_HIST_BUCKETS);
 		p.caches.push_back(std::move(c));
 	}
+	p.version = b->version;
+	if (b->version >= HMEMREG_STATS_VERSION_EXPORTS)
+		read_exports(*b, p);
 	scan.live.push_back(std::move(p));
 }
 

@@ -19,11 +19,21 @@ struct CacheView {
 	uint64_t reg_p99_le_ns = 0;
 };
 
+// A cache's registrations of one hmemreg.ko export (stats block version 3).
+struct ExportHeld {
+	uint32_t cache_id = 0;
+	uint64_t export_id = 0;
+	uint64_t entries = 0, bytes = 0;
+};
+
 struct ProcessView {
 	int pid = 0;
 	uint64_t start_time = 0; // the block's (clock ticks since boot): with pid, names the process
 	std::string comm;
 	std::vector<CacheView> caches;
+	std::vector<ExportHeld> exports;
+	uint32_t version = 0;          // of its block: below 3 it has no export rows
+	uint64_t exports_unlisted = 0; // pairs its full table could not list
 };
 
 struct Scan {

@@ -31,8 +31,13 @@ extern "C" {
 
 #define HMEMREG_STATS_MAGIC 0x54415453524d4846ULL /* "FHMRSTAT" little endian */
 /* 2: uncached_by[] (was reserved); a reader accepts 1 (reads zeros there) and 2 */
-#define HMEMREG_STATS_VERSION 2
+/* 3: exports[] appended after caches[] (earlier fields keep their offsets);
+ * a reader of 2 refuses a 3 block (-HMEMREG_EABI), a reader of 3 reads
+ * blocks 1 and 2 as having no export rows */
+#define HMEMREG_STATS_VERSION 3
 #define HMEMREG_STATS_VERSION_MIN 1
+#define HMEMREG_STATS_VERSION_EXPORTS 3
+#define HMEMREG_STATS_MAX_EXPORTS 64
 #define HMEMREG_STATS_SHM_PREFIX "/hmemreg-stats."
 #define HMEMREG_STATS_MAX_CACHES 16
 #define HMEMREG_STATS_HIT_SHARDS 32
@@ -106,6 +111,23 @@ struct hmemreg_stats_cache {
 	uint64_t hits[8 * HMEMREG_STATS_HIT_SHARDS] __attribute__((aligned(64)));
 };
 
+/*
+ * One hmemreg.ko export that one cache holds registrations of (version 3):
+ * written by the library when an entry of the export is registered and when
+ * it is released, never on a hit. @seq is odd while the row is being
+ * written; a reader copies the row between two equal even loads of @seq.
+ * A row with @entries 0 is free.
+ */
+struct hmemreg_stats_export {
+	uint64_t seq;
+	uint32_t cache_id;      /* hmemreg_stats_cache.id of the cache */
+	uint32_t reserved;
+	uint64_t export_id;     /* the ledger's export id (mr_cache_stat joins on it) */
+	uint64_t entries;       /* registrations of it the cache holds and watches (those
+				   uncached by a limit or HMEMREG_MR_NO_CACHE are not counted) */
+	uint64_t bytes;         /* bytes they cover */
+};
+
 struct hmemreg_stats_block {
 	uint64_t magic;         /* HMEMREG_STATS_MAGIC */
 	uint32_t version;       /* HMEMREG_STATS_VERSION */
@@ -116,7 +138,15 @@ struct hmemreg_stats_block {
 	char boot_id[40];       /* /proc/sys/kernel/random/boot_id */
 	uint64_t reserved[4];
 	struct hmemreg_stats_cache caches[HMEMREG_STATS_MAX_CACHES] __attribute__((aligned(64)));
+	/* version 3 */
+	uint32_t max_exports;   /* HMEMREG_STATS_MAX_EXPORTS */
+	uint32_t reserved3;
+	uint64_t exports_unlisted; /* (cache, export) pairs held but not in exports[]: it was full */
+	struct hmemreg_stats_export exports[HMEMREG_STATS_MAX_EXPORTS] __attribute__((aligned(64)));
 };
+
+/* Bytes of a block of version 1 or 2: the least a reader may accept. */
+#define HMEMREG_STATS_BLOCK_SIZE_V2 offsetof(struct hmemreg_stats_block, max_exports)
 
 /* A cache's counters, summed (hmemreg_cache_get_stats()). */
 struct hmemreg_cache_stats {

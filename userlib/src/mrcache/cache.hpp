@@ -134,6 +134,7 @@ public:
 	uint64_t in_use() const;
 
 	void stats(hmemreg_cache_stats &out) const { stats_->snapshot(out); }
+	StatsSlot &stats_slot() { return *stats_; } // export_table.cpp: its rows of exports held
 	hmemreg_monitor monitor_kind() const { return monitor_->kind(); }
 	Registrar &registrar() { return *registrar_; }
 	const hmemreg_cache_config &config() const { return cfg_; }

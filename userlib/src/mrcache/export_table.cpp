@@ -74,6 +74,7 @@ public:
 	hmemreg_monitor kind() const override { return HMEMREG_MONITOR_KMOD; }
 	const char *name() const override { return "hmemreg-export"; }
 	int subscribe(Entry &e) override;
+	void unsubscribe(Entry &e) noexcept override;
 };
 
 class ExportTable {
@@ -130,9 +131,21 @@ private:
 	std::vector<Cache *> caches_;
 };
 
+// A subscribed entry is a registration of the export held by e.cache
+// until its unsubscribe (Cache::miss and release_nodes pair them): the
+// cache's row of the export in the stats block (mr_cache_stat --exports).
 int ExportMonitor::subscribe(Entry &e)
 {
-	return ExportTable::get().subscribe(e);
+	int rc = ExportTable::get().subscribe(e);
+	if (rc == 0 && e.cache)
+		e.cache->stats_slot().export_held(e.device, 1, static_cast<int64_t>(e.range.size()));
+	return rc;
+}
+
+void ExportMonitor::unsubscribe(Entry &e) noexcept
+{
+	if (e.cache)
+		e.cache->stats_slot().export_held(e.device, -1, -static_cast<int64_t>(e.range.size()));
 }
 
 int ExportTable::open_locked()

@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <map>
 #include <mutex>
+#include <utility>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -71,6 +73,13 @@ struct SharedBlock {
 	pid_t owner = 0; // pid that created it (a fork child makes its own)
 	char name[64] = {};
 	std::atomic<uint32_t> next_id{1};
+	// Export rows (under mu): every (cache id, export id) pair held, and
+	// its row in block->exports (-1: the table was full).
+	struct Held {
+		uint64_t entries = 0, bytes = 0;
+		int row = -1;
+	};
+	std::map<std::pair<uint32_t, uint64_t>, Held> held;
 
 	hmemreg_stats_block *get()
 	{
@@ -78,6 +87,7 @@ struct SharedBlock {
 		if (block && owner == me)
 			return block;
 		block = nullptr; // inherited from the parent: not ours to write
+		held.clear();
 		shm::gc_once();
 		std::snprintf(name, sizeof(name), HMEMREG_STATS_SHM_PREFIX "%d", static_cast<int>(me));
 		// A file under our pid is an earlier process's: remove it rather
@@ -110,6 +120,7 @@ struct SharedBlock {
 		b->block_size = static_cast<uint32_t>(len);
 		b->pid = me;
 		b->max_caches = HMEMREG_STATS_MAX_CACHES;
+		b->max_exports = HMEMREG_STATS_MAX_EXPORTS;
 		b->start_time = process_start_time(me);
 		read_boot_id(b->boot_id, sizeof(b->boot_id));
 		std::atomic_ref<uint64_t>(b->magic).store(HMEMREG_STATS_MAGIC, std::memory_order_release);
@@ -160,6 +171,54 @@ std::unique_ptr<StatsSlot> StatsSlot::acquire(bool publish, const char *name)
 	return out;
 }
 
+namespace {
+
+void write_row(hmemreg_stats_export &r, uint32_t cache_id, uint64_t export_id, uint64_t entries, uint64_t bytes)
+{
+	std::atomic_ref<uint64_t> seq(r.seq);
+	const uint64_t s = seq.load(std::memory_order_relaxed);
+	seq.store(s + 1, std::memory_order_relaxed); // odd: being written
+	std::atomic_thread_fence(std::memory_order_release);
+	StatsSlot::set(r.export_id, export_id);
+	StatsSlot::set(r.entries, entries);
+	StatsSlot::set(r.bytes, bytes);
+	std::atomic_ref<uint32_t>(r.cache_id).store(cache_id, std::memory_order_relaxed);
+	seq.store(s + 2, std::memory_order_release);
+}
+
+} // namespace
+
+void StatsSlot::export_held(uint64_t export_id, int64_t entries, int64_t bytes)
+{
+	if (!shared_)
+		return;
+	SharedBlock &sb = shared();
+	std::lock_guard g(sb.mu);
+	hmemreg_stats_block *b = sb.block;
+	if (!b || sb.owner != ::getpid()) // a fork child's slot is its parent's
+		return;
+	const auto key = std::make_pair(s_->id, export_id);
+	auto &h = sb.held[key];
+	h.entries += static_cast<uint64_t>(entries);
+	h.bytes += static_cast<uint64_t>(bytes);
+	if (h.row < 0 && h.entries) { // new pair, or listed once the table has room
+		for (int i = 0; i < HMEMREG_STATS_MAX_EXPORTS; i++) {
+			if (!std::atomic_ref<uint64_t>(b->exports[i].entries).load(std::memory_order_relaxed)) {
+				h.row = i;
+				break;
+			}
+		}
+	}
+	if (h.row >= 0)
+		write_row(b->exports[h.row], s_->id, export_id, h.entries, h.entries ? h.bytes : 0);
+	if (!h.entries)
+		sb.held.erase(key);
+	uint64_t unlisted = 0;
+	for (const auto &kv : sb.held)
+		unlisted += kv.second.row < 0;
+	set(b->exports_unlisted, unlisted);
+}
+
 void StatsSlot::set_label(char *dst, size_t n, const char *src)
 {
 	std::memset(dst, 0, n);
@@ -167,9 +226,33 @@ void StatsSlot::set_label(char *dst, size_t n, const char *src)
 		std::strncpy(dst, src, n - 1);
 }
 
+// A cache that goes while registrations are still counted (they are
+// released before it normally) leaves no rows behind.
+void StatsSlot::drop_export_rows() noexcept
+{
+	SharedBlock &sb = shared();
+	std::lock_guard g(sb.mu);
+	if (!sb.block || sb.owner != ::getpid())
+		return;
+	for (auto it = sb.held.begin(); it != sb.held.end();) {
+		if (it->first.first != s_->id) {
+			++it;
+			continue;
+		}
+		if (it->second.row >= 0)
+			write_row(sb.block->exports[it->second.row], s_->id, it->first.second, 0, 0);
+		it = sb.held.erase(it);
+	}
+	uint64_t unlisted = 0;
+	for (const auto &kv : sb.held)
+		unlisted += kv.second.row < 0;
+	set(sb.block->exports_unlisted, unlisted);
+}
+
 StatsSlot::~StatsSlot()
 {
 	if (shared_) {
+		drop_export_rows();
 		std::atomic_ref<uint32_t>(s_->state).store(0, std::memory_order_release);
 	} else {
 		delete s_; // private slot allocated in acquire()
@@ -218,8 +301,12 @@ extern "C" int hmemreg_stats_block_check(const struct hmemreg_stats_block *b, si
 	if (!b || len < offsetof(hmemreg_stats_block, caches))
 		return -HMEMREG_EINVAL;
 	if (b->magic != HMEMREG_STATS_MAGIC || b->version < HMEMREG_STATS_VERSION_MIN ||
-	    b->version > HMEMREG_STATS_VERSION ||
-	    b->block_size < sizeof(hmemreg_stats_block) || len < sizeof(hmemreg_stats_block))
+	    b->version > HMEMREG_STATS_VERSION)
+		return -HMEMREG_EABI;
+	// Versions 1 and 2 end where the export rows begin.
+	const size_t need = b->version >= HMEMREG_STATS_VERSION_EXPORTS ? sizeof(hmemreg_stats_block)
+									 : HMEMREG_STATS_BLOCK_SIZE_V2;
+	if (b->block_size < need || len < need)
 		return -HMEMREG_EABI;
 	char boot[40];
 	hmemreg::mr::read_boot_id(boot, sizeof(boot));

@@ -39,8 +39,15 @@ public:
 	}
 	void set_label(char *dst, size_t n, const char *src);
 	void snapshot(hmemreg_cache_stats &out) const { hmemreg_stats_sum(s_, &out); }
+	uint32_t id() const { return s_->id; }
+	// The cache holds `entries` more (or fewer) registrations of hmemreg.ko
+	// export `export_id`, covering `bytes` more: its row in the block's
+	// exports[] (export_table.cpp calls it on subscribe and unsubscribe,
+	// never on a hit). Private slots have none.
+	void export_held(uint64_t export_id, int64_t entries, int64_t bytes);
 
 private:
+	void drop_export_rows() noexcept;
 	hmemreg_stats_cache *s_;
 	bool shared_;
 };

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -87,12 +88,13 @@ double started_at(int pid)
 
 bool block_is_stale(int fd, const struct stat &st, int pid)
 {
-	if (static_cast<size_t>(st.st_size) >= sizeof(hmemreg_stats_block)) {
-		void *p = ::mmap(nullptr, sizeof(hmemreg_stats_block), PROT_READ, MAP_SHARED, fd, 0);
+	// Blocks of versions 1 and 2 (of an older library) are shorter.
+	const size_t len = std::min(static_cast<size_t>(st.st_size), sizeof(hmemreg_stats_block));
+	if (len >= HMEMREG_STATS_BLOCK_SIZE_V2) {
+		void *p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
 		if (p != MAP_FAILED) {
-			int rc = hmemreg_stats_block_check(static_cast<const hmemreg_stats_block *>(p),
-							   static_cast<size_t>(st.st_size));
-			::munmap(p, sizeof(hmemreg_stats_block));
+			int rc = hmemreg_stats_block_check(static_cast<const hmemreg_stats_block *>(p), len);
+			::munmap(p, len);
 			if (rc == 0 || rc == -HMEMREG_ESTALE)
 				return rc == -HMEMREG_ESTALE;
 		}
