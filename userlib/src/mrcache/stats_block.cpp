@@ -178,11 +178,13 @@ void write_row(hmemreg_stats_export &r, uint32_t cache_id, uint64_t export_id, u
 	std::atomic_ref<uint64_t> seq(r.seq);
 	const uint64_t s = seq.load(std::memory_order_relaxed);
 	seq.store(s + 1, std::memory_order_relaxed); // odd: being written
-	std::atomic_thread_fence(std::memory_order_release);
-	StatsSlot::set(r.export_id, export_id);
-	StatsSlot::set(r.entries, entries);
-	StatsSlot::set(r.bytes, bytes);
-	std::atomic_ref<uint32_t>(r.cache_id).store(cache_id, std::memory_order_relaxed);
+	// Release stores keep the odd count ahead of the row's new values (a
+	// standalone fence would do the same, but TSan does not model fences).
+	auto put = [](uint64_t &field, uint64_t v) { std::atomic_ref<uint64_t>(field).store(v, std::memory_order_release); };
+	put(r.export_id, export_id);
+	put(r.entries, entries);
+	put(r.bytes, bytes);
+	std::atomic_ref<uint32_t>(r.cache_id).store(cache_id, std::memory_order_release);
 	seq.store(s + 2, std::memory_order_release);
 }
 
