@@ -269,7 +269,11 @@ struct Rank {
 		}
 		scratch.resize(n);
 		fill(scratch.data(), n, seed);
-		return hmemreg::cuda::Driver::get().cuMemcpyHtoD(dptr(p), scratch.data(), n) == CUDA_SUCCESS;
+		// Synchronous: a copy from pageable memory may still be in flight
+		// when cuMemcpyHtoD returns, and the plugin's provider (shm's CUDA
+		// IPC) reads the buffer from another process's stream.
+		const hmemreg::cuda::Driver &cu = hmemreg::cuda::Driver::get();
+		return cu.cuMemcpyHtoD(dptr(p), scratch.data(), n) == CUDA_SUCCESS && cu.cuCtxSynchronize() == CUDA_SUCCESS;
 	}
 	bool clear_msg(uint8_t *p, size_t n)
 	{
@@ -277,7 +281,10 @@ struct Rank {
 			std::memset(p, 0, n);
 			return true;
 		}
-		return hmemreg::cuda::Driver::get().cuMemsetD8(dptr(p), 0, n) == CUDA_SUCCESS;
+		// cuMemsetD8 is asynchronous: done before the receive is posted, so
+		// that it cannot land after the sender's data.
+		const hmemreg::cuda::Driver &cu = hmemreg::cuda::Driver::get();
+		return cu.cuMemsetD8(dptr(p), 0, n) == CUDA_SUCCESS && cu.cuCtxSynchronize() == CUDA_SUCCESS;
 	}
 	// The first wrong byte, n if none; a device receive is flushed first.
 	size_t check_msg(const uint8_t *p, size_t n, uint64_t seed)
@@ -492,7 +499,7 @@ struct Rank {
 			CUdeviceptr s = 0, r = 0;
 			if (!cu.loaded || hmemreg::cuda::use_device(0) || cu.cuMemAlloc(&s, slen) != CUDA_SUCCESS ||
 			    cu.cuMemAlloc(&r, rlen) != CUDA_SUCCESS || cu.cuMemsetD8(s, 0x5a, slen) != CUDA_SUCCESS ||
-			    cu.cuMemsetD8(r, 0, rlen) != CUDA_SUCCESS) {
+			    cu.cuMemsetD8(r, 0, rlen) != CUDA_SUCCESS || cu.cuCtxSynchronize() != CUDA_SUCCESS) {
 				std::fprintf(stderr, "nccl bench [%s]: no CUDA memory for %zu + %zu bytes (%s)\n", g_log_label,
 					     slen, rlen, cu.loaded ? "cuMemAlloc" : cu.why_not.c_str());
 				if (s)

@@ -49,6 +49,28 @@ int finish_legacy_copies(int device, std::string &why)
 	return 0;
 }
 
+// Data that came through host memory (Inline, an eager slot) into a receive
+// buffer: memcpy for host memory, a copy the device has finished for CUDA
+// memory (device < 0: host). 0, or -1 with why.
+int copy_into_receive(uint8_t *dst, int device, const uint8_t *src, size_t n, std::string &why)
+{
+	if (device < 0) {
+		std::memcpy(dst, src, n);
+		return 0;
+	}
+	const cuda::Driver &d = cuda::Driver::get();
+	if (!d.loaded || cuda::use_device(device) < 0) {
+		why = "no CUDA context for device " + std::to_string(device);
+		return -1;
+	}
+	const CUresult r = d.cuMemcpyHtoD(static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(dst)), src, n);
+	if (r != CUDA_SUCCESS) {
+		why = "cuMemcpyHtoD of " + std::to_string(n) + " bytes: " + cuda::error_text(r);
+		return -1;
+	}
+	return finish_legacy_copies(device, why);
+}
+
 uint64_t random_u64()
 {
 	std::random_device rd;
@@ -539,10 +561,12 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	const uint32_t seq = c->next_seq;
 	// Small: the data goes in a control message, Cts or not (one message
 	// instead of a write, its Announce and the wait for a Cts).
-	const bool inl = cfg_.inline_max && size <= cfg_.inline_max && c->remote_id;
+	// Device memory never goes inline or eager: both read the data on the CPU.
+	const bool host = !mh || mh->cuda_device < 0;
+	const bool inl = host && cfg_.inline_max && size <= cfg_.inline_max && c->remote_id;
 	// No Cts yet (the receiver is behind): into an eager slot if one is
 	// free, as NCCL's socket transport lets the kernel buffer it.
-	const bool eager = !inl && ct == c->cts.end() && size && size <= c->eager.slot_size && c->eager.slots &&
+	const bool eager = host && !inl && ct == c->cts.end() && size && size <= c->eager.slot_size && c->eager.slots &&
 			   seq_before(seq, c->eager.done_upto + c->eager.slots);
 	if (ct == c->cts.end() && !eager && !inl) {
 		missing_cts = true;
@@ -702,6 +726,7 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 		return ncclRemoteError;
 	}
 	const size_t size = sizes[0];
+	int device = -1; // the receive buffer's CUDA device, -1: host memory
 	proto::Cts m;
 	m.send_id = c->remote_id;
 	m.recv_id = c->id;
@@ -723,6 +748,7 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 		}
 		m.offset = a - reinterpret_cast<uintptr_t>(mh->region->addr());
 		m.descriptor = mh->descriptor;
+		device = mh->cuda_device;
 	}
 	if (c->outstanding >= cfg_.max_requests)
 		return ncclSuccess;
@@ -732,6 +758,7 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	rq->size = size;
 	rq->data = static_cast<uint8_t *>(size ? data[0] : nullptr);
 	rq->tag = tags[0];
+	rq->device = device;
 	if (auto early = c->inline_early.find(m.seq); early != c->inline_early.end()) {
 		// Its data came first, in an Inline message: no Cts, done now.
 		RecvComm::Early e = std::move(early->second);
@@ -758,7 +785,8 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	}
 	// A closed sender made this send before closing: its data comes by an
 	// eager write, nobody reads a Cts.
-	if (!c->peer_closed && cfg_.inline_max && size <= cfg_.inline_max && c->told_id) {
+	// (A device buffer's sender, in device memory too, will not go inline.)
+	if (!c->peer_closed && device < 0 && cfg_.inline_max && size <= cfg_.inline_max && c->told_id) {
 		// Every send that fits comes inline: no Cts unless it waits long.
 		m.done_upto = c->done_upto;
 		rq->deferred_cts = proto::encode(m);
@@ -1024,10 +1052,14 @@ void Plugin::complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, 
 void Plugin::land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes)
 {
 	const bool fits = bytes <= r->size;
-	if (fits)
-		std::memcpy(r->data, slot, bytes);
+	std::string why;
+	const bool copied = fits && copy_into_receive(r->data, r->device, slot, bytes, why) == 0;
 	std::lock_guard l(mu_);
-	if (fits) {
+	if (fits && !copied) {
+		r->state = Request::State::Failed;
+		r->error = ncclSystemError;
+		r->why = "send #" + std::to_string(r->seq) + " (eager): " + why;
+	} else if (fits) {
 		r->state = Request::State::Done;
 		r->bytes = bytes;
 		bytes_received_ += bytes;
@@ -1054,9 +1086,12 @@ void Plugin::land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<
 		r.error = ncclInvalidUsage;
 		r.why = "send #" + std::to_string(r.seq) + " (inline) has tag " + std::to_string(tag) +
 			", the matching receive tag " + std::to_string(r.tag);
+	} else if (std::string why; data.size() <= r.size && !data.empty() &&
+		   copy_into_receive(r.data, r.device, data.data(), data.size(), why) != 0) {
+		r.state = Request::State::Failed;
+		r.error = ncclSystemError;
+		r.why = "send #" + std::to_string(r.seq) + " (inline): " + why;
 	} else if (data.size() <= r.size) {
-		if (!data.empty())
-			std::memcpy(r.data, data.data(), data.size());
 		r.state = Request::State::Done;
 		r.bytes = data.size();
 		bytes_received_ += data.size();

@@ -127,7 +127,8 @@ struct Request {
 	// receive still waits at deferred_until.
 	std::vector<uint8_t> deferred_cts;
 	std::chrono::steady_clock::time_point deferred_until{};
-	uint8_t *data = nullptr; // receive buffer (host memory: eager data is copied there)
+	uint8_t *data = nullptr; // receive buffer (Inline and eager data are copied there)
+	int device = -1;         // its CUDA device, -1: host memory
 	State state = State::Pending;
 	size_t bytes = 0;    // what test() reports
 	ncclResult_t error = ncclSuccess;
