@@ -110,8 +110,10 @@ inline const std::atomic<uint64_t> kNoGeneration{0};
 
 // Line 0 is read on hits only for entries that need a check (kHasGen,
 // kValidate); a memo hit otherwise reads the memo slot (copies of range
-// and registration), the state word and the thread's counter cell. Line 1
-// is read by slow lookups and by C++ callers that use e->reg directly.
+// and registration), the state word and the thread's counter cell. Lines
+// 0 and 1 are what a slow lookup reads of each entry it passes in the
+// index (links, then the key); line 1 is also read by C++ callers that
+// use e->reg directly.
 struct alignas(64) Entry {
 	// Line 0.
 	const std::atomic<uint64_t> *gen_word = &kNoGeneration; // kmod: gen[slot]
@@ -120,6 +122,8 @@ struct alignas(64) Entry {
 	Iface iface = Iface::host;
 	uint32_t validate = 0; // 1: ask the iface's monitor valid() on each hit
 	pid_t pid = 0;         // process that registered it
+	// The index's links (entry_index.hpp; written under the cache lock).
+	Entry *ix_parent = nullptr, *ix_left = nullptr, *ix_right = nullptr;
 	// Line 1.
 	alignas(64) Registration reg;
 	Range range;
@@ -128,7 +132,9 @@ struct alignas(64) Entry {
 	// Cold.
 	Cache *cache = nullptr;
 	uint64_t lru_stamp = 0; // clock value the LRU position reflects
-	Entry *lru_prev = nullptr, *lru_next = nullptr;
+	// The list the entry is on (entry_index.hpp): the LRU while indexed
+	// (on_lru), else orphans, dead, unsettled or a local list.
+	Entry *link_prev = nullptr, *link_next = nullptr;
 	bool on_lru = false;
 	bool watched = false;    // a monitor subscription is armed
 	bool orphan_listed = false; // on Cache::orphans_ (read and written under the cache lock only; false while free)
@@ -253,7 +259,8 @@ struct alignas(64) Entry {
 		serial = new_serial;
 		cache = nullptr;
 		lru_stamp = 0;
-		lru_prev = lru_next = nullptr;
+		ix_parent = ix_left = ix_right = nullptr;
+		link_prev = link_next = nullptr;
 		on_lru = false;
 		watched = false;
 		watch_slot = 0;
@@ -261,7 +268,7 @@ struct alignas(64) Entry {
 		req = Request{};
 	}
 };
-static_assert(offsetof(Entry, reg) == 64, "hot fields fill exactly one line");
+static_assert(offsetof(Entry, reg) == 64, "line 0 holds the hot fields and the index links");
 static_assert(sizeof(Entry) * kEntriesPerChunk == kCellsOffset, "entries fill their part of a chunk");
 static_assert(kCellsOffset + kCountShards * kEntriesPerChunk * sizeof(Cell) <= kStatesOffset, "cells fit");
 static_assert(kChunkMapped <= kChunkAlign);
