@@ -19,8 +19,8 @@
 // bare array of one 64-byte line per region (huge pages where it can),
 // one load per get+put: what a random-order hit costs at that size when
 // nothing but one line of memory is read (DRAM latency at 1M entries).
-// The hmemreg rows' note says how many of the timed gets the cache served
-// from its entries ("cached 100%"): under the uffd monitor every cached
+// The hmemreg rows' "cached" says what percent of the gets the cache served
+// from its entries (100; -1 where not known): under the uffd monitor every cached
 // range splits its mapping, and past vm.max_map_count/2 ranges of one
 // mapping gets become uncached registrations (--monitor picks another).
 #include <algorithm>
@@ -476,19 +476,12 @@ int bench_cache(int argc, char **argv)
 		    : o.monitor == "none" ? HMEMREG_MONITOR_NONE
 					  : HMEMREG_MONITOR_AUTO;
 	auto note = [&](const Result &r) {
-		std::string s;
-		if (r.bounded) {
-			char b[48];
-			std::snprintf(b, sizeof(b), "bounded %gs", o.max_seconds);
-			s = b;
-		}
-		if (r.cached >= 0) {
-			char b[48];
-			std::snprintf(b, sizeof(b), "cached %.0f%%", 100 * r.cached);
-			s += (s.empty() ? "" : ", ") + std::string(b);
-		}
-		return s.empty() ? std::string("-") : s;
+		char b[48];
+		std::snprintf(b, sizeof(b), "bounded %gs", o.max_seconds);
+		return r.bounded ? std::string(b) : std::string("-");
 	};
+	// Percent of gets served from cached entries; -1: not known (UCX, ceiling).
+	auto cached = [](const Result &r) { return r.cached >= 0 ? 100 * r.cached : -1.0; };
 	char *base = reserve(*std::max_element(o.entries.begin(), o.entries.end()));
 	if (!base)
 		return 1;
@@ -503,20 +496,20 @@ int bench_cache(int argc, char **argv)
 		if (u.ns > 0) {
 			Row r;
 			r.add("bench", "cache").add("impl", "ucx").add("entries", n).add("threads", t).add("case", c);
-			r.add("ns_per_op", u.ns).add("vs_ucx", 1.0).add("note", note(u));
+			r.add("ns_per_op", u.ns).add("vs_ucx", 1.0).add("cached", cached(u)).add("note", note(u));
 			pr.print(r);
 		}
 		if (auto ci = ceiling.find({n, t, c}); ci != ceiling.end() && ci->second.ns > 0) {
 			Row r;
 			r.add("bench", "cache").add("impl", "ceiling").add("entries", n).add("threads", t).add("case", c);
 			r.add("ns_per_op", ci->second.ns).add("vs_ucx", u.ns > 0 ? ci->second.ns / u.ns : -1.0);
-			r.add("note", note(ci->second));
+			r.add("cached", cached(ci->second)).add("note", note(ci->second));
 			pr.print(r);
 		}
 		Row r;
 		r.add("bench", "cache").add("impl", "hmemreg").add("entries", n).add("threads", t).add("case", c);
 		r.add("ns_per_op", res.ns).add("vs_ucx", u.ns > 0 && res.ns > 0 ? res.ns / u.ns : -1.0);
-		r.add("note", note(res));
+		r.add("cached", cached(res)).add("note", note(res));
 		pr.print(r);
 	});
 }
