@@ -315,7 +315,7 @@ public:
 	// of this engine runs any more, and none is still running. Over ofi_rxm,
 	// an engine that still had partial arrivals from a writer, or dropped one
 	// after peer_timeout_ms, keeps its endpoints open (unprogressed) until the
-	// process ends: closing them can crash libfabric (see engine.cpp).
+	// process ends: closing them can crash libfabric (see facade.cpp).
 	~Engine();
 	Engine(const Engine &) = delete;
 	Engine &operator=(const Engine &) = delete;
