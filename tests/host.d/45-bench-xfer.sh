@@ -36,8 +36,8 @@ done
 # write size: 64k in 16 chunks goes as one write of 4 chunks (tcp's and
 # shm's iov limit), 4 KiB each; one chunk as one write.
 ops=$(grep '^{' <<<"$out" | jq -r 'select(.bench == "xfer" and .ceiling_gbps > 0 and .op_ceil_gbps > 0) |
-	"\(.bytes)/\(.chunks):\(.op_bytes)x\(.op_pieces)"' | sort -u | tr '\n' ' ')
-if [ "$ops" = "262144/1:262144x1 262144/16:65536x4 65536/1:65536x1 65536/16:16384x4 " ]; then
+	"\(.bytes)/\(.chunks):\(.op_bytes)x\(.op_pieces)"' | LC_ALL=C sort -u | tr '\n' ' ')
+if [ "$ops" = "262144/16:65536x4 262144/1:262144x1 65536/16:16384x4 65536/1:65536x1 " ]; then
 	echo "ok   xfer ceilings in the engine's writes: $ops"
 else
 	echo "FAIL xfer same-write ceilings: got '$ops'"
