@@ -59,21 +59,13 @@ int bench_reg(int argc, char **argv)
 	pr.section("reg: cold registration vs cache miss vs cache hit (ns per op), host memory");
 	int bad = 0;
 	for (const auto &prov : provs) {
-		Domain f;
-		int rc = f.open(prov);
-		if (rc) {
-			std::fprintf(stderr, "hmemreg_bench reg: provider %s: %s\n", prov.c_str(), fi_strerror(-rc));
+		CachedDomain cd;
+		if (cd.open("hmemreg_bench reg", prov, "bench-reg")) {
 			bad++;
 			continue;
 		}
-		hmemreg_cache_config cfg;
-		hmemreg_cache_config_init(&cfg);
-		std::snprintf(cfg.name, sizeof(cfg.name), "bench-reg");
-		hmemreg_cache *c = nullptr;
-		if ((rc = hmemreg_cache_create_fabric(f.domain, &cfg, &c))) {
-			std::fprintf(stderr, "hmemreg_bench reg: cache: %s\n", hmemreg_strerror(rc));
-			return 1;
-		}
+		const Domain &f = cd.dom;
+		hmemreg_cache *c = cd.cache;
 		for (uint64_t sz : sizes) {
 			void *p = ::mmap(nullptr, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 			if (p == MAP_FAILED) {
@@ -118,7 +110,6 @@ int bench_reg(int argc, char **argv)
 			}
 			::munmap(p, sz);
 		}
-		hmemreg_cache_destroy(c);
 	}
 	return bad ? 1 : 0;
 }
