@@ -55,44 +55,22 @@ int reg_export_main(const RegOptions &o, Printer &out)
 			}
 			void *addr = hmemreg_export_addr(x);
 			long n = sz >= (8 << 20) ? std::max(10L, iters / 10) : iters;
-			hmemreg_mr warm;
-			if (hmemreg_mr_get_export(c, x, 0, sz, &warm) == 0)
-				hmemreg_mr_put(c, &warm);
-			double cold = ns_per(n, [&] {
-				hmemreg_fi_mr_dmabuf_t d{hmemreg_export_fd(x), 0, sz, addr};
-				hmemreg_fi_mr_attr a{};
-				hmemreg_fi_mr_attr_set_dmabuf(&a, &d);
-				a.attr.iov_count = 1;
-				a.attr.access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
-				a.attr.iface = FI_HMEM_SYSTEM;
-				fid_mr *mr;
-				if (fi_mr_regattr(f.domain, &a.attr, HMEMREG_FI_MR_DMABUF, &mr))
-					return false;
-				return fi_close(&mr->fid) == 0;
-			});
-			double miss = ns_per(n, [&] {
-				hmemreg_cache_invalidate(c, HMEMREG_IFACE_KMOD_EXPORT, addr, sz);
-				hmemreg_mr m;
-				if (hmemreg_mr_get_export(c, x, 0, sz, &m))
-					return false;
-				return hmemreg_mr_put(c, &m) == 0;
-			});
-			double hit = ns_per(iters * 100, [&] {
-				hmemreg_mr m;
-				if (hmemreg_mr_get_export(c, x, 0, sz, &m))
-					return false;
-				return hmemreg_mr_put(c, &m) == 0;
-			});
-			const char *cases[] = {"cold", "miss", "hit"};
-			double v[] = {cold, miss, hit};
-			for (int k = 0; k < 3; k++) {
-				Row r;
-				r.add("bench", "reg").add("impl", k == 0 ? "provider" : "hmemreg").add("provider", prov);
-				r.add("mem", "export").add("bytes", static_cast<long long>(sz)).add("case", cases[k]);
-				r.add("ns_per_op", v[k]).add("cold_over_this", v[k] > 0 ? cold / v[k] : -1.0);
-				out.print(r);
-			}
-			if (v[0] < 0 || v[1] < 0 || v[2] < 0)
+			const ColdMissHit v = measure_cold_miss_hit(
+				c, HMEMREG_IFACE_KMOD_EXPORT, addr, sz, n, iters * 100,
+				[&] {
+					hmemreg_fi_mr_dmabuf_t d{hmemreg_export_fd(x), 0, sz, addr};
+					hmemreg_fi_mr_attr a{};
+					hmemreg_fi_mr_attr_set_dmabuf(&a, &d);
+					a.attr.iov_count = 1;
+					a.attr.access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
+					a.attr.iface = FI_HMEM_SYSTEM;
+					fid_mr *mr;
+					if (fi_mr_regattr(f.domain, &a.attr, HMEMREG_FI_MR_DMABUF, &mr))
+						return false;
+					return fi_close(&mr->fid) == 0;
+				},
+				[&](hmemreg_mr &m) { return hmemreg_mr_get_export(c, x, 0, sz, &m); });
+			if (!print_cold_miss_hit(out, prov, "export", sz, v))
 				bad++;
 			hmemreg_cache_flush(c);
 			if (hmemreg_export_free(x))
