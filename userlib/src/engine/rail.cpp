@@ -116,11 +116,12 @@ void Rail::enqueue_send(std::shared_ptr<TransferImpl> x)
 	any_submitted_.store(true, std::memory_order_release);
 }
 
-// Under mu_: what was submitted since the last turn joins the queue, in order.
-void Rail::take_submitted()
+// Under mu_: what was submitted since the last turn joins the queue, in
+// order. False when nothing was.
+bool Rail::take_submitted()
 {
 	if (!any_submitted_.load(std::memory_order_acquire))
-		return;
+		return false;
 	{
 		std::lock_guard l(submit_mu_);
 		any_submitted_.store(false, std::memory_order_relaxed);
@@ -128,7 +129,9 @@ void Rail::take_submitted()
 	}
 	for (Item &it : taking_)
 		queue_.push_back(std::move(it));
+	const bool any = !taking_.empty();
 	taking_.clear();
+	return any;
 }
 
 int Rail::post_recv(RecvSlot &slot)
@@ -139,7 +142,10 @@ int Rail::post_recv(RecvSlot &slot)
 void Rail::progress(Events &ev)
 {
 	std::lock_guard l(mu_);
-	take_submitted();
+	// New work goes out before the poll: on tcp a poll is a system call or
+	// more, and a small message's latency is mostly such calls in line.
+	if (take_submitted() && inflight_ < opt_.queue_depth)
+		post(ev);
 	poll(ev);
 	post(ev);
 	busy_.store(inflight_ || !queue_.empty() || !recv_repost_.empty(), std::memory_order_relaxed);

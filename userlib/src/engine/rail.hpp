@@ -116,7 +116,7 @@ private:
 
 	void poll(Events &ev);
 	void handle(OpContext *op, int err, const std::string &text, size_t len, Events &ev);
-	void take_submitted();
+	bool take_submitted();
 	void post(Events &ev);
 	bool post_writes(Item &it, size_t &budget, Events &ev); // false: not finished this turn
 	bool post_send(Item &it, Events &ev);
