@@ -47,7 +47,16 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 		n += core.progress_rail(r, ev);
 		if (ev.empty())
 			continue;
-		dispatcher.dispatch(ev);
+		{
+			// Messages are read in place: their buffers go back to the
+			// rail once dispatched (a handler that throws included).
+			struct Release {
+				Rail &rail;
+				Events &ev;
+				~Release() { rail.release(ev); }
+			} release{*core.rails[r], ev};
+			dispatcher.dispatch(ev);
+		}
 		for (auto &x : ev.finished)
 			core.finish(x);
 	}
