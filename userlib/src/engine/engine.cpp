@@ -77,6 +77,11 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 
 size_t Engine::Impl::caller_turn()
 {
+	// Writes on their way here (announced, not all in place): every rail,
+	// since a quiet rail, polled only now and then, may be the one whose
+	// data must be read for them to land (tcp). Else the core's choice.
+	if (immediate.expecting())
+		return turn(core.all_rails);
 	unsigned ids[Core::kMaxCallerRails];
 	return turn(core.caller_rails(ids));
 }
@@ -119,7 +124,12 @@ Engine::Engine(const Config &config) : impl_(std::make_unique<Impl>(config))
 	core.threads = std::make_unique<ProgressThreads>(
 		config.progress_threads, infos, core.topo, config.idle_spin, config.idle_sleep_us, config.caller_backoff_us,
 		[im](std::span<const unsigned> ids) { return im->turn(ids); },
-		[im](std::span<const unsigned> ids) { return im->core.caller_covers(ids); });
+		[im](std::span<const unsigned> ids) {
+			// Writes on their way: rails other than 0 keep their poller
+			// (bulk data is read on several cores).
+			const bool other = ids.size() > 1 || (!ids.empty() && ids[0] != 0);
+			return !(other && im->immediate.expecting()) && im->core.caller_covers(ids);
+		});
 	core.caps.progress = core.threads->describe();
 }
 
