@@ -540,10 +540,6 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		NWARN("isend: the receiver closed this connection");
 		return ncclRemoteError;
 	}
-	if (c->lost) {
-		NWARN("isend: an earlier send on this connection was lost: %s", c->lost->c_str());
-		return ncclRemoteError;
-	}
 	MemHandle *mh = nullptr;
 	if (size) {
 		auto it = mhandles_.find(mhandle);
@@ -630,24 +626,6 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			}
 		}
 	};
-	// Inline and Empty sends are buffered: the engine copies the message, so
-	// the send is complete as soon as it took it (NCCL may reuse the buffer),
-	// as a socket send is once the kernel has the bytes. One that is lost
-	// later (the peer died) fails the comm's next isend; its receive fails
-	// at the receiver.
-	auto lost = [this, id = c->id](const Transfer &t) {
-		if (t.status() == 0)
-			return;
-		std::string why;
-		try {
-			why = t.error();
-		} catch (const std::exception &) {
-			why = "transfer failed";
-		}
-		std::lock_guard l(mu_);
-		if (auto it = sends_.find(id); it != sends_.end() && !it->second->lost)
-			it->second->lost = why.empty() ? "transfer failed" : why;
-	};
 	try {
 		if (inl) {
 			proto::Inline m;
@@ -656,12 +634,12 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			m.tag = tag;
 			m.data = std::span(static_cast<const uint8_t *>(size ? data : nullptr), size);
 			// The data is copied once, into the engine's message.
-			engine_->send(c->peer, proto::encode_head(m), m.data, lost);
+			engine_->send(c->peer, proto::encode_head(m), m.data, done);
 		} else if (size == 0) {
 			proto::Empty e;
 			e.recv_id = cts->recv_id;
 			e.seq = seq;
-			engine_->send(c->peer, proto::encode(e), lost);
+			engine_->send(c->peer, proto::encode(e), done);
 		} else {
 			Chunk ch;
 			ch.local = mh->region->handle();
@@ -682,11 +660,6 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			return ncclSuccess; // engine full: NCCL retries, the Cts stays
 		NWARN("isend #%u (%zu bytes): %s", seq, size, e.what());
 		return result_of(e);
-	}
-	if (inl || size == 0) {
-		rq->state = Request::State::Done;
-		rq->bytes = size;
-		bytes_sent_ += size;
 	}
 	if (cts)
 		c->cts.erase(ct);

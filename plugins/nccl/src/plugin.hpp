@@ -65,9 +65,6 @@ struct SendComm final : Comm {
 	// The first send whose Fail could not be sent: its receive, and those
 	// after it, fail at our Close rather than wait for data that never comes.
 	std::optional<uint32_t> fail_lost;
-	// Why a buffered (Inline or Empty) send, complete for NCCL already, was
-	// lost: later isends fail.
-	std::optional<std::string> lost;
 	// The receiver's eager slots (protocol.hpp), once its EagerRing came.
 	struct {
 		uint32_t slots = 0; // 0: not known (yet), no eager sends
