@@ -48,7 +48,7 @@ public:
 	// on tcp the data moves only while its rail is polled, whichever it is.
 	bool expecting() const { return expecting_.load(std::memory_order_relaxed); }
 	// Whether closing the endpoints may meet a remote write half received
-	// from a writer that broke (engine.cpp, ~Engine).
+	// from a writer that broke (facade.cpp, ~Engine).
 	bool writer_broke();
 	void stats(PathStats &s);
 

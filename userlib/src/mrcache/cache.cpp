@@ -11,7 +11,6 @@
 #include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache_hit.inl"
-#include "mrcache/export_table.hpp"
 #include "mrcache/count_fence.hpp"
 #include "mrcache/fork_registry.hpp"
 #include "mrcache/monitor_factory.hpp"
@@ -75,7 +74,6 @@ int Cache::create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_conf
 	if (rc)
 		return rc;
 	c->attach_memory_kinds();
-	attach_export_monitor(*c);
 	fork_registry_add(c.get());
 	out = std::move(c);
 	return 0;
@@ -115,7 +113,6 @@ void Cache::set_name(const std::string &name)
 Cache::~Cache()
 {
 	fork_registry_remove(this);
-	detach_export_monitor(*this);
 	monitor_->detach(*this);
 	for (auto &m : device_monitors_)
 		if (m)
@@ -151,13 +148,6 @@ void Cache::attach_memory_kinds()
 		if (m && m->attach(*this) == 0)
 			device_monitors_[i] = std::move(m);
 	}
-}
-
-void Cache::set_device_monitor(Iface iface, std::shared_ptr<Monitor> m)
-{
-	auto i = static_cast<uint32_t>(iface);
-	if (i < HMEMREG_IFACE_MAX && iface != Iface::host)
-		device_monitors_[i] = std::move(m);
 }
 
 Range Cache::extent_of(const Request &req) const

@@ -124,10 +124,6 @@ public:
 	// Drop entries of iface overlapping [start, end) (all devices).
 	// Returns how many left the index.
 	int invalidate(Iface iface, uintptr_t start, uintptr_t end, Cause cause = Cause::explicit_call);
-	// Drop every entry of (iface, device) now (an hmemreg.ko export that
-	// goes away: export_table.cpp); unused ones are deregistered before it
-	// returns. Returns how many are still held (released at their last put).
-	uint64_t drop_device(Iface iface, uint64_t device, Cause cause);
 	// Deregister all unused entries now; returns how many.
 	int flush();
 	// References held right now (cached or not).
@@ -142,11 +138,6 @@ public:
 	// call before the cache is used.
 	void set_name(const std::string &name);
 
-	// A monitor for the entries of iface set from outside the kind table
-	// (export_table.cpp's attach_export_monitor, until the export kind
-	// joins the table in monitor_factory.cpp); without one they are
-	// registered uncached.
-	void set_device_monitor(Iface iface, std::shared_ptr<Monitor> m);
 
 	// ---- for monitors (MonitorSink) ----
 	// Called from monitor context (a monitor thread, or sync()): unlinks
@@ -156,6 +147,8 @@ public:
 	void notify_entry(Iface iface, uint64_t device, uintptr_t start, uint64_t serial, Cause cause) override;
 	// Drop every entry whose generation word moved (lost events).
 	void revalidate(Cause cause) override;
+	// Drop every entry of (iface, device); how many are still held.
+	uint64_t drop_device(Iface iface, uint64_t device, Cause cause) override;
 	void count_events(uint64_t n) override
 	{
 		StatsSlot::add(stats_->raw()->monitor_events, static_cast<int64_t>(n));
