@@ -9,7 +9,7 @@
 //   hmemreg_bench nccl [--json] [--plugin PATH] [--peer-plugin PATH] [--baseline PATH]
 //                      [--provider P] [--node ADDR]
 //                      [--window W] [--sizes a,b,...] [--lat-sizes a,b,...] [--seconds S]
-//                      [--repeat N] [--no-ref] [--no-bw] [--no-lat] [--log warn|info]
+//                      [--repeat N] [--iters N] [--no-ref] [--no-bw] [--no-lat] [--log warn|info]
 //                      [--mem host|cuda]
 //
 // As NCCL does: the table is ncclNetPlugin_v11, else _v10; init gets a
@@ -62,6 +62,7 @@ struct Options {
 	double seconds = 0.5;
 	long repeat = 3;
 	long rounds = 1;
+	long iters = 0; // timed messages or round trips per run; 0: calibrated to `seconds`
 	bool ref = true, bw = true, lat = true;
 	std::string log = "warn";
 	std::string mem = "host";
@@ -587,7 +588,7 @@ bool run_rank(const Options &o, const std::string &path, bool initiator, int fd,
 		if (!k.stream(n, 2 * window, window, false))
 			return false;
 		const double per_op = std::chrono::duration<double>(Clock::now() - w0).count() / static_cast<double>(2 * window);
-		long iters = calibrate(per_op, o.seconds, 2 * window, 200000);
+		long iters = o.iters ? o.iters : calibrate(per_op, o.seconds, 2 * window, 200000);
 		if (!xfer(fd, &iters, sizeof(iters), initiator))
 			return false;
 		double best = 0;
@@ -611,7 +612,9 @@ bool run_rank(const Options &o, const std::string &path, bool initiator, int fd,
 		auto w0 = Clock::now();
 		if (!k.pingpong(n, 16, false))
 			return false;
-		long iters = calibrate(std::chrono::duration<double>(Clock::now() - w0).count() / 16, o.seconds, 16, 100000);
+		long iters = o.iters ? o.iters
+				     : calibrate(std::chrono::duration<double>(Clock::now() - w0).count() / 16, o.seconds, 16,
+						 100000);
 		if (!xfer(fd, &iters, sizeof(iters), initiator))
 			return false;
 		// Rank 0's round trips, halved: the median of a run (a busy host
@@ -782,6 +785,10 @@ int bench_nccl(int argc, char **argv)
 	p.count("--rounds", o.rounds,
 		"the plugins run one after the other this many times (a busy host's quiet and loaded moments "
 		"reach all of them); the best counts");
+	p.count("--iters", o.iters,
+		"timed messages (bandwidth) or round trips (latency) per run instead of --seconds' worth: a known "
+		"count, to divide system calls or perf events by")
+		->default_str("--seconds' worth");
 	p.app().add_flag("!--no-ref", o.ref, "skip the iperf3 reference");
 	p.app().add_flag("!--no-bw", o.bw, "skip bandwidth");
 	p.app().add_flag("!--no-lat", o.lat, "skip latency");

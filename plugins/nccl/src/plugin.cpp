@@ -727,39 +727,37 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	}
 	const size_t size = sizes[0];
 	int device = -1; // the receive buffer's CUDA device, -1: host memory
-	proto::Cts m;
-	m.send_id = c->remote_id;
-	m.recv_id = c->id;
-	m.seq = c->next_seq;
-	m.tag = tags[0];
-	m.size = size;
+	MemHandle *mh = nullptr;
+	uint64_t offset = 0; // of the buffer in its region
+	const uint32_t seq = c->next_seq;
 	if (size) {
 		auto it = mhandles_.find(mhandles[0]);
 		if (it == mhandles_.end()) {
 			NWARN("irecv: buffer %p (%zu bytes) has no valid memory handle (%p)", data[0], size, mhandles[0]);
 			return ncclInternalError;
 		}
-		MemHandle *mh = it->second.get();
+		mh = it->second.get();
 		uintptr_t a = reinterpret_cast<uintptr_t>(data[0]);
 		if (a < mh->addr || size > mh->size || a - mh->addr > mh->size - size) {
 			NWARN("irecv: buffer %p (%zu bytes) is outside its registration [%p, +%zu)", data[0], size,
 			      reinterpret_cast<void *>(mh->addr), mh->size);
 			return ncclInternalError;
 		}
-		m.offset = a - reinterpret_cast<uintptr_t>(mh->region->addr());
-		m.descriptor = mh->descriptor;
+		offset = a - reinterpret_cast<uintptr_t>(mh->region->addr());
 		device = mh->cuda_device;
 	}
 	if (c->outstanding >= cfg_.max_requests)
 		return ncclSuccess;
 	auto rq = std::make_shared<Request>();
 	rq->comm_id = c->id;
-	rq->seq = m.seq;
+	rq->seq = seq;
 	rq->size = size;
 	rq->data = static_cast<uint8_t *>(size ? data[0] : nullptr);
 	rq->tag = tags[0];
 	rq->device = device;
-	if (auto early = c->inline_early.find(m.seq); early != c->inline_early.end()) {
+	rq->mhandle = size ? mhandles[0] : nullptr;
+	rq->offset = offset;
+	if (auto early = c->inline_early.find(seq); early != c->inline_early.end()) {
 		// Its data came first, in an Inline message: no Cts, done now.
 		RecvComm::Early e = std::move(early->second);
 		c->inline_early.erase(early);
@@ -770,7 +768,7 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 		land_inline_locked(*c, *rq, e.tag, e.data);
 		return ncclSuccess;
 	}
-	if (auto early = c->eager_early.find(m.seq); early != c->eager_early.end()) {
+	if (auto early = c->eager_early.find(seq); early != c->eager_early.end()) {
 		// Its data came first, into an eager slot: no Cts, done after the copy.
 		const size_t bytes = early->second;
 		c->eager_early.erase(early);
@@ -778,7 +776,7 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 		c->outstanding++;
 		*request = rq.get();
 		requests_[rq.get()] = rq;
-		const uint8_t *slot = c->eager.slot(m.seq);
+		const uint8_t *slot = c->eager.slot(seq);
 		l.unlock();
 		land_eager(rq, slot, bytes);
 		return ncclSuccess;
@@ -787,12 +785,12 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	// eager write, nobody reads a Cts.
 	// (A device buffer's sender, in device memory too, will not go inline.)
 	if (!c->peer_closed && device < 0 && cfg_.inline_max && size <= cfg_.inline_max && c->told_id) {
-		// Every send that fits comes inline: no Cts unless it waits long.
-		m.done_upto = c->done_upto;
-		rq->deferred_cts = proto::encode(m);
+		// Every send that fits comes inline: no Cts unless it waits long
+		// (made then: nothing to build or copy on a small message's path).
+		rq->deferred = true;
 		rq->deferred_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
 	} else if (!c->peer_closed) {
-		m.done_upto = c->done_upto;
+		const proto::Cts m = cts_of_locked(*c, *rq, mh);
 		try {
 			engine_->send(c->peer, proto::encode(m));
 		} catch (const Error &e) {
@@ -805,12 +803,28 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 		c->eager_uncredited = 0;
 		c->told_id = true;
 	}
-	c->pending[m.seq] = rq;
+	c->pending[seq] = rq;
 	c->next_seq++;
 	c->outstanding++;
 	*request = rq.get();
 	requests_[rq.get()] = std::move(rq);
 	return ncclSuccess;
+}
+
+// The advertisement of receive r of c (mh: its buffer's handle, null for 0 bytes).
+proto::Cts Plugin::cts_of_locked(const RecvComm &c, const Request &r, const MemHandle *mh) const
+{
+	proto::Cts m;
+	m.send_id = c.remote_id;
+	m.recv_id = c.id;
+	m.seq = r.seq;
+	m.tag = r.tag;
+	m.size = r.size;
+	m.offset = r.offset;
+	m.done_upto = c.done_upto;
+	if (mh)
+		m.descriptor = mh->descriptor;
+	return m;
 }
 
 ncclResult_t Plugin::iflush(void *recv_comm, int n, void **, int *, void **mhandles, void **request)
@@ -864,7 +878,8 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 			Request &r = *it->second;
 			if (r.state == Request::State::Pending && !r.send && peer_closes_)
 				expire_after_close_locked(r); // only once some sender closed
-			if (r.state == Request::State::Pending && !r.deferred_cts.empty() &&
+			// The clock only now and then: NCCL spins on test().
+			if (r.state == Request::State::Pending && r.deferred && ++r.tests % 64 == 0 &&
 			    std::chrono::steady_clock::now() > r.deferred_until)
 				send_deferred_cts_locked(r);
 			if (r.state != Request::State::Pending) {
@@ -898,13 +913,15 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 void Plugin::send_deferred_cts_locked(Request &r)
 {
 	auto it = recvs_.find(r.comm_id);
-	if (it == recvs_.end() || it->second->peer_closed) {
-		r.deferred_cts.clear();
+	const auto mh = r.size ? mhandles_.find(r.mhandle) : mhandles_.end();
+	if (it == recvs_.end() || it->second->peer_closed || (r.size && mh == mhandles_.end())) {
+		r.deferred = false; // closed, or its buffer deregistered under it: nothing to advertise
 		return;
 	}
 	try {
-		send_control_locked(it->second->peer, r.deferred_cts);
-		r.deferred_cts.clear();
+		send_control_locked(it->second->peer,
+				    proto::encode(cts_of_locked(*it->second, r, r.size ? mh->second.get() : nullptr)));
+		r.deferred = false;
 	} catch (const Error &) {
 		// engine full: the next test() tries again
 	}

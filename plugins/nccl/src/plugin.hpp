@@ -123,10 +123,13 @@ struct Request {
 	uint32_t seq = 0;
 	size_t size = 0;     // send size, or posted capacity
 	int tag = 0;         // receive: the posted tag
-	// A small receive's Cts, not sent (its send comes inline) unless the
-	// receive still waits at deferred_until.
-	std::vector<uint8_t> deferred_cts;
+	// A small receive's Cts is not sent (its send comes inline) unless the
+	// receive still waits at deferred_until (looked at every 64th test()).
+	bool deferred = false;
+	uint32_t tests = 0;
 	std::chrono::steady_clock::time_point deferred_until{};
+	void *mhandle = nullptr; // receive: its buffer's handle (a key of mhandles_), and the
+	uint64_t offset = 0;     // buffer's offset in that region
 	uint8_t *data = nullptr; // receive buffer (Inline and eager data are copied there)
 	int device = -1;         // its CUDA device, -1: host memory
 	State state = State::Pending;
@@ -182,6 +185,7 @@ private:
 	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
 	void expire_after_close_locked(Request &r);
 	void send_deferred_cts_locked(Request &r);
+	proto::Cts cts_of_locked(const RecvComm &c, const Request &r, const MemHandle *mh) const;
 	SendComm *send_comm_of_locked(uint32_t id, uint64_t sender);
 	void credit_locked(SendComm &c, uint32_t done_upto);
 	void offer_eager_locked(RecvComm &c);

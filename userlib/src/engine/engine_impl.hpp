@@ -32,6 +32,7 @@ struct Engine::Impl {
 	Staging staging;         // device memory through pinned host mirrors, above the core
 	RemoteRegions remotes;   // descriptors decoded once
 	std::atomic<uint64_t> direct_writes{0};
+	std::atomic<uint32_t> timer_turns{0}; // turns: the timers run one in 16
 
 	explicit Impl(const Config &c);
 	// One progress turn over these rails, then the rooms' own timers.

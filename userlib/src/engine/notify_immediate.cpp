@@ -131,6 +131,7 @@ void ImmediateNotifier::on_data(std::span<const uint64_t> keys)
 	const int64_t now = PeerState::now_ns();
 	{
 		std::lock_guard l(mu);
+		Expecting e{*this};
 		for (uint64_t k : keys) {
 			Arrival &a = arrivals[k];
 			a.seen++;
@@ -163,6 +164,7 @@ void ImmediateNotifier::on_announce(const Events::Msg &m)
 	bool ready = false;
 	{
 		std::lock_guard l(mu);
+		Expecting e{*this};
 		if (key4) {
 			// Only the writer we gave the key's index may announce it.
 			const uint32_t idx = wire::imm4_index(an.key);
@@ -302,6 +304,7 @@ void ImmediateNotifier::expire()
 		return;
 	const int64_t limit = static_cast<int64_t>(core_.cfg.peer_timeout_ms ? core_.cfg.peer_timeout_ms : 60'000) * 1'000'000;
 	std::lock_guard l(mu);
+	Expecting e{*this};
 	const size_t n = std::erase_if(arrivals, [&](const auto &kv) { return now - kv.second.touched > limit; });
 	abandoned_ += n;
 	expired_ += n;

@@ -36,10 +36,12 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 	placement_[t] = topo_.pin_thread_near(near);
 	started_.fetch_add(1, std::memory_order_acq_rel);
 	unsigned idle = 0;
+	uint64_t caller_seen = 0; // caller_turns_ when this thread last looked
 	while (!stop_.load(std::memory_order_acquire)) {
-		if (caller_backoff_ns_ &&
-		    now_ns() - caller_ns_.load(std::memory_order_relaxed) < caller_backoff_ns_ &&
-		    (!covered_ || covered_(groups_[t]))) {
+		const uint64_t caller = caller_backoff_ns_ ? caller_turns_.load(std::memory_order_relaxed) : 0;
+		const bool caller_active = caller != caller_seen;
+		caller_seen = caller;
+		if (caller_active && (!covered_ || covered_(groups_[t]))) {
 			// A caller polls every rail itself: stay out of its way (and
 			// off the CPU: waking every idle_sleep_us costs a core's worth
 			// of context switches with a few threads).

@@ -3,8 +3,8 @@
 // (first rail's locality) before its first turn, and polls. After
 // `idle_spin` empty turns it sleeps `idle_sleep_us` between turns until work
 // shows up or kick() is called (new work queued by a caller). While a caller
-// drove progress itself within `caller_backoff_us` (caller_turn()), the
-// threads sleep between turns instead of polling.
+// drives progress itself (caller_turn() since a thread last looked, at most
+// `caller_backoff_us` ago), the threads sleep between turns instead of polling.
 #pragma once
 
 #include <atomic>
@@ -37,8 +37,10 @@ public:
 	~ProgressThreads();
 
 	void kick() { kicked_.store(true, std::memory_order_release); }
-	// A caller just made a progress turn of its own.
-	void caller_turn(int64_t now_ns) { caller_ns_.store(now_ns, std::memory_order_relaxed); }
+	// A caller just made a progress turn of its own. A count, not a time: a
+	// caller spinning on test() makes a turn every microsecond or so, and a
+	// clock read is a good part of an idle turn's cost.
+	void caller_turn() { caller_turns_.fetch_add(1, std::memory_order_relaxed); }
 	bool backs_off() const { return caller_backoff_ns_ != 0; }
 	static int64_t now_ns()
 	{
@@ -60,7 +62,7 @@ private:
 	std::atomic<bool> kicked_{false};
 	std::atomic<unsigned> started_{0};
 	const int64_t caller_backoff_ns_;
-	std::atomic<int64_t> caller_ns_{INT64_MIN / 2};
+	std::atomic<uint64_t> caller_turns_{0};
 	const Topology &topo_;
 	std::vector<std::thread> threads_;
 };

@@ -25,7 +25,8 @@ std::string peer_text(const TransferImpl *x)
 
 Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const Topology &topo)
 	: index_(index), opt_(opt), info_(fabric::dup_info(info)),
-	  slot_size_(sizeof(wire::MsgHeader) + std::max(opt.max_message, wire::kEnginePayloadMax))
+	  slot_size_(sizeof(wire::MsgHeader) + std::max(opt.max_message, wire::kEnginePayloadMax)),
+	  local_mr_(info->domain_attr && (info->domain_attr->mr_mode & FI_MR_LOCAL))
 {
 	dom_ = std::make_shared<DomainHolder>();
 	dom_->fabric = fabric::open_fabric(info_.get());
@@ -128,11 +129,12 @@ void Rail::enqueue_send(std::shared_ptr<TransferImpl> x)
 	any_submitted_.store(true, std::memory_order_release);
 }
 
-// Under mu_: what was submitted since the last turn joins the queue, in order.
-void Rail::take_submitted()
+// Under mu_: what was submitted since the last turn joins the queue, in
+// order. False when nothing was.
+bool Rail::take_submitted()
 {
 	if (!any_submitted_.load(std::memory_order_acquire))
-		return;
+		return false;
 	{
 		std::lock_guard l(submit_mu_);
 		any_submitted_.store(false, std::memory_order_relaxed);
@@ -140,7 +142,9 @@ void Rail::take_submitted()
 	}
 	for (Item &it : taking_)
 		queue_.push_back(std::move(it));
+	const bool any = !taking_.empty();
 	taking_.clear();
+	return any;
 }
 
 int Rail::post_recv(RecvSlot &slot)
@@ -151,10 +155,26 @@ int Rail::post_recv(RecvSlot &slot)
 void Rail::progress(Events &ev)
 {
 	std::lock_guard l(mu_);
-	take_submitted();
+	// New work goes out before the poll: on tcp a poll is a system call or
+	// more, and a small message's latency is mostly such calls in line.
+	if (take_submitted() && inflight_ < opt_.queue_depth)
+		post(ev);
 	poll(ev);
 	post(ev);
 	busy_.store(inflight_ || !queue_.empty() || !recv_repost_.empty(), std::memory_order_relaxed);
+}
+
+void Rail::release(Events &ev)
+{
+	if (ev.held.empty())
+		return;
+	std::lock_guard l(mu_);
+	for (OpContext *op : ev.held) {
+		auto *s = static_cast<RecvSlot *>(op);
+		if (post_recv(*s) < 0)
+			recv_repost_.push_back(s);
+	}
+	ev.held.clear();
 }
 
 void Rail::poll(Events &ev)
@@ -222,10 +242,13 @@ void Rail::handle(OpContext *op, int err, const std::string &text, size_t len, E
 			std::memcpy(&m.hdr, s->buf, sizeof(m.hdr));
 			if (m.hdr.magic == wire::kMsgMagic && m.hdr.version == wire::kVersion &&
 			    m.hdr.length <= len - sizeof(m.hdr)) {
-				const uint8_t *p = s->buf + sizeof(m.hdr);
-				m.data.assign(p, p + m.hdr.length);
-				ev.messages.push_back(std::move(m));
+				// Handed up in place; the buffer is posted again once
+				// the message was dispatched (release()).
+				m.data = {s->buf + sizeof(m.hdr), m.hdr.length};
+				ev.messages.push_back(m);
+				ev.held.push_back(s);
 				stats_.recvs++;
+				break;
 			}
 		}
 		if (post_recv(*s) < 0)
@@ -389,16 +412,23 @@ bool Rail::post_send(Item &it, Events &ev)
 	if (free_send_.empty() || x->peer->inflight.load() >= opt_.peer_cap)
 		return false; // all control buffers in flight; completions free them
 	SendSlot *s = free_send_.back();
-	std::memcpy(s->buf, x->message.data(), x->message.size());
+	// Where local buffers need no registration, straight from the
+	// transfer's message (it lives until the send completes); else through
+	// the registered slot.
+	iovec iov{x->message.data(), x->message.size()};
+	void *desc = nullptr;
+	if (local_mr_) {
+		std::memcpy(s->buf, x->message.data(), x->message.size());
+		iov.iov_base = s->buf;
+		desc = ctrl_mr_.desc();
+	}
 	// Delivery-complete: the caller's completion means the target has the
 	// message and, ordered before it or delivery-complete themselves, the
 	// transfer's writes. An Announce needs no more than transmit-complete:
 	// the target waits for the writes themselves.
-	iovec iov{s->buf, x->message.size()};
-	void *desc = ctrl_mr_.desc();
 	fi_msg msg{};
 	msg.msg_iov = &iov;
-	msg.desc = &desc;
+	msg.desc = local_mr_ ? &desc : nullptr;
 	msg.iov_count = 1;
 	msg.addr = x->peer->addr[index_];
 	msg.context = &s->ctx;

@@ -11,6 +11,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,13 @@ struct DomainHolder {
 struct Events {
 	struct Msg {
 		wire::MsgHeader hdr;
-		std::vector<uint8_t> data;
+		// In the rail's receive buffer, not copied: valid until the rail
+		// gets the buffer back (Rail::release, after dispatch).
+		std::span<const uint8_t> data;
 	};
 	std::vector<std::shared_ptr<TransferImpl>> finished;
 	std::vector<Msg> messages;
+	std::vector<OpContext *> held; // the receive buffers messages point into
 	std::vector<uint64_t> imm; // remote CQ data of writes that landed here
 	size_t handled = 0;
 	bool empty() const { return finished.empty() && messages.empty() && imm.empty(); }
@@ -83,8 +87,11 @@ public:
 	void enqueue_writes(std::shared_ptr<TransferImpl> x);
 	void enqueue_send(std::shared_ptr<TransferImpl> x);
 
-	// Poll the CQ, then post what is queued (up to post_batch, within depth).
+	// Post what was newly queued, poll the CQ, then post what is queued (up
+	// to post_batch, within depth).
 	void progress(Events &ev);
+	// The receive buffers ev's messages were in go back to the provider.
+	void release(Events &ev);
 	RailStats stats() const;
 	// Something of ours is queued or in flight here (a hint, read without the lock).
 	bool busy() const
@@ -116,7 +123,7 @@ private:
 
 	void poll(Events &ev);
 	void handle(OpContext *op, int err, const std::string &text, size_t len, Events &ev);
-	void take_submitted();
+	bool take_submitted();
 	void post(Events &ev);
 	bool post_writes(Item &it, size_t &budget, Events &ev); // false: not finished this turn
 	bool post_send(Item &it, Events &ev);
@@ -128,6 +135,7 @@ private:
 	RailOptions opt_;
 	fabric::InfoPtr info_;
 	size_t slot_size_;
+	const bool local_mr_; // the provider needs registered buffers for sends (FI_MR_LOCAL)
 
 	mutable std::mutex mu_;
 	std::shared_ptr<DomainHolder> dom_;
