@@ -6,7 +6,7 @@
 # syscall cost (perf bench syscall basic), and the kernel's share of a cold
 # dma-buf registration (ftrace function_graph, depth 1, on the uverbs entry
 # points while the export bench registers and deregisters).
-#   HMEMREG_VM_LOCK=... [HMEMREG_VM_ACCEL=kvm] tests/vm/run -t 900 tools/hmemreg_bench/reg-ratio-in-vm.sh
+#   HMEMREG_VM_LOCK=... tests/vm/run -t 900 tools/hmemreg_bench/reg-ratio-in-vm.sh
 # The same bench run on the host (no VM) gives the emulator's slowdown of
 # the user-space hit: compare the tcp rows.
 set -eu
@@ -35,7 +35,7 @@ echo "---- reg, hmemreg.ko devmem exports, verbs on rxe0 (cold = ibv_reg_dmabuf_
 "$bench" reg --mem export --provider verbs --sizes 64k,1m,8m --iters 50
 
 # The kernel's share: each traced function's calls and mean duration while
-# one size is registered cold and missed (50 + 50 reg/dereg pairs, 10 + 10
+# one size is registered cold and missed (20 + 20 reg/dereg pairs, 10 + 10
 # at 8m; a few more uverbs calls open and close the domain). Depth 1: the
 # uverbs entry points (all the kernel does for a call but the syscall entry),
 # then the rxe driver's own reg/dereg (its share of that).
@@ -60,11 +60,10 @@ traced() { # LABEL FUNCS BENCH-ARGS...
 	grep -o '"case":"[a-z]*","ns_per_op":[0-9.]*' /tmp/rr.json | sed "s/^/bench  $label: /"
 }
 if [ -w $t/set_graph_function ]; then
-	for sz in 64k 1m 8m; do
-		traced "export $sz" "ib_uverbs_ioctl ib_uverbs_write" --mem export --provider verbs --sizes $sz --iters 50
-		traced "export $sz" "rxe_reg_user_mr_dmabuf rxe_dereg_mr" --mem export --provider verbs --sizes $sz --iters 50
-		traced "host $sz" "ib_uverbs_ioctl ib_uverbs_write" --mem host --provider verbs --sizes $sz --iters 50
-		traced "host $sz" "rxe_reg_user_mr rxe_dereg_mr" --mem host --provider verbs --sizes $sz --iters 50
+	for sz in 64k 8m; do
+		traced "export $sz" "ib_uverbs_ioctl ib_uverbs_write" --mem export --provider verbs --sizes $sz --iters 20
+		traced "export $sz" "rxe_reg_user_mr_dmabuf rxe_dereg_mr" --mem export --provider verbs --sizes $sz --iters 20
+		traced "host $sz" "ib_uverbs_ioctl ib_uverbs_write" --mem host --provider verbs --sizes $sz --iters 20
 	done
 	echo nop >$t/current_tracer
 else
