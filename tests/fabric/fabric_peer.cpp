@@ -41,7 +41,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "engine/engine.hpp"
+#include "engine/facade.hpp"
 
 using namespace hmemreg::engine;
 

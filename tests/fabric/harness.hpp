@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.hpp"
+#include "engine/facade.hpp"
 
 namespace fx {
 

@@ -19,7 +19,7 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/engine.hpp"
+#include "engine/facade.hpp"
 #include "hmem/cuda_driver.hpp"
 
 using namespace hmemreg;

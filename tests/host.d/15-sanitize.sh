@@ -13,7 +13,7 @@ configure() { # DIR SANITIZERS TARGETS...
 	cmake -S "$HMEMREG_TOP" -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DHMEMREG_SANITIZE="$san" >/dev/null
 	cmake --build "$dir" -j "$jobs" --target "$@" >/dev/null
 }
-asan="test_api test_cache_core test_cache_api test_cache_uffd test_cache_changes test_cache_concurrency test_cache_memo test_cache_fence"
+asan="test_api test_cache_core test_cache_index test_cache_api test_cache_uffd test_cache_changes test_cache_concurrency test_cache_memo test_cache_fence"
 # shellcheck disable=SC2086
 configure "$HMEMREG_TOP/build-asan" address,undefined $asan
 for s in $asan; do

@@ -32,6 +32,17 @@ for procs in 1 2; do
 	out=$("$bench" xfer --procs $procs "${args[@]}" 2>&1)
 	check "--procs $procs" "$([ $procs = 1 ] && echo in-process || echo child)" "$out" $?
 done
+# Both ceilings measured on this host, the same-write one at the engine's
+# write size: 64k in 16 chunks goes as one write of 4 chunks (tcp's and
+# shm's iov limit), 4 KiB each; one chunk as one write.
+ops=$(grep '^{' <<<"$out" | jq -r 'select(.bench == "xfer" and .ceiling_gbps > 0 and .op_ceil_gbps > 0) |
+	"\(.bytes)/\(.chunks):\(.op_bytes)x\(.op_pieces)"' | LC_ALL=C sort -u | tr '\n' ' ')
+if [ "$ops" = "262144/16:65536x4 262144/1:262144x1 65536/16:16384x4 65536/1:65536x1 " ]; then
+	echo "ok   xfer ceilings in the engine's writes: $ops"
+else
+	echo "FAIL xfer same-write ceilings: got '$ops'"
+	bad=1
+fi
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

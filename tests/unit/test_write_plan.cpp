@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/registrar.hpp"
+#include "engine/rail_cache.hpp"
 #include "engine/write_plan.hpp"
 #include "fabric/error.hpp"
 

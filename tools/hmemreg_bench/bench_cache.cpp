@@ -15,12 +15,21 @@
 // UCX runs first, in a child process (this binary re-executed): creating an
 // rcache patches mmap/munmap for the whole process, which must not touch
 // the hmemreg measurement; libucs is dlopen()ed there only.
+// "ceiling" rows (hit case): the same threads, sequences and timing over a
+// bare array of one 64-byte line per region (huge pages where it can),
+// one load per get+put: what a random-order hit costs at that size when
+// nothing but one line of memory is read (DRAM latency at 1M entries).
+// The hmemreg rows' "cached" says what percent of the gets the cache served
+// from its entries (100; -1 where not known): under the uffd monitor every cached
+// range splits its mapping, and past vm.max_map_count/2 ranges of one
+// mapping gets become uncached registrations (--monitor picks another).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <dlfcn.h>
 #include <map>
 #include <random>
@@ -57,7 +66,9 @@ struct Options {
 	long reps = 3; // each case runs reps times; the fastest counts (noise only adds)
 	double max_seconds = 10; // per run of a case (both caches); then bounded
 	bool ucx = true;
+	bool ceiling = true;
 	bool hit = true, miss = true;
+	std::string monitor = "auto"; // hmemreg's (HMEMREG_MONITOR_*)
 };
 
 // A get+put implementation under test.
@@ -66,6 +77,9 @@ struct Impl {
 	virtual bool open(long max_entries) = 0;
 	virtual void close() = 0;
 	virtual bool getput(char *addr) = 0;
+	// What the last case's cache served from its entries (hits and
+	// cached misses) out of every get since open(); <0: not known.
+	virtual double cached_fraction() { return -1; }
 };
 
 // Random region indices per thread, precomputed so the loop measures the cache.
@@ -83,10 +97,25 @@ std::vector<uint32_t> sequence(long n, unsigned seed)
 struct Result {
 	double ns = -1;
 	bool bounded = false;
+	double cached = -1; // Impl::cached_fraction() at the end of the run
 };
 
 using Clock = std::chrono::steady_clock;
 constexpr long kDeadlineCheck = 4096; // pairs between looks at the clock
+
+// --cpu-clock: the calling thread's CPU time instead of wall time (a
+// loaded machine: time spent descheduled does not count; deadlines stay
+// on the wall clock).
+bool g_cpu_clock = false;
+double op_clock_ns()
+{
+	if (g_cpu_clock) {
+		timespec ts;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+		return 1e9 * static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec);
+	}
+	return std::chrono::duration<double, std::nano>(Clock::now().time_since_epoch()).count();
+}
 
 Result run_hit(Impl &impl, char *base, long n, int threads, long iters, double max_seconds)
 {
@@ -106,7 +135,7 @@ Result run_hit(Impl &impl, char *base, long n, int threads, long iters, double m
 			ready++;
 			while (!go.load())
 				;
-			auto t0 = Clock::now();
+			const double t0 = op_clock_ns();
 			long done = 0;
 			while (done < iters) {
 				long chunk = std::min(kDeadlineCheck, iters - done);
@@ -123,8 +152,7 @@ Result run_hit(Impl &impl, char *base, long n, int threads, long iters, double m
 					break;
 				}
 			}
-			auto t1 = Clock::now();
-			ns[t] = std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(done);
+			ns[t] = (op_clock_ns() - t0) / static_cast<double>(done);
 		});
 	}
 	while (ready.load() != threads)
@@ -133,13 +161,14 @@ Result run_hit(Impl &impl, char *base, long n, int threads, long iters, double m
 	go = true;
 	for (auto &x : th)
 		x.join();
+	const double cached = impl.cached_fraction();
 	impl.close();
 	if (!ok)
 		return {};
 	double sum = 0;
 	for (double x : ns)
 		sum += x;
-	return {sum / threads, stop.load()};
+	return {sum / threads, stop.load(), cached};
 }
 
 Result run_miss(Impl &impl, char *base, long n, long iters, double max_seconds)
@@ -149,6 +178,7 @@ Result run_miss(Impl &impl, char *base, long n, long iters, double max_seconds)
 	long span = 2 * n;
 	for (long i = 0; i < span; i++)
 		impl.getput(base + i * kStride);
+	const double c0 = op_clock_ns();
 	auto t0 = Clock::now();
 	auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(max_seconds));
 	long done = 0;
@@ -161,20 +191,23 @@ Result run_miss(Impl &impl, char *base, long n, long iters, double max_seconds)
 		done += chunk;
 		bounded = done < iters && Clock::now() > deadline;
 	}
-	auto t1 = Clock::now();
+	const double c1 = op_clock_ns();
+	const double cached = impl.cached_fraction();
 	impl.close();
-	return {std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(done), bounded};
+	return {(c1 - c0) / static_cast<double>(done), bounded, cached};
 }
 
 // ---------------------------------------------------------------- hmemreg
 
 struct HmemregImpl final : Impl {
 	hmemreg_cache *c = nullptr;
+	uint32_t monitor = HMEMREG_MONITOR_AUTO;
 	bool open(long max_entries) override
 	{
 		hmemreg_cache_config cfg;
 		if (hmemreg_cache_config_init(&cfg))
 			return false;
+		cfg.monitor = monitor;
 		cfg.max_count = static_cast<uint64_t>(max_entries);
 		cfg.max_size = ~0ULL;
 		std::snprintf(cfg.name, sizeof(cfg.name), "bench");
@@ -188,12 +221,57 @@ struct HmemregImpl final : Impl {
 		hmemreg_cache_destroy(c);
 		c = nullptr;
 	}
+	double cached_fraction() override
+	{
+		hmemreg_cache_stats st{};
+		if (hmemreg_cache_get_stats(c, &st))
+			return -1;
+		const double gets = static_cast<double>(st.hits + st.misses);
+		return gets > 0 ? static_cast<double>(st.hits + st.misses - st.uncached_registrations) / gets : -1;
+	}
 	bool getput(char *addr) override
 	{
 		hmemreg_mr mr;
 		if (hmemreg_mr_get(c, addr, kRegionLen, &mr))
 			return false;
 		return hmemreg_mr_put(c, &mr) == 0;
+	}
+};
+
+// ---------------------------------------------------------------- ceiling
+
+// One 64-byte line per region, one load per get+put (see the top).
+struct CeilingImpl final : Impl {
+	char *base = nullptr; // the regions' reservation (address -> index)
+	uint64_t *lines = nullptr;
+	size_t len = 0;
+	std::atomic<uint64_t> sink{0};
+	explicit CeilingImpl(char *b) : base(b) {}
+	bool open(long max_entries) override
+	{
+		len = static_cast<size_t>(max_entries) * 64;
+		void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return false;
+		::madvise(p, len, MADV_HUGEPAGE); // as the cache's memo and entries
+		lines = static_cast<uint64_t *>(p);
+		for (size_t i = 0; i < len / 8; i += 8)
+			lines[i] = i;
+		return true;
+	}
+	void close() override
+	{
+		::munmap(lines, len);
+		lines = nullptr;
+	}
+	bool getput(char *addr) override
+	{
+		const size_t i = static_cast<size_t>(addr - base) / kStride;
+		// A load the compiler must keep (its value feeds nothing else).
+		uint64_t v = *static_cast<volatile uint64_t *>(&lines[i * 8]);
+		if (v == ~0ULL)
+			sink.fetch_add(1, std::memory_order_relaxed);
+		return true;
 	}
 };
 
@@ -273,12 +351,8 @@ char *reserve(long max_entries)
 
 // Runs every case with impl; calls emit(entries, threads, case, ns).
 template <typename Emit>
-int run_all(Impl &impl, const Options &o, Emit emit)
+int run_all(Impl &impl, const Options &o, char *base, Emit emit, bool hits_only = false)
 {
-	long maxn = *std::max_element(o.entries.begin(), o.entries.end());
-	char *base = reserve(maxn);
-	if (!base)
-		return 1;
 	for (long n : o.entries) {
 		auto best = [&](auto fn) {
 			Result b;
@@ -298,7 +372,7 @@ int run_all(Impl &impl, const Options &o, Emit emit)
 				emit(n, static_cast<int>(t), "hit", best([&] {
 					     return run_hit(impl, base, n, static_cast<int>(t), o.iters, o.max_seconds);
 				     }));
-		if (o.miss)
+		if (o.miss && !hits_only)
 			emit(n, 1, "miss", best([&] { return run_miss(impl, base, n, std::max(o.miss_iters, 4 * n), o.max_seconds); }));
 	}
 	return 0;
@@ -312,7 +386,10 @@ int ucx_child(const Options &o, int fd)
 		return 1;
 	}
 	FILE *out = fdopen(fd, "w");
-	int rc = run_all(u, o, [&](long n, int t, const char *c, Result r) {
+	char *base = reserve(*std::max_element(o.entries.begin(), o.entries.end()));
+	if (!base)
+		return 1;
+	int rc = run_all(u, o, base, [&](long n, int t, const char *c, Result r) {
 		std::fprintf(out, "%ld %d %s %.3f %d\n", n, t, c, r.ns, r.bounded ? 1 : 0);
 		std::fflush(out);
 	});
@@ -374,6 +451,12 @@ int bench_cache(int argc, char **argv)
 	p.app().add_option("--max-seconds", o.max_seconds, "a run of a case stops here (row: bounded)")->check(CLI::PositiveNumber);
 	p.texts("--cases", cases, "hit, miss or both")->check(CLI::IsMember({"hit", "miss"}));
 	p.app().add_flag("!--no-ucx", o.ucx, "skip the UCX reference");
+	p.app().add_flag("!--no-ceiling", o.ceiling, "skip the same-size ceiling (hit case)");
+	p.app().add_flag("--cpu-clock", g_cpu_clock,
+			 "time each thread's CPU time, not wall time (a loaded machine; descheduled time does not count)");
+	p.app()
+		.add_option("--monitor", o.monitor, "hmemreg's memory monitor: auto (the cache's default), kmod, uffd, none")
+		->check(CLI::IsMember({"auto", "kmod", "uffd", "none"}));
 	p.app().add_option("--ucx-child", child_fd)->group("");
 	if (int rc = p.parse(argc, argv); rc >= 0)
 		return rc;
@@ -388,26 +471,45 @@ int bench_cache(int argc, char **argv)
 	Printer pr(p.json);
 	pr.section("cache: get+put latency (ns per op per thread), no-op registration; vs_ucx = hmemreg/ucx");
 	HmemregImpl h;
-	hmemreg_cache_config probe;
-	hmemreg_cache_config_init(&probe);
-	auto note = [&](bool bounded) {
+	h.monitor = o.monitor == "kmod"	  ? HMEMREG_MONITOR_KMOD
+		    : o.monitor == "uffd" ? HMEMREG_MONITOR_UFFD
+		    : o.monitor == "none" ? HMEMREG_MONITOR_NONE
+					  : HMEMREG_MONITOR_AUTO;
+	auto note = [&](const Result &r) {
 		char b[48];
 		std::snprintf(b, sizeof(b), "bounded %gs", o.max_seconds);
-		return bounded ? std::string(b) : std::string("-");
+		return r.bounded ? std::string(b) : std::string("-");
 	};
-	return run_all(h, o, [&](long n, int t, const char *c, Result res) {
+	// Percent of gets served from cached entries; -1: not known (UCX, ceiling).
+	auto cached = [](const Result &r) { return r.cached >= 0 ? 100 * r.cached : -1.0; };
+	char *base = reserve(*std::max_element(o.entries.begin(), o.entries.end()));
+	if (!base)
+		return 1;
+	std::map<Key, Result> ceiling;
+	if (o.ceiling && o.hit) {
+		CeilingImpl ci(base);
+		run_all(ci, o, base, [&](long n, int t, const char *c, Result r) { ceiling[{n, t, c}] = r; }, true);
+	}
+	return run_all(h, o, base, [&](long n, int t, const char *c, Result res) {
 		auto it = ucx.find({n, t, c});
 		Result u = it != ucx.end() ? it->second : Result{};
 		if (u.ns > 0) {
 			Row r;
 			r.add("bench", "cache").add("impl", "ucx").add("entries", n).add("threads", t).add("case", c);
-			r.add("ns_per_op", u.ns).add("vs_ucx", 1.0).add("note", note(u.bounded));
+			r.add("ns_per_op", u.ns).add("vs_ucx", 1.0).add("cached", cached(u)).add("note", note(u));
+			pr.print(r);
+		}
+		if (auto ci = ceiling.find({n, t, c}); ci != ceiling.end() && ci->second.ns > 0) {
+			Row r;
+			r.add("bench", "cache").add("impl", "ceiling").add("entries", n).add("threads", t).add("case", c);
+			r.add("ns_per_op", ci->second.ns).add("vs_ucx", u.ns > 0 ? ci->second.ns / u.ns : -1.0);
+			r.add("cached", cached(ci->second)).add("note", note(ci->second));
 			pr.print(r);
 		}
 		Row r;
 		r.add("bench", "cache").add("impl", "hmemreg").add("entries", n).add("threads", t).add("case", c);
 		r.add("ns_per_op", res.ns).add("vs_ucx", u.ns > 0 && res.ns > 0 ? res.ns / u.ns : -1.0);
-		r.add("note", note(res.bounded));
+		r.add("cached", cached(res)).add("note", note(res));
 		pr.print(r);
 	});
 }

@@ -26,7 +26,10 @@
 // libfabric or the engine: a loopback TCP stream of size-byte buffers (iperf3
 // stops at 1 MiB buffers, which stay in cache), and process_vm_writev of
 // size bytes (the single kernel copy shm uses for large RMA). pct_ceiling
-// says how much of that the engine keeps.
+// says how much of that the engine keeps. op_ceil_gbps is the same stream or
+// copies moved in the engine's writes (op_bytes per send() or per
+// process_vm_writev, into op_pieces remote ranges): the provider's per-write
+// cost at that size, which the engine cannot go below without larger writes.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -298,11 +301,14 @@ double concurrent_gbps(size_t size, double seconds, unsigned streams, Body body)
 }
 
 // The tcp ceiling: a kernel TCP stream over loopback, sending its share of
-// `size` as one buffer per send() into a receive buffer of that size (bytes
-// received; a failed setup still arrives at the gate, and returns 0).
-size_t tcp_stream(std::span<uint8_t> src, std::span<uint8_t> dst, Gate &gate)
+// `size` in sends of `op` bytes each (SIZE_MAX: the whole share per send), each
+// received by recv() calls into its own place in a buffer of the share's size,
+// as tcp receives a write (bytes received; a failed setup still arrives at
+// the gate, and returns 0).
+size_t tcp_stream(std::span<uint8_t> src, std::span<uint8_t> dst, Gate &gate, size_t op = SIZE_MAX)
 {
 	const size_t n = src.size();
+	op = std::clamp<size_t>(op, 1, n);
 	int ls = socket(AF_INET, SOCK_STREAM, 0), s = -1, r = -1;
 	sockaddr_in a{};
 	a.sin_family = AF_INET;
@@ -323,14 +329,15 @@ size_t tcp_stream(std::span<uint8_t> src, std::span<uint8_t> dst, Gate &gate)
 			bool ok = true;
 			do { // at least one buffer, however late this thread starts
 				for (size_t off = 0; ok && off < n;) {
-					ssize_t w = send(s, src.data() + off, n - off, MSG_NOSIGNAL);
+					const size_t end = std::min(n, (off / op + 1) * op); // this op's end
+					ssize_t w = send(s, src.data() + off, end - off, MSG_NOSIGNAL);
 					ok = w > 0;
 					off += ok ? static_cast<size_t>(w) : 0;
 				}
 			} while (ok && !gate.stop.load(std::memory_order_relaxed));
 			shutdown(s, SHUT_WR); // the receiver reads to the end, also after a failed send
 		});
-		for (ssize_t k; (k = recv(r, dst.data() + got % n, n - got % n, 0)) > 0;)
+		for (ssize_t k; (k = recv(r, dst.data() + got % n, std::min(n, (got % n / op + 1) * op) - got % n, 0)) > 0;)
 			got += static_cast<size_t>(k);
 		close(r); // after a receive error too: a sender blocked in send() fails
 		sender.join();
@@ -341,19 +348,50 @@ size_t tcp_stream(std::span<uint8_t> src, std::span<uint8_t> dst, Gate &gate)
 }
 
 // The shm ceiling: process_vm_writev of a share of `size` into this process,
-// one call per share (bytes copied).
-size_t cma_copy(std::span<uint8_t> src, std::span<uint8_t> dst, Gate &gate)
+// one call per share, or (op < SIZE_MAX) one call per op bytes, each into
+// `pieces` remote ranges, as shm copies a write (bytes copied).
+size_t cma_copy(std::span<uint8_t> src, std::span<uint8_t> dst, Gate &gate, size_t op = SIZE_MAX,
+		size_t pieces = 1)
 {
 	const size_t n = src.size();
+	op = std::clamp<size_t>(op, 1, n);
+	pieces = std::clamp<size_t>(pieces, 1, std::min<size_t>(op, 64));
 	gate.arrive();
 	size_t moved = 0;
 	do { // at least one copy, however late this thread starts
-		iovec l{src.data(), n}, r{dst.data(), n};
-		if (process_vm_writev(getpid(), &l, 1, &r, 1, 0) != static_cast<ssize_t>(n))
-			return 0;
-		moved += n;
+		for (size_t off = 0; off < n;) {
+			const size_t len = std::min(op, n - off), per = len / pieces;
+			iovec l{src.data() + off, len}, r[64];
+			size_t k = 0;
+			for (size_t at = 0; at < len; k++) {
+				const size_t part = k + 1 == pieces ? len - at : per;
+				r[k] = {dst.data() + off + at, part};
+				at += part;
+			}
+			if (process_vm_writev(getpid(), &l, 1, r, k, 0) != static_cast<ssize_t>(len))
+				return 0;
+			off += len;
+			moved += len;
+		}
 	} while (!gate.stop.load(std::memory_order_relaxed));
 	return moved;
+}
+
+// The bytes of one RDMA write the engine posts for a transfer of `size` in
+// `nchunks` chunks (bench::placements; with `rails`, pieces are dealt round
+// robin, so a rail's writes join its own consecutive pieces), and the pieces
+// per write: the write planner's grouping (write_plan.hpp), for the same-op
+// ceilings.
+struct WriteOp {
+	size_t bytes, pieces;
+};
+WriteOp engine_write(size_t size, size_t nchunks, size_t max_write, size_t write_iov)
+{
+	const size_t chunk = size / nchunks;
+	if (nchunks == 1 || chunk >= max_write) // joined (contiguous) or split at max_write
+		return {std::min(size, max_write), 1};
+	const size_t k = std::max<size_t>(1, std::min({write_iov, max_write / chunk, nchunks}));
+	return {k * chunk, k};
 }
 
 struct Result {
@@ -721,6 +759,25 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 				std::vector<Result> r(setups.size(), Result{0, 1}), host(setups.size(), Result{0, 1});
 				double ref = fixed_ref;
 				double ceiling = 0; // tcp: same-size stream; shm: process_vm_writev
+				// The same stream or copies in the engine's writes (same bytes
+				// per op, same pieces per op), per engine pair.
+				std::vector<WriteOp> ops;
+				for (const auto &S : setups)
+					ops.push_back(engine_write(size, nch, S->a->caps().raw.max_write, S->a->caps().write_iov()));
+				std::vector<double> op_ceiling(setups.size(), 0);
+				auto measure_op_ceilings = [&](auto body) {
+					for (size_t m = 0; m < setups.size(); m++) {
+						size_t same = 0; // measured for an earlier pair with the same op
+						while (same < m && (ops[same].bytes != ops[m].bytes || ops[same].pieces != ops[m].pieces))
+							same++;
+						if (same < m)
+							continue;
+						op_ceiling[m] = std::max(op_ceiling[m], concurrent_gbps(size, o.seconds / 2, rails,
+								[&](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g) {
+									return body(a, b, g, ops[m]);
+								}));
+					}
+				};
 				CopyLimits lim;
 				for (unsigned k = 0; k < o.repeat; k++) {
 					for (size_t m = 0; m < setups.size(); m++) {
@@ -744,13 +801,24 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 					if (per_size_iperf) {
 						std::string w;
 						ref = std::max(k ? ref : 0.0, iperf3_gbps(w, rails, targets));
-						if (!remote)
+						if (!remote) {
 							ceiling = std::max(ceiling, concurrent_gbps(size, o.seconds / 2, rails,
-												      tcp_stream));
+								[](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g) {
+									return tcp_stream(a, b, g);
+								}));
+							measure_op_ceilings([](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g,
+									       WriteOp op) { return tcp_stream(a, b, g, op.bytes); });
+						}
 					}
-					if (per_size_memcpy)
+					if (per_size_memcpy) {
 						ceiling = std::max(ceiling, concurrent_gbps(size, o.seconds / 2, rails,
-										      cma_copy));
+							[](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g) {
+								return cma_copy(a, b, g);
+							}));
+						measure_op_ceilings([](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g, WriteOp op) {
+							return cma_copy(a, b, g, op.bytes, op.pieces);
+						});
+					}
 					if (o.cuda) {
 						CopyLimits c = copy_limits(o, buf, size, o.seconds / 2);
 						lim.d2h = std::max(lim.d2h, c.d2h);
@@ -812,6 +880,18 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 						row.add("ceiling", per_size_iperf ? "tcp-stream" : "cma");
 						row.add("ceiling_gbps", ceiling, 2);
 						row.add("pct_ceiling", ceiling > 0 ? 100.0 * gbps / ceiling : 0.0, 1);
+						// The same in the engine's writes: bytes and pieces per op.
+						size_t same = 0;
+						while (same < m && (ops[same].bytes != ops[m].bytes || ops[same].pieces != ops[m].pieces))
+							same++;
+						const double opc = op_ceiling[same];
+						if (o.json)
+							row.add("op_bytes", static_cast<unsigned long long>(ops[m].bytes));
+						else
+							row.add("op_bytes", human(static_cast<double>(ops[m].bytes)));
+						row.add("op_pieces", ops[m].pieces);
+						row.add("op_ceil_gbps", opc, 2);
+						row.add("pct_op_ceil", opc > 0 ? 100.0 * gbps / opc : 0.0, 1);
 					}
 					if (o.cuda) {
 						row.add("path", path);

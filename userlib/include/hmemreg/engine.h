@@ -320,8 +320,8 @@ void hmemreg_xfer_release(hmemreg_xfer_t *xfer);
 struct hmemreg_engine_path_stats {
 	uint32_t size;                   /* in: sizeof(struct hmemreg_engine_path_stats) */
 	uint32_t reserved;
-	uint64_t direct_writes;
-	uint64_t staged_writes;
+	uint64_t direct_writes;          /* hmemreg_engine_write calls (not fabric writes) */
+	uint64_t staged_writes;          /* ditto, from or to a staged region */
 	uint64_t staged_to_host_bytes;   /* device -> mirror before sending */
 	uint64_t staged_to_device_bytes; /* mirror -> device after landing */
 	uint64_t staged_landings;        /* staged writes delivered here */

@@ -7,7 +7,7 @@
 #include <new>
 #include <type_traits>
 
-#include "engine/engine.hpp"
+#include "engine/facade.hpp"
 #include "hmem/cuda_memory.hpp"
 #include "hmemreg/hmemreg.h"
 

@@ -4,7 +4,7 @@
 // planned writes handed to the rails, and each rail's progress turn. It
 // knows no notification scheme and no staging: those sit above it and use
 // plan()/submit() and send(); what the rails receive goes up through the
-// dispatcher (engine.cpp's turn).
+// dispatcher (facade.cpp's turn).
 #pragma once
 
 #include <atomic>
@@ -14,7 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "engine/engine.hpp"
+#include "engine/facade.hpp"
 #include "engine/progress_thread.hpp"
 #include "engine/rail.hpp"
 #include "engine/region.hpp"

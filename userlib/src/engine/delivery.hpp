@@ -10,7 +10,7 @@
 #include <mutex>
 #include <span>
 
-#include "engine/engine.hpp"
+#include "engine/facade.hpp"
 
 namespace hmemreg::engine {
 

@@ -2,7 +2,7 @@
 // The engine's rooms, composed. Calls run one way:
 //   write -> (staging ->) notifier's writer side -> core: plan -> rails
 //   rail progress -> dispatcher -> notifier or staging -> delivery -> application
-// Engine (engine.cpp) is the facade: it validates and routes.
+// Engine (facade.cpp) is the facade: it validates and routes.
 #pragma once
 
 #include <atomic>
@@ -12,7 +12,7 @@
 #include "engine/core.hpp"
 #include "engine/delivery.hpp"
 #include "engine/dispatch.hpp"
-#include "engine/engine.hpp"
+#include "engine/facade.hpp"
 #include "engine/notify_immediate.hpp"
 #include "engine/notify_message.hpp"
 #include "engine/peers.hpp"

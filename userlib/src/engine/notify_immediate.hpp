@@ -45,7 +45,7 @@ public:
 	// Target. Partial arrivals idle for peer_timeout (60 s without one).
 	void expire();
 	// Whether closing the endpoints may meet a remote write half received
-	// from a writer that broke (engine.cpp, ~Engine).
+	// from a writer that broke (facade.cpp, ~Engine).
 	bool writer_broke();
 	void stats(PathStats &s);
 

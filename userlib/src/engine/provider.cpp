@@ -15,7 +15,7 @@
 
 #include <rdma/fi_domain.h>
 
-#include "engine/universe.hpp"
+#include "engine/rxm_queues.hpp"
 #include "fabric/abi.hpp"
 #include "fabric/info.hpp"
 #include "hmem/cuda_memory.hpp"
@@ -149,9 +149,9 @@ Core::Core(const Config &c, uint64_t engine_id) : cfg(c), id(engine_id)
 
 void Core::open_rails()
 {
-	std::string universe = fit_rxm_universe(cfg.provider);
-	if (!universe.empty())
-		caps.notes.push_back(universe);
+	std::string queue_note = fit_rxm_queues(cfg.provider);
+	if (!queue_note.empty())
+		caps.notes.push_back(queue_note);
 	fabric::InfoPtr hints = make_hints(cfg, cfg.require_hmem, cfg.provider);
 	const char *node = cfg.node.empty() ? nullptr : cfg.node.c_str();
 	fabric::InfoPtr list = fabric::get_info(hints.get(), node, node ? FI_SOURCE : 0);

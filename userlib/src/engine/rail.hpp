@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.hpp"
-#include "engine/registrar.hpp"
+#include "engine/facade.hpp"
+#include "engine/rail_cache.hpp"
 #include "engine/topology.hpp"
 #include "engine/transfer.hpp"
 #include "engine/wire.hpp"
@@ -95,7 +95,7 @@ public:
 	// Never closes this rail's endpoint, nor what it uses (CQ, AV, control
 	// buffers and their MR, domain, fabric): they stay open, unprogressed,
 	// until the process ends. For an engine torn down after a peer broke
-	// mid-write, where closing crashes libfabric's ofi_rxm (engine.cpp,
+	// mid-write, where closing crashes libfabric's ofi_rxm (facade.cpp,
 	// Engine::~Engine). Call only once nothing drives progress any more.
 	void abandon();
 

@@ -7,9 +7,9 @@
 #include <memory>
 #include <vector>
 
-#include "engine/engine.hpp"
+#include "engine/facade.hpp"
 #include "engine/rail.hpp"
-#include "engine/registrar.hpp"
+#include "engine/rail_cache.hpp"
 #include "hmem/cuda_copy.hpp"
 
 namespace hmemreg::engine {

@@ -15,7 +15,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_rma.h>
 
-#include "engine/engine.hpp"
+#include "engine/facade.hpp"
 
 namespace hmemreg::engine {
 

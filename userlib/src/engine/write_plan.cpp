@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "engine/registrar.hpp"
+#include "engine/rail_cache.hpp"
 #include "fabric/error.hpp"
 
 namespace hmemreg::engine {

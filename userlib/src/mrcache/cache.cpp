@@ -11,7 +11,6 @@
 #include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache_hit.inl"
-#include "mrcache/export_table.hpp"
 #include "mrcache/count_fence.hpp"
 #include "mrcache/fork_registry.hpp"
 #include "mrcache/monitor_factory.hpp"
@@ -75,7 +74,6 @@ int Cache::create(std::unique_ptr<Registrar> registrar, const hmemreg_cache_conf
 	if (rc)
 		return rc;
 	c->attach_memory_kinds();
-	attach_export_monitor(*c);
 	fork_registry_add(c.get());
 	out = std::move(c);
 	return 0;
@@ -115,28 +113,37 @@ void Cache::set_name(const std::string &name)
 Cache::~Cache()
 {
 	fork_registry_remove(this);
-	detach_export_monitor(*this);
 	monitor_->detach(*this);
 	for (auto &m : device_monitors_)
 		if (m)
 			m->detach(*this);
-	Index all;
+	EntryList all;
 	lock_.lock();
 	if (orphan_count_ || in_use_locked())
 		log::write(HMEMREG_LOG_WARN, "cache", "cache '%s' destroyed with registrations in use", cfg_.name);
-	all.merge(index_);
-	all.merge(orphans_);
-	all.merge(dead_);
-	all.merge(unsettled_);
-	unsettled_count_ = unsettled_bytes_ = 0;
-	lru_head_ = lru_tail_ = nullptr;
-	count_ = bytes_ = orphan_count_ = orphan_bytes_ = dead_count_ = dead_bytes_ = 0;
+	take_all_locked(all);
 	lock_.unlock();
-	release_nodes(all);
-	Index parent;
-	parent.swap(parent_);
-	for (auto &kv : parent) // never deregister the parent's registrations
-		kv.second->reg = Registration{};
+	release_entries(all);
+	// Never deregister the parent's registrations (the pool frees the memory).
+	parent_.forget_all();
+}
+
+// Every entry of the index and the side lists onto `all`, all counts zero.
+void Cache::take_all_locked(EntryList &all)
+{
+	lru_.forget_all(); // its links are reused by `all`
+	for (Entry *e = index_.first(); e;) {
+		Entry *nx = EntryIndex::next(e);
+		e->on_lru = false;
+		all.push_back(e);
+		e = nx;
+	}
+	index_.forget_all();
+	all.splice_back(orphans_);
+	all.splice_back(dead_);
+	all.splice_back(unsettled_);
+	unsettled_count_ = unsettled_bytes_ = 0;
+	count_ = bytes_ = orphan_count_ = orphan_bytes_ = dead_count_ = dead_bytes_ = 0;
 }
 
 // Every memory kind the factory knows gets its own monitor in this cache.
@@ -151,13 +158,6 @@ void Cache::attach_memory_kinds()
 		if (m && m->attach(*this) == 0)
 			device_monitors_[i] = std::move(m);
 	}
-}
-
-void Cache::set_device_monitor(Iface iface, std::shared_ptr<Monitor> m)
-{
-	auto i = static_cast<uint32_t>(iface);
-	if (i < HMEMREG_IFACE_MAX && iface != Iface::host)
-		device_monitors_[i] = std::move(m);
 }
 
 Range Cache::extent_of(const Request &req) const
@@ -205,14 +205,9 @@ Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out, c
 // Caller holds either side of lock_.
 Entry *Cache::find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e)
 {
-	auto it = index_.upper_bound(Key{static_cast<uint32_t>(iface), device, s, ~0ULL});
-	if (it == index_.begin())
+	Entry *c = index_.last_at_or_before(IndexKey{static_cast<uint32_t>(iface), device, s, ~0ULL});
+	if (!c || c->iface != iface || c->device != device)
 		return nullptr;
-	--it;
-	const Key &k = it->first;
-	if (k.iface != static_cast<uint32_t>(iface) || k.device != device)
-		return nullptr;
-	Entry *c = it->second.get();
 	return c->range.covers(s, e) ? c : nullptr;
 }
 
@@ -257,11 +252,8 @@ bool Cache::entry_ok(Entry *c)
 void Cache::drop_stale(Entry *c, unsigned shard)
 {
 	lock_.lock();
-	if (!(c->state().load() & kOrphan)) {
-		auto it = index_.find(Key{static_cast<uint32_t>(c->iface), c->device, c->range.start, c->serial});
-		if (it != index_.end())
-			unlink_locked(it, Cause::stale);
-	}
+	if (!(c->state().load() & kOrphan)) // held, not orphan: in the index
+		unlink_locked(c, Cause::stale);
 	settle_locked();
 	lock_.unlock();
 	put(c, shard);
@@ -283,9 +275,10 @@ int Cache::get_slow(const Request &req, Lease &out)
 	// Every insert into the index ticks the clock under lock_: unchanged
 	// at the miss, nobody inserted a covering entry since this lookup.
 	const uint64_t clock0 = clock_.load(std::memory_order_acquire);
+	// The memo was probed by try_hit() (or not, when something was
+	// pending: then the index answers once and refills it).
 	for (;;) {
-		uint64_t st;
-		if (!memo_hit(req.iface, req.device, s, e, out, ts, st) && !lookup(req, s, e, out, ts))
+		if (!lookup(req, s, e, out, ts))
 			break;
 		if (entry_ok(out.entry)) [[likely]] {
 			stats_->hit(ts.shard, ts.owned);
@@ -362,18 +355,18 @@ uint64_t Cache::in_use() const
 uint64_t Cache::in_use_locked() const
 {
 	uint64_t n = 0;
-	for (auto &kv : index_)
-		n += kv.second->count();
-	for (auto &kv : orphans_)
-		n += kv.second->count();
-	for (auto &kv : unsettled_)
-		n += kv.second->count();
+	for (Entry *e = index_.first(); e; e = EntryIndex::next(e))
+		n += e->count();
+	for (Entry *e = orphans_.front(); e; e = EntryList::next(e))
+		n += e->count();
+	for (Entry *e = unsettled_.front(); e; e = EntryList::next(e))
+		n += e->count();
 	return n;
 }
 
 // ---------------------------------------------------------------- miss path
 
-Cache::Node Cache::make_node(const Request &req, Range r)
+EntryPtr Cache::make_entry(const Request &req, Range r)
 {
 	EntryPtr e = pool_.make(next_serial_.fetch_add(1, std::memory_order_relaxed));
 	e->range = r;
@@ -382,9 +375,7 @@ Cache::Node Cache::make_node(const Request &req, Range r)
 	e->cache = this;
 	e->pid = pid_; // getpid() is a system call; pid_ is reset in a fork child
 	e->req = req;
-	Index tmp; // allocate the map node here, outside lock_
-	tmp.emplace(Key{static_cast<uint32_t>(req.iface), req.device, r.start, e->serial}, std::move(e));
-	return tmp.extract(tmp.begin());
+	return e;
 }
 
 int Cache::do_register(const Request &req, Range r, Registration &out)
@@ -420,8 +411,8 @@ void Cache::count_uncached(hmemreg_uncached_reason why)
 int Cache::register_uncached(const Request &req, Lease &out, hmemreg_uncached_reason why)
 {
 	Range r = extent_of(req);
-	Node node = make_node(req, r);
-	Entry *e = node.mapped().get();
+	EntryPtr owned = make_entry(req, r);
+	Entry *e = owned.get();
 	int rc = do_register(req, r, e->reg);
 	if (rc)
 		return rc;
@@ -430,7 +421,7 @@ int Cache::register_uncached(const Request &req, Lease &out, hmemreg_uncached_re
 	e->add_count(ts, 1); // not published: nobody else counts on it yet
 	e->orphan_listed = true;
 	lock_.lock();
-	orphans_.insert(std::move(node));
+	orphans_.push_back(owned.release()); // the cache's until released
 	orphan_count_++;
 	orphan_bytes_ += r.size();
 	count_uncached(why);
@@ -449,8 +440,8 @@ int Cache::miss(const Request &req, Lease &out, uint64_t clock0)
 	if ((cfg_.max_entry_size && r.size() > cfg_.max_entry_size) || r.size() > cfg_.max_size)
 		return register_uncached(req, out, HMEMREG_UNCACHED_LIMIT);
 	Monitor *mon = monitor_for(req.iface);
-	Node node = make_node(req, r);
-	Entry *e = node.mapped().get();
+	EntryPtr owned = make_entry(req, r);
+	Entry *e = owned.get();
 
 	// Watch first, then register: a change after this point is seen either
 	// by the generation word or by notify_seq_ below.
@@ -464,7 +455,7 @@ int Cache::miss(const Request &req, Lease &out, uint64_t clock0)
 		return rc;
 	}
 
-	Index released; // nodes to release after unlocking
+	EntryList released; // entries to release after unlocking
 	const ThreadState &ts = thread_state();
 	lock_.lock();
 	Entry *other = clock_.load(std::memory_order_relaxed) == clock0
@@ -488,20 +479,15 @@ int Cache::miss(const Request &req, Lease &out, uint64_t clock0)
 								: HMEMREG_UNCACHED_RACED;
 	bool cache_it = e->watched && !raced_locked(seq0, req.iface, r);
 	bool settle_now = false;
-	Index::iterator at = index_.end(); // where the entry goes (valid while hint_ok)
-	bool hint_ok = false;
 	if (cache_it) {
 		// Replaced entries settle now (tests and callers expect their
 		// release); evictions are batched (one heavy fence per batch).
-		settle_now = unlink_nested_locked(req.iface, req.device, r.start, r.end, at) > 0;
-		hint_ok = true;
+		settle_now = unlink_nested_locked(req.iface, req.device, r.start, r.end) > 0;
 		while (count_ + 1 > cfg_.max_count || bytes_ + r.size() > cfg_.max_size) {
 			Entry *v = lru_pick_locked();
 			if (!v)
 				break;
-			auto it = index_.find(Key{static_cast<uint32_t>(v->iface), v->device, v->range.start, v->serial});
-			hint_ok = hint_ok && it != at;
-			unlink_locked(it, Cause::evicted);
+			unlink_locked(v, Cause::evicted);
 		}
 		cache_it = count_ + 1 <= cfg_.max_count && bytes_ + r.size() <= cfg_.max_size;
 		why = HMEMREG_UNCACHED_LIMIT;
@@ -514,10 +500,7 @@ int Cache::miss(const Request &req, Lease &out, uint64_t clock0)
 		e->inserted = tick;
 		// Published: memo_hit may take it.
 		e->set_state(e->life());
-		if (hint_ok)
-			index_.insert(at, std::move(node)); // no second search
-		else
-			index_.insert(std::move(node));
+		index_.insert(owned.release()); // the cache's until released
 		lru_append_locked(e, tick);
 		count_++;
 		bytes_ += r.size();
@@ -527,7 +510,7 @@ int Cache::miss(const Request &req, Lease &out, uint64_t clock0)
 		e->set_state(kOrphan | e->life());
 		e->add_count(ts, 1);
 		e->orphan_listed = true;
-		orphans_.insert(std::move(node));
+		orphans_.push_back(owned.release());
 		orphan_count_++;
 		orphan_bytes_ += r.size();
 		count_uncached(why);
@@ -540,7 +523,7 @@ int Cache::miss(const Request &req, Lease &out, uint64_t clock0)
 	lock_.unlock();
 	if (cache_it) // the next get of this request hits without the index
 		Memo::fill(memo_.set_for(req.iface, req.device, reinterpret_cast<uintptr_t>(req.addr)), *e);
-	release_nodes(released);
+	release_entries(released);
 	lease_of(e, out);
 	out.shard = ts.shard;
 	return 0;
@@ -552,9 +535,7 @@ void Cache::lru_remove_locked(Entry *e)
 {
 	if (!e->on_lru)
 		return;
-	(e->lru_prev ? e->lru_prev->lru_next : lru_head_) = e->lru_next;
-	(e->lru_next ? e->lru_next->lru_prev : lru_tail_) = e->lru_prev;
-	e->lru_prev = e->lru_next = nullptr;
+	lru_.remove(e);
 	e->on_lru = false;
 }
 
@@ -563,13 +544,10 @@ void Cache::lru_remove_locked(Entry *e)
 void Cache::lru_append_locked(Entry *e, uint64_t stamp)
 {
 	e->lru_stamp = stamp;
-	Entry *after = lru_tail_;
+	Entry *after = lru_.back();
 	while (after && after->lru_stamp > stamp)
-		after = after->lru_prev;
-	e->lru_prev = after;
-	e->lru_next = after ? after->lru_next : lru_head_;
-	(e->lru_next ? e->lru_next->lru_prev : lru_tail_) = e;
-	(after ? after->lru_next : lru_head_) = e;
+		after = EntryList::prev(after);
+	lru_.insert_after(after, e);
 	e->on_lru = true;
 }
 
@@ -580,9 +558,9 @@ Entry *Cache::lru_pick_locked()
 {
 	unsigned busy = 0;
 	uint64_t steps = 0, limit = count_ + kLruScanLimit;
-	Entry *e = lru_head_;
+	Entry *e = lru_.front();
 	while (e && steps++ < limit) {
-		Entry *next = e->lru_next;
+		Entry *next = EntryList::next(e);
 		uint64_t used = e->last_used(clock_.load(std::memory_order_relaxed));
 		if (e->count() != 0) {
 			if (++busy > kLruScanLimit)
@@ -595,23 +573,22 @@ Entry *Cache::lru_pick_locked()
 		} else {
 			return e;
 		}
-		e = next ? next : lru_head_;
+		e = next ? next : lru_.front();
 	}
 	return nullptr;
 }
 
 // ---------------------------------------------------------------- invalidation
 
-void Cache::unlink_locked(Index::iterator it, Cause cause)
+void Cache::unlink_locked(Entry *e, Cause cause)
 {
-	Entry *e = it->second.get();
-	Node node = index_.extract(it);
+	index_.erase(e);
 	lru_remove_locked(e);
 	count_--;
 	bytes_ -= e->range.size();
 	e->state().fetch_or(kOrphan, std::memory_order_seq_cst);
 	// Held or not is decided by settle_locked(), after a heavy fence.
-	unsettled_.insert(std::move(node));
+	unsettled_.push_back(e);
 	unsettled_count_++;
 	unsettled_bytes_ += e->range.size();
 	auto ci = static_cast<uint32_t>(cause);
@@ -633,18 +610,16 @@ void Cache::settle_locked()
 	if (unsettled_.empty())
 		return;
 	heavy_fence();
-	while (!unsettled_.empty()) {
-		Node node = unsettled_.extract(unsettled_.begin());
-		Entry *e = node.mapped().get();
+	while (Entry *e = unsettled_.pop_front()) {
 		if (e->count() != 0) {
 			e->orphan_listed = true;
 			orphan_count_++;
 			orphan_bytes_ += e->range.size();
-			orphans_.insert(std::move(node));
+			orphans_.push_back(e);
 		} else {
 			dead_count_++;
 			dead_bytes_ += e->range.size();
-			dead_.insert(std::move(node));
+			dead_.push_back(e);
 			dead_pending_.store(1, std::memory_order_relaxed);
 		}
 	}
@@ -655,60 +630,48 @@ void Cache::settle_locked()
 int Cache::unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 {
 	int n = 0;
-	auto i = static_cast<uint32_t>(iface);
-	auto it = index_.lower_bound(Key{i, 0, 0, 0});
-	while (it != index_.end() && it->first.iface == i) {
-		uint64_t dev = it->first.device;
+	const auto i = static_cast<uint32_t>(iface);
+	Entry *it = index_.first_at_or_after(IndexKey{i, 0, 0, 0});
+	while (it && it->iface == iface) {
+		const uint64_t dev = it->device;
+		auto same = [&](const Entry *x) { return x && x->iface == iface && x->device == dev; };
 		// Non-nested ranges: ends grow with starts, so walk back from the
 		// first entry starting at or after s while ends reach past s.
-		auto first = index_.lower_bound(Key{i, dev, s, 0});
-		auto b = first;
-		while (b != index_.begin()) {
-			auto p = std::prev(b);
-			if (p->first.iface != i || p->first.device != dev || p->second->range.end <= s)
-				break;
-			b = p;
-		}
-		auto cur = b;
-		while (cur != index_.end() && cur->first.iface == i && cur->first.device == dev && cur->first.start < e) {
-			auto nx = std::next(cur);
-			if (cur->second->range.overlaps(s, e)) {
+		Entry *first = index_.first_at_or_after(IndexKey{i, dev, s, 0});
+		Entry *cur = first;
+		for (Entry *p = first ? EntryIndex::prev(first) : index_.last(); same(p) && p->range.end > s;
+		     p = EntryIndex::prev(p))
+			cur = p;
+		while (same(cur) && cur->range.start < e) {
+			Entry *nx = EntryIndex::next(cur);
+			if (cur->range.overlaps(s, e)) {
 				unlink_locked(cur, cause);
 				n++;
 			}
 			cur = nx;
 		}
-		it = index_.lower_bound(Key{i, dev + 1, 0, 0});
 		if (dev == ~0ULL)
 			break;
+		it = index_.first_at_or_after(IndexKey{i, dev + 1, 0, 0});
 	}
 	return n;
 }
 
 // Entries of (iface, device) inside [s, e): what a registration of [s, e)
 // replaces. Only entries starting at or after s can be inside, so this is
-// one search; `at` is left where [s, e) goes in the index (the first entry
-// kept after it), a hint for the insert.
-int Cache::unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Index::iterator &at)
+// one search.
+int Cache::unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e)
 {
 	int n = 0;
-	const auto i = static_cast<uint32_t>(iface);
-	auto cur = index_.lower_bound(Key{i, device, s, 0});
-	at = index_.end();
-	bool placed = false;
-	while (cur != index_.end() && cur->first.iface == i && cur->first.device == device && cur->first.start < e) {
-		auto nx = std::next(cur);
-		if (cur->second->range.end <= e) {
+	Entry *cur = index_.first_at_or_after(IndexKey{static_cast<uint32_t>(iface), device, s, 0});
+	while (cur && cur->iface == iface && cur->device == device && cur->range.start < e) {
+		Entry *nx = EntryIndex::next(cur);
+		if (cur->range.end <= e) {
 			unlink_locked(cur, Cause::replaced);
 			n++;
-		} else if (!placed) {
-			at = cur;
-			placed = true;
 		}
 		cur = nx;
 	}
-	if (!placed)
-		at = cur;
 	return n;
 }
 
@@ -747,10 +710,9 @@ void Cache::notify(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 void Cache::notify_entry(Iface iface, uint64_t device, uintptr_t start, uint64_t serial, Cause cause)
 {
 	lock_.lock();
-	auto it = index_.find(Key{static_cast<uint32_t>(iface), device, start, serial});
-	if (it != index_.end()) {
-		note_invalidation_locked(iface, start, it->second->range.end);
-		unlink_locked(it, cause);
+	if (Entry *e = index_.find(IndexKey{static_cast<uint32_t>(iface), device, start, serial})) {
+		note_invalidation_locked(iface, start, e->range.end);
+		unlink_locked(e, cause);
 	}
 	settle_locked();
 	publish_gauges_locked();
@@ -761,12 +723,11 @@ void Cache::revalidate(Cause cause)
 {
 	lock_.lock();
 	note_invalidation_locked(Iface::host, 0, ~uintptr_t{0});
-	for (auto it = index_.begin(); it != index_.end();) {
-		auto nx = std::next(it);
-		Entry *e = it->second.get();
+	for (Entry *e = index_.first(); e;) {
+		Entry *nx = EntryIndex::next(e);
 		if (e->gen_word->load(std::memory_order_acquire) != e->gen)
-			unlink_locked(it, cause);
-		it = nx;
+			unlink_locked(e, cause);
+		e = nx;
 	}
 	settle_locked();
 	publish_gauges_locked();
@@ -790,21 +751,20 @@ uint64_t Cache::drop_device(Iface iface, uint64_t device, Cause cause)
 	const auto i = static_cast<uint32_t>(iface);
 	lock_.lock();
 	bool any = false;
-	for (auto it = index_.lower_bound(Key{i, device, 0, 0});
-	     it != index_.end() && it->first.iface == i && it->first.device == device;) {
-		auto nx = std::next(it);
-		note_invalidation_locked(iface, it->second->range.start, it->second->range.end);
-		unlink_locked(it, cause);
+	for (Entry *e = index_.first_at_or_after(IndexKey{i, device, 0, 0});
+	     e && e->iface == iface && e->device == device;) {
+		Entry *nx = EntryIndex::next(e);
+		note_invalidation_locked(iface, e->range.start, e->range.end);
+		unlink_locked(e, cause);
 		any = true;
-		it = nx;
+		e = nx;
 	}
 	if (any)
 		clock_.fetch_add(1, std::memory_order_relaxed);
 	settle_locked();
 	uint64_t held = 0;
-	for (auto it = orphans_.lower_bound(Key{i, device, 0, 0});
-	     it != orphans_.end() && it->first.iface == i && it->first.device == device; ++it)
-		held++;
+	for (Entry *e = orphans_.front(); e; e = EntryList::next(e))
+		held += e->iface == iface && e->device == device;
 	publish_gauges_locked();
 	lock_.unlock();
 	reap();
@@ -815,13 +775,13 @@ int Cache::flush()
 {
 	int n = 0;
 	lock_.lock();
-	for (auto it = index_.begin(); it != index_.end();) {
-		auto nx = std::next(it);
-		if (it->second->count() == 0) {
-			unlink_locked(it, Cause::evicted);
+	for (Entry *e = index_.first(); e;) {
+		Entry *nx = EntryIndex::next(e);
+		if (e->count() == 0) {
+			unlink_locked(e, Cause::evicted);
 			n++;
 		}
-		it = nx;
+		e = nx;
 	}
 	settle_locked();
 	publish_gauges_locked();
@@ -838,39 +798,37 @@ int Cache::flush()
 // flag, which changes under lock_ alone, is read before that is known.
 void Cache::release_orphan(Entry *e)
 {
-	Index out;
+	EntryList out;
 	lock_.lock();
-	if (e->orphan_listed && e->count() == 0) {
-		auto it = orphans_.find(Key{static_cast<uint32_t>(e->iface), e->device, e->range.start, e->serial});
-		if (it != orphans_.end()) {
-			e->orphan_listed = false;
-			orphan_count_--;
-			orphan_bytes_ -= e->range.size();
-			out.insert(orphans_.extract(it));
-		}
+	if (e->orphan_listed && e->count() == 0) { // listed: on orphans_
+		e->orphan_listed = false;
+		orphan_count_--;
+		orphan_bytes_ -= e->range.size();
+		orphans_.remove(e);
+		out.push_back(e);
 	}
 	publish_gauges_locked();
 	lock_.unlock();
-	release_nodes(out);
+	release_entries(out);
 }
 
 void Cache::reap()
 {
-	Index out;
+	EntryList out;
 	lock_.lock();
 	out.swap(dead_);
 	dead_count_ = dead_bytes_ = 0;
 	dead_pending_.store(0, std::memory_order_relaxed);
 	publish_gauges_locked();
 	lock_.unlock();
-	release_nodes(out);
+	release_entries(out);
 }
 
-// No lock held: unsubscribe, deregister, free.
-void Cache::release_nodes(Index &nodes)
+// No lock held: unsubscribe, deregister, back to the pool.
+void Cache::release_entries(EntryList &list)
 {
-	for (auto &kv : nodes) {
-		Entry *e = kv.second.get();
+	while (Entry *e = list.pop_front()) {
+		EntryPtr owned(e, EntryDeleter{&pool_}); // returns it to the pool
 		if (e->watched) {
 			if (Monitor *m = monitor_for(e->iface))
 				m->unsubscribe(*e);
@@ -878,7 +836,6 @@ void Cache::release_nodes(Index &nodes)
 		registrar_->dereg(e->reg);
 		StatsSlot::add(stats_->raw()->deregistrations, 1);
 	}
-	nodes.clear();
 }
 
 void Cache::publish_gauges_locked()
@@ -914,13 +871,7 @@ void Cache::after_fork_child()
 {
 	// Registrations belong to the parent: forget them without touching the
 	// registrar, keep the Entry objects so a stale put is recognised.
-	parent_.merge(index_);
-	parent_.merge(orphans_);
-	parent_.merge(dead_);
-	parent_.merge(unsettled_);
-	unsettled_count_ = unsettled_bytes_ = 0;
-	lru_head_ = lru_tail_ = nullptr;
-	count_ = bytes_ = orphan_count_ = orphan_bytes_ = dead_count_ = dead_bytes_ = 0;
+	take_all_locked(parent_);
 	dead_pending_.store(0);
 	forked_.store(1);
 	pid_ = ::getpid();

@@ -13,7 +13,7 @@
 //   cache->put(e);                                               // after completion
 // or with RAII: mr::Ref ref; rc = cache->get(rq, ref); ref.desc() ...
 //
-// Index: per (memory kind, device) an ordered map of registered ranges that
+// Index: per (memory kind, device) an ordered set of registered ranges that
 // are pairwise non-nested (libfabric's invariant). Sorted by start they are
 // also sorted by end, so "who covers [s, e)" is one search: the last entry
 // starting at or before s. A miss that covers smaller entries replaces them
@@ -39,8 +39,9 @@
 //
 // Locking rule: nothing that can allocate, free, unmap, register or block on
 // a monitor runs under lock_ (uffd holds an unmapping thread until its event
-// is read; a monitor callback needs lock_). Index nodes are allocated
-// before taking it and destroyed after releasing it (std::map node handles).
+// is read; a monitor callback needs lock_). Entries come from the pool
+// before taking it and go back after releasing it; the index and the lists
+// are intrusive (entry_index.hpp), so moving an entry allocates nothing.
 #pragma once
 
 #include <cstdint>
@@ -124,10 +125,6 @@ public:
 	// Drop entries of iface overlapping [start, end) (all devices).
 	// Returns how many left the index.
 	int invalidate(Iface iface, uintptr_t start, uintptr_t end, Cause cause = Cause::explicit_call);
-	// Drop every entry of (iface, device) now (an hmemreg.ko export that
-	// goes away: export_table.cpp); unused ones are deregistered before it
-	// returns. Returns how many are still held (released at their last put).
-	uint64_t drop_device(Iface iface, uint64_t device, Cause cause);
 	// Deregister all unused entries now; returns how many.
 	int flush();
 	// References held right now (cached or not).
@@ -142,11 +139,6 @@ public:
 	// call before the cache is used.
 	void set_name(const std::string &name);
 
-	// A monitor for the entries of iface set from outside the kind table
-	// (export_table.cpp's attach_export_monitor, until the export kind
-	// joins the table in monitor_factory.cpp); without one they are
-	// registered uncached.
-	void set_device_monitor(Iface iface, std::shared_ptr<Monitor> m);
 
 	// ---- for monitors (MonitorSink) ----
 	// Called from monitor context (a monitor thread, or sync()): unlinks
@@ -156,6 +148,8 @@ public:
 	void notify_entry(Iface iface, uint64_t device, uintptr_t start, uint64_t serial, Cause cause) override;
 	// Drop every entry whose generation word moved (lost events).
 	void revalidate(Cause cause) override;
+	// Drop every entry of (iface, device); how many are still held.
+	uint64_t drop_device(Iface iface, uint64_t device, Cause cause) override;
 	void count_events(uint64_t n) override
 	{
 		StatsSlot::add(stats_->raw()->monitor_events, static_cast<int64_t>(n));
@@ -184,16 +178,17 @@ private:
 	int register_uncached(const Request &req, Lease &out, hmemreg_uncached_reason why);
 	void count_uncached(hmemreg_uncached_reason why);
 	int do_register(const Request &req, Range r, Registration &out);
-	Node make_node(const Request &req, Range r);
-	void unlink_locked(Index::iterator it, Cause cause);
+	EntryPtr make_entry(const Request &req, Range r);
+	void unlink_locked(Entry *e, Cause cause);
 	void settle_locked();
 	int unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause);
-	int unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Index::iterator &at);
+	int unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
 	Entry *lru_pick_locked();
 	void lru_remove_locked(Entry *e);
 	void lru_append_locked(Entry *e, uint64_t stamp);
 	void reap();
-	void release_nodes(Index &nodes);
+	void release_entries(EntryList &list);
+	void take_all_locked(EntryList &all);
 	void sync_monitor();
 	void publish_gauges_locked();
 	uint64_t in_use_locked() const;

@@ -12,12 +12,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <sys/types.h>
 
 #include "hmemreg/cache.h"
 #include "mrcache/entry.hpp"
+#include "mrcache/entry_index.hpp"
 #include "mrcache/entry_pool.hpp"
 #include "mrcache/memo.hpp"
 #include "mrcache/memory_kind.hpp"
@@ -29,18 +29,6 @@
 namespace hmemreg::mr {
 
 struct CacheState {
-	// Index key: (memory kind, device, start), then the serial so that a
-	// replaced entry and its replacement never collide.
-	struct Key {
-		uint32_t iface;
-		uint64_t device;
-		uintptr_t start;
-		uint64_t serial;
-		auto operator<=>(const Key &) const = default;
-	};
-	using Index = std::map<Key, EntryPtr>;
-	using Node = Index::node_type;
-
 	hmemreg_cache_config cfg_;
 	std::unique_ptr<Registrar> registrar_;
 	std::shared_ptr<Monitor> monitor_; // host memory
@@ -57,16 +45,16 @@ struct CacheState {
 	std::atomic<uint32_t> forked_{0};                // this is a fork child: cache nothing
 	Memo memo_;
 
-	EntryPool pool_; // declared before the indexes: destroyed after them
+	EntryPool pool_; // owns every entry; the index and lists below only link them
 
 	// Everything below is guarded by lock_ (write side) except where noted.
 	alignas(64) ReaderLock lock_;
-	Index index_;     // cached entries (read under the read side)
-	Index orphans_;   // in use, not in the index; released at the last put
-	Index dead_;      // unused, to be deregistered outside the lock
-	Index unsettled_; // unlinked, held or not yet to be decided (settle_locked)
-	Index parent_;    // after fork: the parent's entries, never touched again
-	Entry *lru_head_ = nullptr, *lru_tail_ = nullptr;
+	EntryIndex index_;   // cached entries (read under the read side)
+	EntryList lru_;      // the indexed entries, by release time (lru_stamp)
+	EntryList orphans_;  // in use, not in the index; released at the last put
+	EntryList dead_;     // unused, to be deregistered outside the lock
+	EntryList unsettled_; // unlinked, held or not yet to be decided (settle_locked)
+	EntryList parent_;   // after fork: the parent's entries, never touched again
 	uint64_t count_ = 0, bytes_ = 0;
 	uint64_t orphan_count_ = 0, orphan_bytes_ = 0, dead_count_ = 0, dead_bytes_ = 0;
 	uint64_t unsettled_count_ = 0, unsettled_bytes_ = 0;

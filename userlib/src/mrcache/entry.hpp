@@ -108,27 +108,31 @@ inline constexpr uint64_t life_bits(uint64_t serial)
 // A generation word that never changes: entries whose monitor has none.
 inline const std::atomic<uint64_t> kNoGeneration{0};
 
-// Line 0 is read on hits only for entries that need a check (kHasGen,
-// kValidate); a memo hit otherwise reads the memo slot (copies of range
-// and registration), the state word and the thread's counter cell. Line 1
-// is read by slow lookups and by C++ callers that use e->reg directly.
+// Line 0 is what a slow lookup reads of each entry it passes in the index
+// (links and key, entry_index.hpp). Line 1 is read on hits only for
+// entries that need a check (kHasGen, kValidate), and by C++ callers that
+// use e->reg directly; a memo hit otherwise reads the memo slot (copies of
+// range and registration), the state word and the thread's counter cell.
 struct alignas(64) Entry {
-	// Line 0.
-	const std::atomic<uint64_t> *gen_word = &kNoGeneration; // kmod: gen[slot]
-	uint64_t gen = 0;
-	uint64_t inserted = 0; // cache clock when it entered the index (LRU)
-	Iface iface = Iface::host;
-	uint32_t validate = 0; // 1: ask the iface's monitor valid() on each hit
-	pid_t pid = 0;         // process that registered it
-	// Line 1.
-	alignas(64) Registration reg;
+	// Line 0: the index's links (written under the cache lock) and key.
+	Entry *ix_parent = nullptr, *ix_left = nullptr, *ix_right = nullptr;
 	Range range;
 	uint64_t device = 0;
 	uint64_t serial = 0; // unique per cache, part of the index key
+	Iface iface = Iface::host;
+	uint32_t validate = 0; // 1: ask the iface's monitor valid() on each hit
+	// Line 1.
+	alignas(64) Registration reg;
+	const std::atomic<uint64_t> *gen_word = &kNoGeneration; // kmod: gen[slot]
+	uint64_t gen = 0;
+	uint64_t inserted = 0; // cache clock when it entered the index (LRU)
+	pid_t pid = 0;         // process that registered it
 	// Cold.
 	Cache *cache = nullptr;
 	uint64_t lru_stamp = 0; // clock value the LRU position reflects
-	Entry *lru_prev = nullptr, *lru_next = nullptr;
+	// The list the entry is on (entry_index.hpp): the LRU while indexed
+	// (on_lru), else orphans, dead, unsettled or a local list.
+	Entry *link_prev = nullptr, *link_next = nullptr;
 	bool on_lru = false;
 	bool watched = false;    // a monitor subscription is armed
 	bool orphan_listed = false; // on Cache::orphans_ (read and written under the cache lock only; false while free)
@@ -253,7 +257,8 @@ struct alignas(64) Entry {
 		serial = new_serial;
 		cache = nullptr;
 		lru_stamp = 0;
-		lru_prev = lru_next = nullptr;
+		ix_parent = ix_left = ix_right = nullptr;
+		link_prev = link_next = nullptr;
 		on_lru = false;
 		watched = false;
 		watch_slot = 0;
@@ -261,7 +266,7 @@ struct alignas(64) Entry {
 		req = Request{};
 	}
 };
-static_assert(offsetof(Entry, reg) == 64, "hot fields fill exactly one line");
+static_assert(offsetof(Entry, reg) == 64, "line 0 holds the index links and key");
 static_assert(sizeof(Entry) * kEntriesPerChunk == kCellsOffset, "entries fill their part of a chunk");
 static_assert(kCellsOffset + kCountShards * kEntriesPerChunk * sizeof(Cell) <= kStatesOffset, "cells fit");
 static_assert(kChunkMapped <= kChunkAlign);

@@ -73,6 +73,9 @@ class ExportMonitor final : public Monitor {
 public:
 	hmemreg_monitor kind() const override { return HMEMREG_MONITOR_KMOD; }
 	const char *name() const override { return "hmemreg-export"; }
+	// A cache joins the list the table drops an export's entries from.
+	int attach(MonitorSink &sink) override;
+	void detach(MonitorSink &sink) noexcept override;
 	int subscribe(Entry &e) override;
 	void unsubscribe(Entry &e) noexcept override;
 };
@@ -92,13 +95,13 @@ public:
 	int subscribe(Entry &e);
 	int check(const hmemreg_export_t *x);
 
-	void attach(Cache &c)
+	std::shared_ptr<Monitor> monitor() const { return monitor_; }
+	void attach(MonitorSink &c)
 	{
-		c.set_device_monitor(Iface::kmod_export, monitor_);
 		std::lock_guard g(cb_mu_);
 		caches_.push_back(&c);
 	}
-	void detach(Cache &c) noexcept
+	void detach(MonitorSink &c) noexcept
 	{
 		std::lock_guard g(cb_mu_);
 		caches_.erase(std::remove(caches_.begin(), caches_.end(), &c), caches_.end());
@@ -128,12 +131,23 @@ private:
 	std::shared_ptr<ExportMonitor> monitor_;
 
 	std::mutex cb_mu_; // held while calling into caches; detach waits on it
-	std::vector<Cache *> caches_;
+	std::vector<MonitorSink *> caches_;
 };
 
 // A subscribed entry is a registration of the export held by e.cache
 // until its unsubscribe (Cache::miss and release_nodes pair them): the
 // cache's row of the export in the stats block (mr_cache_stat --exports).
+int ExportMonitor::attach(MonitorSink &sink)
+{
+	ExportTable::get().attach(sink);
+	return 0;
+}
+
+void ExportMonitor::detach(MonitorSink &sink) noexcept
+{
+	ExportTable::get().detach(sink);
+}
+
 int ExportMonitor::subscribe(Entry &e)
 {
 	int rc = ExportTable::get().subscribe(e);
@@ -323,7 +337,7 @@ uint64_t ExportTable::drop_everywhere(uint64_t id, Cause cause)
 {
 	std::lock_guard g(cb_mu_);
 	uint64_t held = 0;
-	for (Cache *c : caches_)
+	for (MonitorSink *c : caches_)
 		held += c->drop_device(Iface::kmod_export, id, cause);
 	return held;
 }
@@ -456,14 +470,23 @@ void ExportTable::event_loop()
 
 } // namespace
 
-void attach_export_monitor(Cache &cache)
-{
-	ExportTable::get().attach(cache);
-}
+namespace {
 
-void detach_export_monitor(Cache &cache) noexcept
+// The module's exports as a row of the memory kind table: one monitor for
+// every cache (the table is the process's), and the registrar's extent.
+class ExportKind final : public MemoryKind {
+public:
+	Iface iface() const override { return Iface::kmod_export; }
+	const char *name() const override { return "hmemreg-export"; }
+	std::shared_ptr<Monitor> monitor() const override { return ExportTable::get().monitor(); }
+};
+
+} // namespace
+
+const MemoryKind &export_memory_kind()
 {
-	ExportTable::get().detach(cache);
+	static const ExportKind kind;
+	return kind;
 }
 
 int export_request(const void *exp, uint64_t offset, size_t len, Request &out, std::string *why)

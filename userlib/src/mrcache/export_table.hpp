@@ -19,16 +19,15 @@
 #include <cstdint>
 #include <string>
 
+#include "mrcache/memory_kind.hpp"
 #include "mrcache/types.hpp"
 
 namespace hmemreg::mr {
 
-class Cache;
-
-// Called by every cache at creation and destruction: the export kind's
-// monitor, and the list the table drops an export's entries from.
-void attach_export_monitor(Cache &cache);
-void detach_export_monitor(Cache &cache) noexcept;
+// The export kind's row of the memory kind table (monitor_factory.cpp):
+// its monitor puts every cache on the list the table drops an export's
+// entries from.
+const MemoryKind &export_memory_kind();
 
 // The request a registration of [offset, offset + len) of an export makes.
 // 0, or -HMEMREG_EINVAL / -HMEMREG_ENOENT / -HMEMREG_ESTALE with *why set.

@@ -1,12 +1,21 @@
 // SPDX-License-Identifier: MIT
+#include <algorithm>
+
 #include "mrcache/memo.hpp"
 
 namespace hmemreg::mr {
 
 Memo::Memo(uint64_t max_entries)
 {
+	// Past 32Ki entries, two slots per entry up to 2Mi slots (128 MiB):
+	// with 128Ki slots, most hits of a 1M-entry cache searched the index.
 	uint64_t want = 4 * (max_entries ? max_entries : 64), n = 128;
-	while (n < want && n < (1ULL << 17))
+	uint64_t cap = 1ULL << 17;
+	if (max_entries > (1ULL << 15)) {
+		want = std::max<uint64_t>(cap, 2 * max_entries);
+		cap = 1ULL << 21;
+	}
+	while (n < want && n < cap)
 		n <<= 1;
 	slots_ = HugeArray<Slot>(n);
 	shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(n));

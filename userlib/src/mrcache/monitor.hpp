@@ -3,7 +3,8 @@
 // Implementations: KmodMonitor (hmemreg.ko watches + generation words),
 // UffdMonitor (userfaultfd events), NoneMonitor (the caller invalidates).
 // Other memory kinds bring their own (the CUDA buffer-id monitor) through
-// the memory kind table (monitor_factory.hpp). A monitor knows the cache
+// the memory kind table (monitor_factory.hpp), as do the module's exports
+// (export_table.cpp). A monitor knows the cache
 // only as a MonitorSink: calls go cache -> monitor, and back only through
 // that interface.
 #pragma once
@@ -28,6 +29,10 @@ public:
 	virtual void notify_entry(Iface iface, uint64_t device, uintptr_t start, uint64_t serial, Cause cause) = 0;
 	// Drop every entry whose generation word moved (events were lost).
 	virtual void revalidate(Cause cause) = 0;
+	// Drop every entry of (iface, device) now (an hmemreg.ko export that
+	// goes away); unused ones are deregistered before it returns. Returns
+	// how many are still held (released at their last put).
+	virtual uint64_t drop_device(Iface iface, uint64_t device, Cause cause) = 0;
 	// Events received (the stats' monitor_events).
 	virtual void count_events(uint64_t n) = 0;
 

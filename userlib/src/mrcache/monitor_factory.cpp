@@ -5,6 +5,7 @@
 #include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
 #include "hmem/cuda_monitor.hpp"
+#include "mrcache/export_table.hpp"
 #include "mrcache/kmod_monitor.hpp"
 #include "mrcache/monitor_factory.hpp"
 #include "mrcache/uffd_monitor.hpp"
@@ -50,6 +51,7 @@ namespace {
 // here and nowhere else.
 const MemoryKind *const kKinds[] = {
 	&cuda::memory_kind(),
+	&export_memory_kind(),
 };
 
 struct KindTable {

@@ -147,8 +147,11 @@ int UffdMonitor::subscribe(Entry &e)
 	uint64_t gen = unmap_gen_.load(std::memory_order_acquire);
 	if (gen != registered_gen_) {
 		registered_.clear();
+		registered_exact_.clear();
 		registered_gen_ = gen;
 	}
+	if (auto x = registered_exact_.find(s); x != registered_exact_.end() && x->second >= end)
+		return 0; // registered and private anonymous, nothing replaced since
 	auto it = registered_.upper_bound(s);
 	if (it != registered_.begin() && std::prev(it)->second >= end)
 		return 0; // registered and private anonymous, nothing replaced since
@@ -173,6 +176,8 @@ int UffdMonitor::subscribe(Entry &e)
 	}
 	if (!registered)
 		return -HMEMREG_ENOTSUP;
+	uintptr_t &known = registered_exact_[s];
+	known = std::max(known, end);
 	// Merge [s, end) into the disjoint set.
 	it = registered_.upper_bound(s);
 	if (it != registered_.begin() && std::prev(it)->second >= s)

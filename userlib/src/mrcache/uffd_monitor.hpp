@@ -30,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "mrcache/monitor.hpp"
 #include "unique_fd.hpp"
@@ -76,6 +77,10 @@ private:
 	// thread never takes reg_mu_); the next subscribe forgets the set.
 	std::mutex reg_mu_;
 	std::map<uintptr_t, uintptr_t> registered_; // start -> end, disjoint
+	// The same ranges as subscribed (start -> furthest end), unmerged: a
+	// miss on a range registered before (the usual case after an
+	// eviction) is one hash probe instead of a search of registered_.
+	std::unordered_map<uintptr_t, uintptr_t> registered_exact_;
 	uint64_t registered_gen_ = 0;
 	std::atomic<uint64_t> unmap_gen_{0};
 	std::thread thread_;

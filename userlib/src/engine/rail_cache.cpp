@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "engine/registrar.hpp"
+#include "engine/rail_cache.hpp"
 
 #include <vector>
 

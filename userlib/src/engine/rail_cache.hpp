@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // How the engine registers local memory: through libhmemreg's registration
 // cache (mrcache/), one cache per rail domain over a FabricRegistrar. This
-// file and registrar.cpp are the only engine code that knows about it.
+// file and rail_cache.cpp are the only engine code that knows about it.
 #pragma once
 
 #include <cstddef>

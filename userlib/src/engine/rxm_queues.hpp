@@ -14,7 +14,7 @@ namespace hmemreg::engine {
 // FI_UNIVERSE_SIZE unset, sets it to fit the smallest device CQ limit and
 // returns a note saying so; "" when nothing was needed or possible (with a
 // note if libfabric was already initialized).
-std::string fit_rxm_universe(const std::string &provider);
+std::string fit_rxm_queues(const std::string &provider);
 
 // Record that libfabric is initialized in this process.
 void note_fabric_initialized();

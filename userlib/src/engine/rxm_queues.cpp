@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "engine/universe.hpp"
+#include "engine/rxm_queues.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -68,7 +68,7 @@ void note_fabric_initialized()
 	initialized.store(true);
 }
 
-std::string fit_rxm_universe(const std::string &provider)
+std::string fit_rxm_queues(const std::string &provider)
 {
 	if (provider.find("verbs") == std::string::npos || std::getenv("FI_UNIVERSE_SIZE"))
 		return "";

@@ -281,7 +281,7 @@ struct RailStats {
 
 // Which path writes took, engine-wide (a snapshot).
 struct PathStats {
-	uint64_t direct_writes = 0;        // host memory, or device memory the NIC reaches
+	uint64_t direct_writes = 0;        // write() calls (transfers): host memory, or device memory the NIC reaches
 	uint64_t staged_writes = 0;        // from and/or to a staged region
 	uint64_t staged_to_host_bytes = 0; // copied device -> mirror before sending
 	uint64_t staged_to_device_bytes = 0; // copied mirror -> device after landing
@@ -315,7 +315,7 @@ public:
 	// of this engine runs any more, and none is still running. Over ofi_rxm,
 	// an engine that still had partial arrivals from a writer, or dropped one
 	// after peer_timeout_ms, keeps its endpoints open (unprogressed) until the
-	// process ends: closing them can crash libfabric (see engine.cpp).
+	// process ends: closing them can crash libfabric (see facade.cpp).
 	~Engine();
 	Engine(const Engine &) = delete;
 	Engine &operator=(const Engine &) = delete;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The engine's facade: checks what the caller passed and routes it to the
 // rooms (engine_impl.hpp); the progress turn that runs them all.
-#include "engine/engine.hpp"
+#include "engine/facade.hpp"
 
 #include <algorithm>
 #include <numeric>
