@@ -37,8 +37,9 @@ echo "---- reg, hmemreg.ko devmem exports, verbs on rxe0 (cold = ibv_reg_dmabuf_
 # The kernel's share: each traced function's calls and mean duration while
 # one size is registered cold and missed (20 + 20 reg/dereg pairs, 10 + 10
 # at 8m; a few more uverbs calls open and close the domain). Depth 1: the
-# uverbs entry points (all the kernel does for a call but the syscall entry),
-# then the rxe driver's own reg/dereg (its share of that).
+# uverbs entry points (all the kernel does for a call but the syscall entry;
+# libfabric's verbs domain open adds about a thousand short ones: a GID
+# table query each), then the rxe driver's own reg/dereg (two calls a pair).
 t=/sys/kernel/tracing
 [ -d $t/events ] || mount -t tracefs nodev $t 2>/dev/null || true
 traced() { # LABEL FUNCS BENCH-ARGS...
@@ -54,7 +55,7 @@ traced() { # LABEL FUNCS BENCH-ARGS...
 	"$bench" reg "$@" --json >/tmp/rr.json
 	echo 0 >$t/tracing_on
 	awk -v label="$label" '/\(\);/ {
-		f = $NF; sub(/\(\);/, "", f)
+		f = $NF ~ /^\[/ ? $(NF - 1) : $NF; sub(/\(\);/, "", f) # "func(); [module]"
 		for (i = 1; i < NF; i++) if ($(i + 1) == "us") { n[f]++; s[f] += $i; break } }
 		END { for (f in n) printf "kernel %s: %-24s %5d calls, mean %9.2f us\n", label, f, n[f], s[f] / n[f] }' $t/trace
 	grep -o '"case":"[a-z]*","ns_per_op":[0-9.]*' /tmp/rr.json | sed "s/^/bench  $label: /"
