@@ -78,6 +78,18 @@ soft_roce() {
 		rdma link add "$rxe" type rxe netdev "${veth}0"
 }
 
+# netns_pair NSA NSB DEVA DEVB NET: network namespaces NSA and NSB joined by
+# a veth pair, DEVA (NET.1/24) in NSA and DEVB (NET.2/24) in NSB, both and
+# loopback up. Non-zero when a step fails (the caller deletes NSA and NSB).
+netns_pair() {
+	local nsa=$1 nsb=$2 va=$3 vb=$4 net=$5
+	ip netns add "$nsa" && ip netns add "$nsb" &&
+		ip link add "$va" netns "$nsa" type veth peer name "$vb" netns "$nsb" &&
+		ip -n "$nsa" addr add "$net.1/24" dev "$va" && ip -n "$nsb" addr add "$net.2/24" dev "$vb" &&
+		ip -n "$nsa" link set lo up && ip -n "$nsb" link set lo up &&
+		ip -n "$nsa" link set "$va" up && ip -n "$nsb" link set "$vb" up
+}
+
 # bench_serve LOG CMD...: starts CMD (an `hmemreg_bench xfer --serve`, maybe
 # under ip netns exec) in the background, output to LOG, and waits until it
 # listens: sets $server (its pid) and $served (the HOST:PORT it bound, port 0

@@ -36,20 +36,17 @@ static void on_done(void *arg, int status)
 	*(int *)arg = status == 0 ? 1 : status;
 }
 
-Test(capi, write_notify_send)
+/* Two engines on shm, made with cfg (provider set to shm here). */
+static void shm_engines(struct hmemreg_engine_config *cfg, hmemreg_engine_t **a, hmemreg_engine_t **b)
 {
-	struct hmemreg_engine_config cfg;
-	hmemreg_engine_config_init(&cfg);
-	cfg.provider = "shm";
-	hmemreg_engine_t *a, *b;
-	cr_assert_eq(hmemreg_engine_create(&cfg, &a), 0, "%s", hmemreg_engine_last_error());
-	cr_assert_eq(hmemreg_engine_create(&cfg, &b), 0, "%s", hmemreg_engine_last_error());
-	char text[1024];
-	cr_assert(hmemreg_engine_describe(a, text, sizeof(text)) > 0);
-	cr_assert(strstr(text, "provider shm"), "%s", text);
+	cfg->provider = "shm";
+	cr_assert_eq(hmemreg_engine_create(cfg, a), 0, "%s", hmemreg_engine_last_error());
+	cr_assert_eq(hmemreg_engine_create(cfg, b), 0, "%s", hmemreg_engine_last_error());
+}
 
-	struct seen seen = {0};
-	cr_assert_eq(hmemreg_engine_set_callbacks(b, on_notify, on_message, &seen), 0);
+/* b added as a peer of a: its id at a. */
+static uint64_t add_peer(hmemreg_engine_t *a, hmemreg_engine_t *b)
+{
 	size_t len = 0;
 	cr_assert_eq(hmemreg_engine_address(b, NULL, &len), 0);
 	cr_assert(len > 0);
@@ -57,6 +54,23 @@ Test(capi, write_notify_send)
 	cr_assert_eq(hmemreg_engine_address(b, addr, &len), 0);
 	uint64_t peer;
 	cr_assert_eq(hmemreg_engine_add_peer(a, addr, len, 1, &peer), 0, "%s", hmemreg_engine_last_error());
+	free(addr);
+	return peer;
+}
+
+Test(capi, write_notify_send)
+{
+	struct hmemreg_engine_config cfg;
+	hmemreg_engine_config_init(&cfg);
+	hmemreg_engine_t *a, *b;
+	shm_engines(&cfg, &a, &b);
+	char text[1024];
+	cr_assert(hmemreg_engine_describe(a, text, sizeof(text)) > 0);
+	cr_assert(strstr(text, "provider shm"), "%s", text);
+
+	struct seen seen = {0};
+	cr_assert_eq(hmemreg_engine_set_callbacks(b, on_notify, on_message, &seen), 0);
+	const uint64_t peer = add_peer(a, b);
 
 	enum { N = 1 << 20 };
 	char *src = malloc(N), *dst = calloc(1, N);
@@ -118,7 +132,6 @@ Test(capi, write_notify_send)
 	hmemreg_engine_destroy(b);
 	free(src);
 	free(dst);
-	free(addr);
 }
 
 /* notify: auto by default, each mode shows in describe(), bad values refused
@@ -239,16 +252,9 @@ Test(capi, drain)
 {
 	struct hmemreg_engine_config cfg;
 	hmemreg_engine_config_init(&cfg);
-	cfg.provider = "shm";
 	hmemreg_engine_t *a, *b;
-	cr_assert_eq(hmemreg_engine_create(&cfg, &a), 0, "%s", hmemreg_engine_last_error());
-	cr_assert_eq(hmemreg_engine_create(&cfg, &b), 0, "%s", hmemreg_engine_last_error());
-	size_t len = 0;
-	hmemreg_engine_address(b, NULL, &len);
-	void *addr = malloc(len);
-	cr_assert_eq(hmemreg_engine_address(b, addr, &len), 0);
-	uint64_t peer;
-	cr_assert_eq(hmemreg_engine_add_peer(a, addr, len, 1, &peer), 0, "%s", hmemreg_engine_last_error());
+	shm_engines(&cfg, &a, &b);
+	const uint64_t peer = add_peer(a, b);
 	enum { N = 64 << 10, W = 32 };
 	char *src = calloc(1, N), *dst = calloc(1, N);
 	hmemreg_region_t *rs, *rd;
@@ -278,7 +284,6 @@ Test(capi, drain)
 	hmemreg_engine_destroy(b);
 	free(src);
 	free(dst);
-	free(addr);
 }
 
 struct handled {
@@ -331,10 +336,8 @@ Test(capi, info_handlers_sendv)
 	struct hmemreg_engine_config cfg;
 	hmemreg_engine_config_init(&cfg);
 	cr_assert_eq(cfg.size, sizeof(cfg));
-	cfg.provider = "shm";
 	hmemreg_engine_t *a, *b;
-	cr_assert_eq(hmemreg_engine_create(&cfg, &a), 0, "%s", hmemreg_engine_last_error());
-	cr_assert_eq(hmemreg_engine_create(&cfg, &b), 0, "%s", hmemreg_engine_last_error());
+	shm_engines(&cfg, &a, &b);
 	struct hmemreg_engine_info ia = {.size = sizeof(ia)}, ib = {.size = sizeof(ib)};
 	cr_assert_eq(hmemreg_engine_get_info(a, &ia), 0);
 	cr_assert_eq(hmemreg_engine_get_info(b, &ib), 0);

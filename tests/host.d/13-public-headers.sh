@@ -6,7 +6,7 @@
 # API and nothing else (what debian/libhmemreg0.symbols lists), and a C++
 # program built against the installed headers and libhmemreg.so alone
 # (tests/public/engine_pair.cpp, through hmemreg/engine.hpp) moves data
-# between two engines.
+# between two engines; hmemreg/fabric_compat.h matches libfabric's own.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 cd "$HMEMREG_TOP"
@@ -69,4 +69,32 @@ if ! readelf -d "$stage/engine_pair" | grep -q 'NEEDED.*libhmemreg\.so\.0'; then
 	bad=1
 fi
 FI_PROVIDER=shm timeout 120 "$stage/engine_pair" || bad=1
+
+# 4. hmemreg/fabric_compat.h (FI_MR_DMABUF for builds against older libfabric
+# headers) compiles as strict C and C++ on its own, and defines what
+# libfabric 1.20+ headers define: the same flag and layout with Debian's 1.17
+# headers (the header's own) as with 2.6's (libfabric's), where those are
+# cached (tools/vendor/build-libfabric).
+[ -e "$inc/hmemreg/fabric_compat.h" ] || { echo "FAIL: hmemreg/fabric_compat.h is not installed"; exit 1; }
+compat=$HMEMREG_TOP/tests/public/fabric_compat.c
+${CC:-cc} -std=c11 -Wall -Wextra -pedantic -Werror -I"$inc" -o "$stage/compat" "$compat"
+${CXX:-c++} -std=c++20 -Wall -Wextra -Werror -I"$inc" -x c++ -fsyntax-only - <<<'#include <hmemreg/fabric_compat.h>'
+own=$("$stage/compat") || { echo "FAIL: fabric_compat.c"; bad=1; }
+lf2=${HMEMREG_LIBFABRIC2:-}
+[ -n "$lf2" ] || for d in /var/cache/hmemreg/libfabric-2.6.0-*/.done; do [ -e "$d" ] && lf2=$(dirname "$d"); done
+if [ -n "$lf2" ] && [ -e "$lf2/include/rdma/fi_domain.h" ]; then
+	${CC:-cc} -std=c11 -Wall -Wextra -pedantic -Werror -I"$lf2/include" -I"$inc" -o "$stage/compat2" "$compat"
+	grep -q 'define FI_MR_DMABUF' "$lf2/include/rdma/fi_domain.h" || { echo "FAIL: $lf2 has no FI_MR_DMABUF"; bad=1; }
+	theirs=$("$stage/compat2") || { echo "FAIL: fabric_compat.c on $lf2"; bad=1; }
+	if [ "$own" != "$theirs" ]; then
+		echo "FAIL: hmemreg/fabric_compat.h differs from libfabric's own definitions:"
+		echo "  own:       $own"
+		echo "  libfabric: $theirs"
+		bad=1
+	else
+		echo "ok: hmemreg/fabric_compat.h matches libfabric 2.6's FI_MR_DMABUF ($own)"
+	fi
+else
+	echo "ok: hmemreg/fabric_compat.h compiles ($own); no cached libfabric 2.6 headers to compare with"
+fi
 exit $bad

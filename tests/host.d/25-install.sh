@@ -22,6 +22,7 @@ expect=(
 	"$l/libhmemreg.so" "$l/libhmemreg.so.0" "$l/libhmemreg.so.$ver" "$l/libhmemreg.a" "$l/pkgconfig/hmemreg.pc"
 	"$l/libnccl-net-hmemreg.so"
 	"$p/include/hmemreg/hmemreg.h" "$p/include/hmemreg/common.h" "$p/include/hmemreg/version.h"
+	"$p/include/hmemreg/fabric_compat.h"
 	"$p/include/linux/hmemreg.h" "$p/bin/hmemreg_bench"
 	"$p/lib/udev/rules.d/99-hmemreg.rules" "$p/lib/modprobe.d/hmemreg.conf"
 )

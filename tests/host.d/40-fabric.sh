@@ -23,11 +23,7 @@ cleanup() {
 	ip netns del "$nsb" 2>/dev/null
 }
 trap cleanup EXIT
-ip netns add "$nsa" && ip netns add "$nsb" &&
-	ip link add "hmra$tag" netns "$nsa" type veth peer name "hmrb$tag" netns "$nsb" &&
-	ip -n "$nsa" addr add 10.213.0.1/24 dev "hmra$tag" && ip -n "$nsb" addr add 10.213.0.2/24 dev "hmrb$tag" &&
-	ip -n "$nsa" link set lo up && ip -n "$nsb" link set lo up &&
-	ip -n "$nsa" link set "hmra$tag" up && ip -n "$nsb" link set "hmrb$tag" up || {
+netns_pair "$nsa" "$nsb" "hmra$tag" "hmrb$tag" 10.213.0 || {
 	echo "cannot set up network namespaces"
 	exit 1
 }

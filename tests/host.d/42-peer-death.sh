@@ -42,11 +42,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-ip netns add "$nsa" && ip netns add "$nsb" &&
-	ip link add "$va" netns "$nsa" type veth peer name "$vb" netns "$nsb" &&
-	ip -n "$nsa" addr add 10.215.0.1/24 dev "$va" && ip -n "$nsb" addr add 10.215.0.2/24 dev "$vb" &&
-	ip -n "$nsa" link set lo up && ip -n "$nsb" link set lo up &&
-	ip -n "$nsa" link set "$va" up && ip -n "$nsb" link set "$vb" up || {
+netns_pair "$nsa" "$nsb" "$va" "$vb" 10.215.0 || {
 	echo "FAIL: cannot set up network namespaces"
 	exit 1
 }

@@ -46,6 +46,18 @@ rows=$("$bench" reg --provider tcp --sizes 64KiB,1m --iters 3 --json) || fail "r
 sizes=$(jq -r 'select(.case == "hit") | .bytes' <<<"$rows" | tr '\n' ' ')
 [ "$sizes" = "65536 1048576 " ] && echo "ok   reg --sizes 64KiB,1m: $sizes" || fail "reg sizes: '$sizes'"
 jq -e 'select(.provider != "tcp")' <<<"$rows" >/dev/null && fail "reg rows name another provider"
+# A provider that cannot be opened: the call that failed, with its code; the
+# other providers are still measured, and the exit says it failed.
+rows=$("$bench" reg --provider nosuch,tcp --sizes 64k --iters 3 --json 2>/tmp/bench-cli.$$)
+rc=$?
+err=$(cat /tmp/bench-cli.$$)
+rm -f /tmp/bench-cli.$$
+if [ $rc = 1 ] && grep -qF "provider nosuch: fi_getinfo: " <<<"$err" && grep -qE '\(-[0-9]+\)$' <<<"$err" &&
+	[ "$(jq -r 'select(.case == "hit") | .provider' <<<"$rows")" = tcp ]; then
+	echo "ok   reg --provider nosuch,tcp: $err; tcp measured, exit 1"
+else
+	fail "reg --provider nosuch,tcp: exit $rc, stderr '$err', rows '${rows:0:200}'"
+fi
 rows=$("$bench" cache --entries 16 --threads 1,2 --iters 1000 --miss-iters 100 --reps 1 --no-ucx --json) ||
 	fail "cache run: exit $?"
 threads=$(jq -r 'select(.case == "hit" and .impl == "hmemreg") | .threads' <<<"$rows" | tr '\n' ' ')

@@ -97,7 +97,7 @@ inline MemoRaceResult run_memo_race(Cache &cache, KeyRegistrar &keys, int thread
 			size_t pg = rng() % (kRegions * kPagesPer);
 			size_t off = rng() % (page() / 2), len = 1 + rng() % (page() / 2);
 			uintptr_t s = base + pg * page() + off;
-			Lease l;
+			RawRef l;
 			if (cache.get(req(reinterpret_cast<void *>(s), len), l)) {
 				errors++;
 				continue;
@@ -137,7 +137,7 @@ inline MemoRaceResult run_memo_race(Cache &cache, KeyRegistrar &keys, int thread
 // Evictions under hits: a cache of max_count entries (batched settling
 // from 128 up, cache.cpp) and threads that get pages of a span twice as
 // large, so most misses evict; each get is checked as above while held,
-// sometimes across a yield, and every other lease is put by the next
+// sometimes across a yield, and every other reference is put by the next
 // thread in line (cross-thread puts).
 inline MemoRaceResult run_evict_race(Cache &cache, KeyRegistrar &keys, int threads, long iters, size_t span_pages)
 {
@@ -155,7 +155,7 @@ inline MemoRaceResult run_evict_race(Cache &cache, KeyRegistrar &keys, int threa
 		std::mt19937 rng(99 + id);
 		for (long i = 0; i < iters; i++) {
 			uintptr_t s = base + (rng() % span_pages) * page() + 8;
-			Lease l;
+			RawRef l;
 			if (cache.get(req(reinterpret_cast<void *>(s), 64), l)) {
 				errors++;
 				continue;

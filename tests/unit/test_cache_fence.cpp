@@ -39,9 +39,9 @@ struct Fixture {
 		cr_assert_eq(Cache::create(std::make_unique<SharedRegistrar>(&reg), config(max_count), cache), 0);
 	}
 	char *at(size_t pages) { return mem.p + pages * page(); }
-	Lease get(const void *a, size_t len = 64)
+	RawRef get(const void *a, size_t len = 64)
 	{
-		Lease l;
+		RawRef l;
 		int rc = cache->get(req(a, len), l);
 		cr_assert_eq(rc, 0, "get: %s", hmemreg_strerror(rc));
 		return l;
@@ -55,29 +55,29 @@ void many_threads_hand_references_over()
 {
 	constexpr unsigned kThreads = kSharedShard + 5; // more than the owned shards
 	Fixture f;
-	Lease first = f.get(f.at(1));
+	RawRef first = f.get(f.at(1));
 	cr_assert_eq(f.cache->put(first.entry, first.shard), 0);
-	std::vector<Lease> leases(kThreads);
+	std::vector<RawRef> refs(kThreads);
 	std::vector<ThreadState> states(kThreads);
 	std::atomic<unsigned> got{0}, go{0};
 	std::vector<std::thread> th;
 	for (unsigned i = 0; i < kThreads; i++)
 		th.emplace_back([&, i] {
-			cr_assert_eq(f.cache->get(req(f.at(1), 64), leases[i]), 0);
+			cr_assert_eq(f.cache->get(req(f.at(1), 64), refs[i]), 0);
 			states[i] = thread_state();
 			got++;
 			while (!go.load()) // all alive at once: no shard is handed down
 				std::this_thread::yield();
 			unsigned j = (i + 1) % kThreads;
-			cr_assert_eq(f.cache->put(leases[j].entry, leases[j].shard), 0, "cross-thread put");
+			cr_assert_eq(f.cache->put(refs[j].entry, refs[j].shard), 0, "cross-thread put");
 		});
 	while (got.load() < kThreads)
 		std::this_thread::yield();
 	Entry *e = first.entry;
 	unsigned owned = 0, shared = 0;
 	for (unsigned i = 0; i < kThreads; i++) {
-		cr_assert_eq(leases[i].entry, e);
-		cr_assert_eq(leases[i].shard, states[i].shard);
+		cr_assert_eq(refs[i].entry, e);
+		cr_assert_eq(refs[i].shard, states[i].shard);
 		if (states[i].owned) {
 			owned++;
 			cr_assert_neq(states[i].shard, kSharedShard);
@@ -110,13 +110,13 @@ void evictions_settle_in_batches()
 	Fixture f(128); // batches of 2
 	Mapping span(130 * page());
 	cr_assert_not_null(span.p);
-	Lease held = f.get(span.p);
+	RawRef held = f.get(span.p);
 	for (size_t i = 1; i < 128; i++) {
-		Lease l = f.get(span.p + i * page());
+		RawRef l = f.get(span.p + i * page());
 		cr_assert_eq(f.cache->put(l.entry, l.shard), 0);
 	}
 	cr_assert_eq(f.reg.live(), 128u);
-	Lease l = f.get(span.p + 128 * page()); // evicts page 1 (page 0 is in use)
+	RawRef l = f.get(span.p + 128 * page()); // evicts page 1 (page 0 is in use)
 	cr_assert_eq(f.cache->put(l.entry, l.shard), 0);
 	cr_assert_eq(stats(*f.cache).evictions, 1u);
 	cr_assert_eq(stats(*f.cache).dead, 1u, "an eviction waits for its batch");
@@ -157,7 +157,7 @@ void evict_race()
 Test(cache_fence, membarrier_where_the_kernel_has_it)
 {
 	Fixture f;
-	Lease l = f.get(f.at(0));
+	RawRef l = f.get(f.at(0));
 	bool mb = kernel_has_membarrier();
 	cr_assert_eq(count_fence() == CountFence::membarrier, mb);
 	cr_assert_str_eq(count_fence_name(), mb ? "membarrier" : "seq_cst");
@@ -172,7 +172,7 @@ Test(cache_fence, environment_forces_seq_cst, .init = force_seq_cst)
 	Fixture f;
 	cr_assert_eq(count_fence(), CountFence::seq_cst);
 	cr_assert_str_eq(count_fence_name(), "seq_cst");
-	Lease l = f.get(f.at(0));
+	RawRef l = f.get(f.at(0));
 	cr_assert(thread_state().owned);
 	cr_assert_eq(thread_state().light, 0);
 	cr_assert_eq(f.cache->put(l.entry, l.shard), 0);

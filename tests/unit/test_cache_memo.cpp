@@ -22,16 +22,16 @@ struct Fixture {
 		cr_assert_eq(Cache::create(std::make_unique<SharedRegistrar>(&reg), config(), cache), 0);
 	}
 	char *at(size_t pages) { return mem.p + pages * page(); }
-	Lease get(const void *a, size_t len)
+	RawRef get(const void *a, size_t len)
 	{
-		Lease l;
+		RawRef l;
 		int rc = cache->get(req(a, len), l);
 		cr_assert_eq(rc, 0, "get: %s", hmemreg_strerror(rc));
 		return l;
 	}
 };
 
-void assert_lease_is_entry(const Lease &l)
+void assert_ref_is_entry(const RawRef &l)
 {
 	cr_assert_eq(l.key, l.entry->reg.key);
 	cr_assert_eq(l.desc, l.entry->reg.desc);
@@ -74,10 +74,10 @@ void gen_or_validate_checked_on_memo_hit(bool validate)
 	std::unique_ptr<Cache> c;
 	cr_assert_eq(Cache::create(std::make_unique<SharedRegistrar>(&reg), config(), mon, c), 0);
 	Mapping mem(4 * page());
-	Lease a;
+	RawRef a;
 	cr_assert_eq(c->get(req(mem.p, 64), a), 0);
 	cr_assert_eq(c->put(a.entry, a.shard), 0);
-	Lease b;
+	RawRef b;
 	cr_assert_eq(c->get(req(mem.p, 64), b), 0); // memo hit, checks pass
 	cr_assert_eq(b.entry, a.entry);
 	cr_assert_eq(c->put(b.entry, b.shard), 0);
@@ -87,7 +87,7 @@ void gen_or_validate_checked_on_memo_hit(bool validate)
 	} else {
 		mon->word++; // the watch fired; no event read yet
 	}
-	Lease d;
+	RawRef d;
 	cr_assert_eq(c->get(req(mem.p, 64), d), 0);
 	cr_assert_neq(d.key, a.key, "a changed entry never answers, even from the memo");
 	cr_assert_eq(reg.regs(), 2u);
@@ -194,16 +194,16 @@ Test(cache_memo, lookup_finds_either_way)
 Test(cache_memo, memo_hit_hands_out_the_entry_registration)
 {
 	Fixture f;
-	Lease a = f.get(f.at(2) + 8, 64); // miss
-	Lease b = f.get(f.at(2) + 8, 64); // the miss filled the memo: memo hit
-	Lease c = f.get(f.at(2) + 100, 8); // same page: memo
+	RawRef a = f.get(f.at(2) + 8, 64); // miss
+	RawRef b = f.get(f.at(2) + 8, 64); // the miss filled the memo: memo hit
+	RawRef c = f.get(f.at(2) + 100, 8); // same page: memo
 	cr_assert_eq(a.entry, b.entry);
 	cr_assert_eq(a.entry, c.entry);
-	assert_lease_is_entry(b);
-	assert_lease_is_entry(c);
+	assert_ref_is_entry(b);
+	assert_ref_is_entry(c);
 	cr_assert(c.cached);
 	cr_assert_eq(a.entry->count(), 3u);
-	for (Lease *l : {&a, &b, &c})
+	for (RawRef *l : {&a, &b, &c})
 		cr_assert_eq(f.cache->put(l->entry), 0);
 	cr_assert_eq(stats(*f.cache).hits, 2u);
 	cr_assert_eq(f.reg.regs(), 1u);
@@ -212,12 +212,12 @@ Test(cache_memo, memo_hit_hands_out_the_entry_registration)
 Test(cache_memo, invalidated_held_entry_is_not_returned_again)
 {
 	Fixture f;
-	Lease a = f.get(f.at(1), 64);
-	Lease a2 = f.get(f.at(1), 64); // memoised, count 2
+	RawRef a = f.get(f.at(1), 64);
+	RawRef a2 = f.get(f.at(1), 64); // memoised, count 2
 	cr_assert_eq(a.entry, a2.entry);
 	auto s = reinterpret_cast<uintptr_t>(f.at(1));
 	cr_assert_eq(f.cache->invalidate(Iface::host, s, s + 1), 1);
-	Lease b = f.get(f.at(1), 64); // the memo still names a: it must not answer
+	RawRef b = f.get(f.at(1), 64); // the memo still names a: it must not answer
 	cr_assert_neq(b.entry, a.entry);
 	cr_assert_neq(b.key, a.key);
 	cr_assert_eq(f.reg.regs(), 2u);
@@ -230,7 +230,7 @@ Test(cache_memo, invalidated_held_entry_is_not_returned_again)
 Test(cache_memo, recycled_entry_never_answers_for_its_old_range)
 {
 	Fixture f;
-	Lease a = f.get(f.at(3), 64);
+	RawRef a = f.get(f.at(3), 64);
 	Entry *old = a.entry;
 	uint64_t old_key = a.key;
 	cr_assert_eq(f.cache->put(old), 0);
@@ -238,13 +238,13 @@ Test(cache_memo, recycled_entry_never_answers_for_its_old_range)
 	cr_assert_eq(f.cache->put(old), 0);
 	auto s = reinterpret_cast<uintptr_t>(f.at(3));
 	cr_assert_eq(f.cache->invalidate(Iface::host, s, s + page()), 1); // released to the pool
-	Lease b = f.get(f.at(9), 64); // another range gets the same memory
+	RawRef b = f.get(f.at(9), 64); // another range gets the same memory
 	cr_assert_eq(b.entry, old, "the pool hands the freed entry out again (this test needs that)");
-	Lease c = f.get(f.at(3), 64); // the memo slot for page 3 still names `old`
+	RawRef c = f.get(f.at(3), 64); // the memo slot for page 3 still names `old`
 	cr_assert_neq(c.entry, old);
 	cr_assert_neq(c.key, old_key);
 	cr_assert(c.range.covers(s, s + 64));
-	assert_lease_is_entry(c);
+	assert_ref_is_entry(c);
 	cr_assert_eq(f.reg.regs(), 3u);
 	cr_assert_eq(f.cache->put(b.entry), 0);
 	cr_assert_eq(f.cache->put(c.entry), 0);
@@ -253,10 +253,10 @@ Test(cache_memo, recycled_entry_never_answers_for_its_old_range)
 Test(cache_memo, put_of_unheld_entry_keeps_it_usable)
 {
 	Fixture f;
-	Lease a = f.get(f.at(0), 64);
+	RawRef a = f.get(f.at(0), 64);
 	cr_assert_eq(f.cache->put(a.entry), 0);
 	cr_assert_eq(f.cache->put(a.entry), -HMEMREG_EINVAL);
-	Lease b = f.get(f.at(0), 64); // still cached, still hits
+	RawRef b = f.get(f.at(0), 64); // still cached, still hits
 	cr_assert_eq(b.entry, a.entry);
 	cr_assert_eq(f.reg.regs(), 1u);
 	cr_assert_eq(f.cache->put(b.entry), 0);
@@ -265,8 +265,8 @@ Test(cache_memo, put_of_unheld_entry_keeps_it_usable)
 Test(cache_memo, put_from_another_thread_takes_the_count_back)
 {
 	Fixture f;
-	Lease a = f.get(f.at(4), 64);
-	Lease b = f.get(f.at(4), 64);
+	RawRef a = f.get(f.at(4), 64);
+	RawRef b = f.get(f.at(4), 64);
 	cr_assert_eq(a.entry->count(), 2u);
 	int rc1 = -1, rc2 = -1, rc3 = -1;
 	std::thread([&] {
@@ -282,7 +282,7 @@ Test(cache_memo, put_from_another_thread_takes_the_count_back)
 	for (unsigned s = 0; s < kCountShards; s++)
 		sum += a.entry->cell(s).count.load();
 	cr_assert_eq(sum, 0, "the counters sum to zero (the putter's went below zero)");
-	Lease c = f.get(f.at(4), 64); // still cached
+	RawRef c = f.get(f.at(4), 64); // still cached
 	cr_assert_eq(c.entry, a.entry);
 	cr_assert_eq(f.cache->put(c.entry, c.shard), 0);
 }
@@ -290,9 +290,9 @@ Test(cache_memo, put_from_another_thread_takes_the_count_back)
 Test(cache_memo, reference_of_another_thread_keeps_invalidated_entry_registered)
 {
 	Fixture f;
-	Lease a = f.get(f.at(5), 64);
+	RawRef a = f.get(f.at(5), 64);
 	cr_assert_eq(f.cache->put(a.entry, a.shard), 0);
-	Lease b;
+	RawRef b;
 	std::thread([&] { b = f.get(f.at(5), 64); }).join(); // memo hit, counted on that thread's shard
 	cr_assert_eq(b.entry, a.entry);
 	cr_assert_neq(b.shard, a.shard, "this test needs two shards");

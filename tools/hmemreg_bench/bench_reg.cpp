@@ -59,21 +59,13 @@ int bench_reg(int argc, char **argv)
 	pr.section("reg: cold registration vs cache miss vs cache hit (ns per op), host memory");
 	int bad = 0;
 	for (const auto &prov : provs) {
-		Domain f;
-		int rc = f.open(prov);
-		if (rc) {
-			std::fprintf(stderr, "hmemreg_bench reg: provider %s: %s\n", prov.c_str(), fi_strerror(-rc));
+		CachedDomain cd;
+		if (cd.open("hmemreg_bench reg", prov, "bench-reg")) {
 			bad++;
 			continue;
 		}
-		hmemreg_cache_config cfg;
-		hmemreg_cache_config_init(&cfg);
-		std::snprintf(cfg.name, sizeof(cfg.name), "bench-reg");
-		hmemreg_cache *c = nullptr;
-		if ((rc = hmemreg_cache_create_fabric(f.domain, &cfg, &c))) {
-			std::fprintf(stderr, "hmemreg_bench reg: cache: %s\n", hmemreg_strerror(rc));
-			return 1;
-		}
+		const Domain &f = cd.dom;
+		hmemreg_cache *c = cd.cache;
 		for (uint64_t sz : sizes) {
 			void *p = ::mmap(nullptr, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 			if (p == MAP_FAILED) {
@@ -84,41 +76,21 @@ int bench_reg(int argc, char **argv)
 			}
 			std::memset(p, 1, sz); // fault in: registration cost, not page faults
 			long n = sz >= (16 << 20) ? std::max(10L, iters / 10) : iters;
-			hmemreg_mr warm; // first use starts the monitor: not part of a miss
-			if (hmemreg_mr_get(c, p, sz, &warm) == 0)
-				hmemreg_mr_put(c, &warm);
-			double cold = ns_per(n, [&] {
-				fid_mr *mr;
-				if (fi_mr_reg(f.domain, p, sz, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV,
-					      0, 0, 0, &mr, nullptr))
-					return false;
-				return fi_close(&mr->fid) == 0;
-			});
-			double miss = ns_per(n, [&] {
-				hmemreg_cache_invalidate(c, HMEMREG_IFACE_HOST, p, sz);
-				hmemreg_mr m;
-				if (hmemreg_mr_get(c, p, sz, &m))
-					return false;
-				return hmemreg_mr_put(c, &m) == 0;
-			});
-			double hit = ns_per(iters * 100, [&] {
-				hmemreg_mr m;
-				if (hmemreg_mr_get(c, p, sz, &m))
-					return false;
-				return hmemreg_mr_put(c, &m) == 0;
-			});
-			const char *cases[] = {"cold", "miss", "hit"};
-			double v[] = {cold, miss, hit};
-			for (int k = 0; k < 3; k++) {
-				Row r;
-				r.add("bench", "reg").add("impl", k == 0 ? "provider" : "hmemreg").add("provider", prov);
-				r.add("mem", "host").add("bytes", static_cast<long long>(sz)).add("case", cases[k]);
-				r.add("ns_per_op", v[k]).add("cold_over_this", v[k] > 0 ? cold / v[k] : -1.0);
-				pr.print(r);
-			}
+			const ColdMissHit v = measure_cold_miss_hit(
+				c, HMEMREG_IFACE_HOST, p, sz, n, iters * 100,
+				[&] {
+					fid_mr *mr;
+					if (fi_mr_reg(f.domain, p, sz,
+						      FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV, 0, 0,
+						      0, &mr, nullptr))
+						return false;
+					return fi_close(&mr->fid) == 0;
+				},
+				[&](hmemreg_mr &m) { return hmemreg_mr_get(c, p, sz, &m); });
+			if (!print_cold_miss_hit(pr, prov, "host", sz, v))
+				bad++;
 			::munmap(p, sz);
 		}
-		hmemreg_cache_destroy(c);
 	}
 	return bad ? 1 : 0;
 }

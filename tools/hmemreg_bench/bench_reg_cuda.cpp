@@ -35,6 +35,7 @@
 #include "bench_reg.hpp"
 #include "domain.hpp"
 #include "cuda_driver.hpp"
+#include "hmemreg/fabric_compat.h"
 #include "hmemreg/hmemreg.h"
 
 namespace hmemreg::bench {
@@ -42,29 +43,6 @@ namespace hmemreg::bench {
 namespace {
 
 using Options = RegOptions;
-
-// What libfabric 1.20 added for DMA-BUF registration, for a build against
-// Debian's 1.17 headers (fi_domain.h of 1.20+: the public ABI).
-#ifdef FI_MR_DMABUF
-constexpr uint64_t kMrDmabuf = FI_MR_DMABUF;
-using DmabufRange = fi_mr_dmabuf;
-#else
-constexpr uint64_t kMrDmabuf = 1ULL << 40;
-struct DmabufRange {
-	int fd;
-	uint64_t offset;
-	size_t len;
-	void *base_addr;
-};
-#endif
-constexpr uint32_t kApi1_20 = FI_VERSION(1, 20);
-
-// fi_mr_attr with room for the fields newer API versions append (a
-// provider reads them at the version the fabric was opened with).
-struct MrAttrStorage {
-	fi_mr_attr attr{};
-	uint64_t newer[8]{};
-};
 
 // The CUDA allocation holding p: [base, base + size).
 struct Allocation {
@@ -105,18 +83,17 @@ int reg_range(const Domain &d, void *p, size_t n, fi_hmem_iface iface, int devic
 	      uintptr_t base = 0)
 {
 	iovec iov{p, n};
-	MrAttrStorage storage;
+	hmemreg_fi_mr_attr storage{};
 	fi_mr_attr &attr = storage.attr;
-	DmabufRange dmabuf{};
+	hmemreg_fi_mr_dmabuf_t dmabuf{};
 	uint64_t flags = 0;
 	if (fd >= 0) {
 		dmabuf.fd = fd;
 		dmabuf.offset = reinterpret_cast<uintptr_t>(p) - base;
 		dmabuf.len = n;
 		dmabuf.base_addr = reinterpret_cast<void *>(base);
-		// In 1.20+ headers mr_iov and dmabuf share the first member (a union).
-		attr.mr_iov = reinterpret_cast<const iovec *>(&dmabuf);
-		flags = kMrDmabuf;
+		hmemreg_fi_mr_attr_set_dmabuf(&storage, &dmabuf);
+		flags = HMEMREG_FI_MR_DMABUF;
 	} else {
 		attr.mr_iov = &iov;
 	}
@@ -187,7 +164,7 @@ int run_cuda(const Options &o, Printer &out)
 			std::fprintf(stderr, "reg: provider %s offers FI_HMEM but does not register CUDA memory\n",
 				     fab.info->fabric_attr->prov_name);
 	}
-	bool dmabuf = hmem && fab.info->fabric_attr->api_version >= kApi1_20;
+	bool dmabuf = hmem && fab.info->fabric_attr->api_version >= HMEMREG_FI_API_DMABUF;
 	const char *prov = have_fab ? fab.info->fabric_attr->prov_name : o.providers.front().c_str();
 	// The cache over the in-memory registrar when the provider cannot reach
 	// CUDA memory: what is measured is the cache and its buffer-ID check.
@@ -198,7 +175,8 @@ int run_cuda(const Options &o, Printer &out)
 	int rc = hmem ? hmemreg_cache_create_fabric_info(fab.domain, fab.info, &cfg, &cache)
 		      : hmemreg_cache_create_memory(&cfg, &cache);
 	if (rc) {
-		std::fprintf(stderr, "reg: cache: %s\n", hmemreg_strerror(rc));
+		std::fprintf(stderr, "hmemreg_bench reg --mem cuda: provider %s: registration cache: %s (%d)\n", prov,
+			     hmemreg_strerror(rc), rc);
 		return 1;
 	}
 	for (size_t n : o.sizes) {

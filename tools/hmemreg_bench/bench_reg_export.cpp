@@ -18,28 +18,10 @@
 #include "bench.hpp"
 #include "bench_reg.hpp"
 #include "domain.hpp"
+#include "hmemreg/fabric_compat.h"
 #include "hmemreg/hmemreg.h"
 
 namespace hmemreg::bench {
-
-namespace {
-
-// libfabric 1.20's FI_MR_DMABUF and struct fi_mr_dmabuf, for builds against
-// older headers (the runtime is what matters: API >= 1.20).
-constexpr uint64_t kMrDmabuf = 1ULL << 40;
-struct DmabufRange {
-	int fd;
-	uint64_t offset;
-	size_t len;
-	void *base_addr;
-};
-// fi_mr_attr with room for the fields newer API versions read.
-struct MrAttrRoom {
-	fi_mr_attr attr;
-	char room[256];
-};
-
-} // namespace
 
 int reg_export_main(const RegOptions &o, Printer &out)
 {
@@ -47,7 +29,7 @@ int reg_export_main(const RegOptions &o, Printer &out)
 	if (sizes.empty())
 		sizes = {64 << 10, 1 << 20, 8 << 20};
 	const long iters = o.iters ? o.iters : 100;
-	if (hmemreg_fabric_api_version() < FI_VERSION(1, 20)) {
+	if (hmemreg_fabric_api_version() < HMEMREG_FI_API_DMABUF) {
 		std::fprintf(stderr, "hmemreg_bench reg --mem export: libfabric API < 1.20 here (no FI_MR_DMABUF): "
 				     "put libfabric >= 1.20 on LD_LIBRARY_PATH\n");
 		return 1;
@@ -56,76 +38,44 @@ int reg_export_main(const RegOptions &o, Printer &out)
 		    "(FI_MR_DMABUF)");
 	int bad = 0;
 	for (const auto &prov : o.providers) {
-		Domain f;
-		int rc = f.open(prov);
-		if (rc) {
-			std::fprintf(stderr, "hmemreg_bench reg: provider %s: %s\n", prov.c_str(), fi_strerror(-rc));
+		CachedDomain cd;
+		if (cd.open("hmemreg_bench reg --mem export", prov, "bench-reg-export")) {
 			bad++;
 			continue;
 		}
-		hmemreg_cache_config cfg;
-		hmemreg_cache_config_init(&cfg);
-		std::snprintf(cfg.name, sizeof(cfg.name), "bench-reg-export");
-		hmemreg_cache *c = nullptr;
-		if ((rc = hmemreg_cache_create_fabric_info(f.domain, f.info, &cfg, &c))) {
-			std::fprintf(stderr, "hmemreg_bench reg: cache: %s\n", hmemreg_strerror(rc));
-			return 1;
-		}
+		const Domain &f = cd.dom;
+		hmemreg_cache *c = cd.cache;
 		for (uint64_t sz : sizes) {
 			hmemreg_export_t *x = nullptr;
-			if ((rc = hmemreg_export_devmem(sz, &x))) {
-				std::fprintf(stderr, "hmemreg_bench reg: export of %llu bytes: %s\n",
-					     static_cast<unsigned long long>(sz), hmemreg_export_last_error());
+			if (int rc = hmemreg_export_devmem(sz, &x)) {
+				std::fprintf(stderr, "hmemreg_bench reg --mem export: hmemreg_export_devmem(%llu bytes): %s (%d)\n",
+					     static_cast<unsigned long long>(sz), hmemreg_export_last_error(), rc);
 				bad++;
 				continue;
 			}
 			void *addr = hmemreg_export_addr(x);
 			long n = sz >= (8 << 20) ? std::max(10L, iters / 10) : iters;
-			hmemreg_mr warm;
-			if (hmemreg_mr_get_export(c, x, 0, sz, &warm) == 0)
-				hmemreg_mr_put(c, &warm);
-			double cold = ns_per(n, [&] {
-				DmabufRange d{hmemreg_export_fd(x), 0, sz, addr};
-				MrAttrRoom a;
-				std::memset(&a, 0, sizeof(a));
-				a.attr.mr_iov = reinterpret_cast<const iovec *>(&d); // the 1.20 union
-				a.attr.iov_count = 1;
-				a.attr.access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
-				a.attr.iface = FI_HMEM_SYSTEM;
-				fid_mr *mr;
-				if (fi_mr_regattr(f.domain, &a.attr, kMrDmabuf, &mr))
-					return false;
-				return fi_close(&mr->fid) == 0;
-			});
-			double miss = ns_per(n, [&] {
-				hmemreg_cache_invalidate(c, HMEMREG_IFACE_KMOD_EXPORT, addr, sz);
-				hmemreg_mr m;
-				if (hmemreg_mr_get_export(c, x, 0, sz, &m))
-					return false;
-				return hmemreg_mr_put(c, &m) == 0;
-			});
-			double hit = ns_per(iters * 100, [&] {
-				hmemreg_mr m;
-				if (hmemreg_mr_get_export(c, x, 0, sz, &m))
-					return false;
-				return hmemreg_mr_put(c, &m) == 0;
-			});
-			const char *cases[] = {"cold", "miss", "hit"};
-			double v[] = {cold, miss, hit};
-			for (int k = 0; k < 3; k++) {
-				Row r;
-				r.add("bench", "reg").add("impl", k == 0 ? "provider" : "hmemreg").add("provider", prov);
-				r.add("mem", "export").add("bytes", static_cast<long long>(sz)).add("case", cases[k]);
-				r.add("ns_per_op", v[k]).add("cold_over_this", v[k] > 0 ? cold / v[k] : -1.0);
-				out.print(r);
-			}
-			if (v[0] < 0 || v[1] < 0 || v[2] < 0)
+			const ColdMissHit v = measure_cold_miss_hit(
+				c, HMEMREG_IFACE_KMOD_EXPORT, addr, sz, n, iters * 100,
+				[&] {
+					hmemreg_fi_mr_dmabuf_t d{hmemreg_export_fd(x), 0, sz, addr};
+					hmemreg_fi_mr_attr a{};
+					hmemreg_fi_mr_attr_set_dmabuf(&a, &d);
+					a.attr.iov_count = 1;
+					a.attr.access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
+					a.attr.iface = FI_HMEM_SYSTEM;
+					fid_mr *mr;
+					if (fi_mr_regattr(f.domain, &a.attr, HMEMREG_FI_MR_DMABUF, &mr))
+						return false;
+					return fi_close(&mr->fid) == 0;
+				},
+				[&](hmemreg_mr &m) { return hmemreg_mr_get_export(c, x, 0, sz, &m); });
+			if (!print_cold_miss_hit(out, prov, "export", sz, v))
 				bad++;
 			hmemreg_cache_flush(c);
 			if (hmemreg_export_free(x))
 				bad++;
 		}
-		hmemreg_cache_destroy(c);
 	}
 	return bad ? 1 : 0;
 }

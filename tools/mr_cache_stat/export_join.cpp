@@ -37,19 +37,6 @@ std::string importers_text(const Export &e)
 	return o.empty() ? "-" : o;
 }
 
-Json attachments_json(const Export &e)
-{
-	Json att = Json::array();
-	for (const auto &a : e.attachments)
-		att.push_back({{"device", a.device},
-			       {"pid", a.pid},
-			       {"comm", a.comm},
-			       {"pinned", a.pinned},
-			       {"mapped", a.mapped},
-			       {"dynamic", a.dynamic}});
-	return att;
-}
-
 Json kernel_side_json(const Export &e)
 {
 	return {{"provider", provider_name(e.provider)},
@@ -160,16 +147,15 @@ Json exports_json(const Sample &s, const ExportJoin &j)
 		o["id"] = e->id;
 		unexplained.push_back(std::move(o));
 	}
-	Json kernel = s.loaded ? Json{{"loaded", true}} : Json{{"loaded", false}, {"error", s.why}};
-	return {{"schema", 1},
-		{"time", s.time},
-		{"view", "exports"},
-		{"kernel", kernel},
-		{"exports", rows},
-		{"missing_in_kernel", j.missing},
-		{"unexplained", unexplained},
-		{"unlisted", j.unlisted},
-		{"old_blocks", j.old_blocks}};
+	Json o = record_head(s);
+	o["view"] = "exports";
+	o["kernel"] = s.loaded ? Json{{"loaded", true}} : Json{{"loaded", false}, {"error", s.why}};
+	o["exports"] = rows;
+	o["missing_in_kernel"] = j.missing;
+	o["unexplained"] = unexplained;
+	o["unlisted"] = j.unlisted;
+	o["old_blocks"] = j.old_blocks;
+	return o;
 }
 
 } // namespace mr_cache_stat

@@ -64,14 +64,6 @@ Json kernel_json(const Sample &s)
 		stats[k] = v;
 	Json exports = Json::array();
 	for (const auto &e : l.exports) {
-		Json att = Json::array();
-		for (const auto &a : e.attachments)
-			att.push_back({{"device", a.device},
-				       {"pid", a.pid},
-				       {"comm", a.comm},
-				       {"pinned", a.pinned},
-				       {"mapped", a.mapped},
-				       {"dynamic", a.dynamic}});
 		exports.push_back({{"id", e.id},
 				   {"provider", provider_name(e.provider)},
 				   {"orphaned", (e.state & HMEMREG_EXP_STATE_ORPHANED) != 0},
@@ -84,18 +76,34 @@ Json kernel_json(const Sample &s)
 				   {"pins_live", e.pins_live},
 				   {"maps_live", e.maps_live},
 				   {"pins_total", e.pins_total},
-				   {"attachments", att}});
+				   {"attachments", attachments_json(e)}});
 	}
 	return {{"loaded", true}, {"stats", stats}, {"exports", exports}};
 }
 
 } // namespace
 
+Json record_head(const Sample &s)
+{
+	return {{"schema", 1}, {"time", s.time}};
+}
+
+Json attachments_json(const Export &e)
+{
+	Json att = Json::array();
+	for (const auto &a : e.attachments)
+		att.push_back({{"device", a.device},
+			       {"pid", a.pid},
+			       {"comm", a.comm},
+			       {"pinned", a.pinned},
+			       {"mapped", a.mapped},
+			       {"dynamic", a.dynamic}});
+	return att;
+}
+
 Json sample_json(const Sample &s, const RateBook &rates)
 {
-	Json o;
-	o["schema"] = 1;
-	o["time"] = s.time;
+	Json o = record_head(s);
 	if (s.processes) {
 		Json procs = Json::array();
 		for (const auto &p : s.scan.live) {

@@ -15,6 +15,14 @@ using Json = nlohmann::ordered_json;
 // {"schema":1,"time":...,"processes":[...],"ignored_blocks":{...},"kernel":{...}}
 Json sample_json(const Sample &s, const RateBook &rates);
 
+// What every record starts with: {"schema":1,"time":...} (the --exports
+// view's records too).
+Json record_head(const Sample &s);
+
+// An export's importers as the ledger lists them: [{"device":...,"pid":...,
+// "comm":...,"pinned":...,"mapped":...,"dynamic":...}, ...].
+Json attachments_json(const Export &e);
+
 // Print one record as one line.
 void print_json(const Json &record);
 

@@ -81,6 +81,18 @@ void Rail::abandon()
 	std::lock_guard l(mu_);
 	if (!ep_.get())
 		return;
+	// The domain stays open, but what the registration cache keeps
+	// registered for reuse must not: a remote peer could still write into
+	// memory the application frees after the engine is gone, and nobody
+	// would ever deregister it (LeakSanitizer reports each such MR: the
+	// cache's entries live in mmap'd pools it does not scan). Closing an MR
+	// never touches the endpoint. With no region left on this domain the
+	// cache goes, its monitor with it; otherwise its unused entries do (what
+	// the surviving regions hold stays registered, as the domain stays open).
+	if (dom_.use_count() == 1)
+		dom_->cache.reset();
+	else
+		dom_->cache->flush_unused();
 	auto k = std::make_unique<Kept>(Kept{dom_, std::move(cq_), std::move(av_), std::move(ctrl_mem_),
 					     std::move(ctrl_mr_), std::move(ep_), std::move(recv_slots_),
 					     std::move(send_slots_)});

@@ -47,6 +47,11 @@ std::string RailCache::address_path_reason() const
 	return registrar_->paths().why_address;
 }
 
+void RailCache::flush_unused()
+{
+	cache_->flush();
+}
+
 std::string RailCache::describe() const
 {
 	switch (cache_->monitor_kind()) {

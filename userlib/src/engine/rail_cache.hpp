@@ -39,6 +39,8 @@ public:
 	// Why device memory registered by address although FI_MR_DMABUF was
 	// usable (the provider refused it, an export failed); empty otherwise.
 	std::string address_path_reason() const;
+	// Deregister every registration no one holds (Rail::abandon).
+	void flush_unused();
 
 private:
 	std::unique_ptr<mr::Cache> cache_;

@@ -47,7 +47,7 @@ int make(std::unique_ptr<Registrar> reg, const hmemreg_cache_config *cfg, hmemre
 // handle_ is the entry with the counter shard in its low bits (entries are
 // 64-byte aligned): the put takes the reference back where the get put it.
 static_assert(kCountShards <= 64);
-void fill(hmemreg_mr *out, const Lease &l)
+void fill(hmemreg_mr *out, const RawRef &l)
 {
 	out->handle_ = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(l.entry) | l.shard);
 	out->mr = static_cast<fid_mr *>(l.handle);
@@ -138,7 +138,7 @@ struct Args {
 };
 
 // What the hit path does not do: misses, checked hits, NO_CACHE, errors.
-// Out of line, and the only place a Request and a Lease live in memory.
+// Out of line, and the only place a Request and a RawRef live in memory.
 __attribute__((noinline)) int get_slow(hmemreg_cache *cache, Args a, hmemreg_mr *out)
 {
 	Request r;
@@ -151,7 +151,7 @@ __attribute__((noinline)) int get_slow(hmemreg_cache *cache, Args a, hmemreg_mr 
 		r.dmabuf_offset = a.req->dmabuf_offset;
 		r.flags = a.req->flags;
 	}
-	Lease l;
+	RawRef l;
 	try {
 		int rc = cache->core->get_slow(r, l);
 		if (rc)

@@ -178,7 +178,7 @@ Monitor *Cache::monitor_for(Iface iface) const
 
 // ---------------------------------------------------------------- hit path
 
-void Cache::lease_of(Entry *c, Lease &out)
+void Cache::raw_ref_of(Entry *c, RawRef &out)
 {
 	out.entry = c;
 	out.range = c->range;
@@ -189,7 +189,7 @@ void Cache::lease_of(Entry *c, Lease &out)
 }
 
 // Slow lookup: the index under the read side; refills the memo.
-Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts)
+Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, const ThreadState &ts)
 {
 	ReadGuard g(lock_);
 	Entry *c = find_cover_locked(req.iface, req.device, s, e);
@@ -198,7 +198,7 @@ Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out, c
 	out.shard = ts.shard;
 	c->add_count(ts, 1); // in the index; writers wait for us
 	Memo::fill(memo_.set_for(req.iface, req.device, s), *c);
-	lease_of(c, out);
+	raw_ref_of(c, out);
 	return c;
 }
 
@@ -261,7 +261,7 @@ void Cache::drop_stale(Entry *c, unsigned shard)
 }
 
 // Everything get() does not do inline (request already validated).
-int Cache::get_slow(const Request &req, Lease &out)
+int Cache::get_slow(const Request &req, RawRef &out)
 {
 	uintptr_t s = reinterpret_cast<uintptr_t>(req.addr);
 	uintptr_t e = s + req.len;
@@ -291,7 +291,7 @@ int Cache::get_slow(const Request &req, Lease &out)
 
 int Cache::get(const Request &req, Entry *&out)
 {
-	Lease l;
+	RawRef l;
 	int rc = get(req, l);
 	if (rc == 0)
 		out = l.entry;
@@ -300,7 +300,7 @@ int Cache::get(const Request &req, Entry *&out)
 
 int Cache::get(const Request &req, Ref &out)
 {
-	Lease l;
+	RawRef l;
 	int rc = get(req, l);
 	if (rc == 0)
 		out = Ref(this, l.entry, l.shard);
@@ -408,7 +408,7 @@ void Cache::count_uncached(hmemreg_uncached_reason why)
 	StatsSlot::add(s->uncached_by[why], 1);
 }
 
-int Cache::register_uncached(const Request &req, Lease &out, hmemreg_uncached_reason why)
+int Cache::register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why)
 {
 	Range r = extent_of(req);
 	EntryPtr owned = make_entry(req, r);
@@ -427,12 +427,12 @@ int Cache::register_uncached(const Request &req, Lease &out, hmemreg_uncached_re
 	count_uncached(why);
 	publish_gauges_locked();
 	lock_.unlock();
-	lease_of(e, out);
+	raw_ref_of(e, out);
 	out.shard = ts.shard;
 	return 0;
 }
 
-int Cache::miss(const Request &req, Lease &out, uint64_t clock0)
+int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 {
 	auto *s = stats_->raw();
 	StatsSlot::add(s->misses, 1);
@@ -470,7 +470,7 @@ int Cache::miss(const Request &req, Lease &out, uint64_t clock0)
 			mon->unsubscribe(*e);
 		registrar_->dereg(e->reg);
 		StatsSlot::add(s->deregistrations, 1);
-		lease_of(other, out);
+		raw_ref_of(other, out);
 		out.shard = ts.shard;
 		return 0;
 	}
@@ -524,7 +524,7 @@ int Cache::miss(const Request &req, Lease &out, uint64_t clock0)
 	if (cache_it) // the next get of this request hits without the index
 		Memo::fill(memo_.set_for(req.iface, req.device, reinterpret_cast<uintptr_t>(req.addr)), *e);
 	release_entries(released);
-	lease_of(e, out);
+	raw_ref_of(e, out);
 	out.shard = ts.shard;
 	return 0;
 }

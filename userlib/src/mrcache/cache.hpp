@@ -97,14 +97,14 @@ public:
 	Cache &operator=(const Cache &) = delete;
 
 	// A registration covering the request, referenced. 0 or -HMEMREG_E*.
-	// The Lease form also returns copies of range and registration (what
+	// The RawRef form also returns copies of range and registration (what
 	// the C API hands out) without touching the entry's second line.
-	int get(const Request &req, Lease &out);
+	int get(const Request &req, RawRef &out);
 	int get(const Request &req, Entry *&out);
 	int get(const Request &req, Ref &out);
 	// Release one reference. 0; -HMEMREG_EINVAL (null, not ours, count
 	// already 0); -HMEMREG_ESTALE (taken in the parent before fork).
-	// With the Lease's shard, a put from another thread than the get's
+	// With the RawRef's shard, a put from another thread than the get's
 	// takes the count back where it was added (one line, not a search).
 	int put(Entry *e);
 	int put(Entry *e, unsigned shard);
@@ -114,13 +114,13 @@ public:
 	// After kPutOrphan: the last reference may be gone; release if so.
 	void release_orphan(Entry *e);
 
-	// The two halves of get() (for the C API, which keeps the hit's Lease
+	// The two halves of get() (for the C API, which keeps the hit's RawRef
 	// in registers). try_hit: the lock-free hit, inline; true with out
 	// filled and a reference counted, false with nothing counted. get_slow:
 	// everything else (request validated; probes the memo again).
 	template <typename Out>
 	bool try_hit(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Out &out);
-	int get_slow(const Request &req, Lease &out);
+	int get_slow(const Request &req, RawRef &out);
 
 	// Drop entries of iface overlapping [start, end) (all devices).
 	// Returns how many left the index.
@@ -171,11 +171,11 @@ private:
 	void drop_stale(Entry *c, unsigned shard);
 	int put_slow(Entry *e, unsigned shard);
 	static bool uncount(Entry *e, unsigned hint, uint32_t now, const ThreadState &ts);
-	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, Lease &out, const ThreadState &ts);
-	static void lease_of(Entry *c, Lease &out);
+	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, const ThreadState &ts);
+	static void raw_ref_of(Entry *c, RawRef &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
-	int miss(const Request &req, Lease &out, uint64_t clock0);
-	int register_uncached(const Request &req, Lease &out, hmemreg_uncached_reason why);
+	int miss(const Request &req, RawRef &out, uint64_t clock0);
+	int register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why);
 	void count_uncached(hmemreg_uncached_reason why);
 	int do_register(const Request &req, Range r, Registration &out);
 	EntryPtr make_entry(const Request &req, Range r);

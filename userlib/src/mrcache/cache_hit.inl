@@ -11,13 +11,13 @@ namespace hmemreg::mr {
 
 // ---- hit path, inline (the C API's get and put compile into one call each)
 // Forced: the C API functions are the only callers that matter, and a
-// call with its register saves and a Lease in memory was a fifth of a hit.
+// call with its register saves and a RawRef in memory was a fifth of a hit.
 #define HMEMREG_HIT_PATH inline __attribute__((always_inline))
 
 // A hit on the memo: count a reference, then check the entry is still
 // cached in the same life (the handshake in entry.hpp); if not, give it
 // back. st: the state seen (its flags say which checks the hit needs).
-// Out: a Lease, or the C API's output (c_api.cpp). view() takes the
+// Out: a RawRef, or the C API's output (c_api.cpp). view() takes the
 // slot's copies at once (the caller's output, not registers, holds them
 // while the entry is checked: on a miss, the slow path writes them again);
 // held() completes a hit.
@@ -73,7 +73,7 @@ HMEMREG_HIT_PATH bool Cache::try_hit(Iface iface, uint64_t device, uintptr_t s, 
 	return true;
 }
 
-HMEMREG_HIT_PATH int Cache::get(const Request &req, Lease &out)
+HMEMREG_HIT_PATH int Cache::get(const Request &req, RawRef &out)
 {
 	uintptr_t s = reinterpret_cast<uintptr_t>(req.addr);
 	if (!req.addr || !req.len || s + req.len < s || static_cast<uint32_t>(req.iface) >= HMEMREG_IFACE_MAX)

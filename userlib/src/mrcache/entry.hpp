@@ -273,9 +273,10 @@ static_assert(kChunkMapped <= kChunkAlign);
 static_assert(kSharedShard == kCountShards - 1, "every shard but the shared one can be owned");
 static_assert(kShardShift + kCountShards <= kLifeShift, "shard bits below the life bits");
 
-// What a get hands out: the entry (for put) and copies of what the caller
+// A reference without a destructor (mr::Ref is the one that puts itself):
+// what a get hands out, the entry (for put) and copies of what the caller
 // needs, taken from the memo slot on a hit so the entry's line 1 stays cold.
-struct Lease {
+struct RawRef {
 	Entry *entry = nullptr;
 	Range range;
 	void *handle = nullptr;

@@ -23,6 +23,7 @@
 #include "hmemreg/hmemreg.h"
 #include "kmod_device.hpp"
 #include "mrcache/cache.hpp"
+#include "mrcache/kmod_monitor.hpp"
 #include "mrcache/monitor.hpp"
 #include "unique_fd.hpp"
 
@@ -54,18 +55,6 @@ int fail(int code, const std::string &why)
 {
 	t_error = why;
 	return -code;
-}
-
-Cause cause_of(uint32_t reason)
-{
-	switch (reason) {
-	case HMEMREG_EV_UNMAP:
-		return Cause::unmap;
-	case HMEMREG_EV_CLEAR:
-		return Cause::clear;
-	default:
-		return Cause::other;
-	}
 }
 
 // Entries of an export check its generation word on every hit.
@@ -460,7 +449,7 @@ void ExportTable::event_loop()
 					continue;
 				auto it = by_cookie_.find(ev[i].cookie);
 				if (it != by_cookie_.end())
-					drop.emplace_back(it->second->id, cause_of(ev[i].reason));
+					drop.emplace_back(it->second->id, event_cause(ev[i].reason));
 			}
 		}
 		for (auto &[id, cause] : drop)

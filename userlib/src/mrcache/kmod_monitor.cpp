@@ -13,9 +13,7 @@
 
 namespace hmemreg::mr {
 
-namespace {
-
-Cause cause_of(uint32_t reason)
+Cause event_cause(uint32_t reason)
 {
 	switch (reason) {
 	case HMEMREG_EV_UNMAP:
@@ -26,8 +24,6 @@ Cause cause_of(uint32_t reason)
 		return Cause::other;
 	}
 }
-
-} // namespace
 
 int KmodMonitor::open(std::shared_ptr<Monitor> &out)
 {
@@ -150,7 +146,7 @@ void KmodMonitor::sync(MonitorSink &c)
 		size_t k = static_cast<size_t>(n) / sizeof(hmemreg_event);
 		c.count_events(k);
 		for (size_t i = 0; i < k; i++)
-			c.notify_entry(Iface::host, 0, ev[i].addr, ev[i].cookie, cause_of(ev[i].reason));
+			c.notify_entry(Iface::host, 0, ev[i].addr, ev[i].cookie, event_cause(ev[i].reason));
 	}
 }
 

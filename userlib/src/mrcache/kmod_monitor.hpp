@@ -21,6 +21,10 @@
 
 namespace hmemreg::mr {
 
+// Why hmemreg.ko dropped a watch (an event's reason, HMEMREG_EV_*), as a
+// cache invalidation cause (also the export table's events).
+Cause event_cause(uint32_t reason);
+
 class KmodMonitor final : public Monitor {
 public:
 	// 0, -HMEMREG_ENODEV/-HMEMREG_EACCES (no usable /dev/hmemreg),
