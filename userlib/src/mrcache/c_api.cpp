@@ -190,19 +190,27 @@ struct MrOut {
 
 // Both get entry points: the lock-free hit inline (Cache::try_hit), else
 // get_slow().
+// The lock-free hit: true with *out filled and a reference counted.
+__attribute__((always_inline)) inline bool hit(hmemreg_cache *cache, uintptr_t s, size_t len, Iface iface,
+					       uint64_t device, hmemreg_mr *out)
+{
+	MrOut o{out};
+	if (!cache->core->try_hit(iface, device, s, s + len, o))
+		return false;
+	out->handle_ = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(o.entry) | o.shard);
+	out->flags = HMEMREG_MR_CACHED;
+	out->reserved = 0;
+	return true;
+}
+
 __attribute__((always_inline)) inline int get(hmemreg_cache *cache, Args a, hmemreg_mr *out)
 {
 	uintptr_t s = reinterpret_cast<uintptr_t>(a.addr);
 	if (!a.addr || !a.len || s + a.len < s)
 		return -HMEMREG_EINVAL;
-	MrOut o{out};
-	if (!(a.req && (a.req->flags & HMEMREG_MR_NO_CACHE)) && cache->core->try_hit(a.iface, a.device, s, s + a.len, o))
-		[[likely]] {
-		out->handle_ = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(o.entry) | o.shard);
-		out->flags = HMEMREG_MR_CACHED;
-		out->reserved = 0;
+	if (!(a.req && (a.req->flags & HMEMREG_MR_NO_CACHE)) && hit(cache, s, a.len, a.iface, a.device, out))
+		[[likely]]
 		return 0;
-	}
 	return get_slow(cache, a, out);
 }
 
@@ -298,6 +306,11 @@ extern "C" int hmemreg_mr_get_export(struct hmemreg_cache *cache, const hmemreg_
 		return -HMEMREG_EINVAL;
 	}
 	Request r;
+	// A hit takes no lock: the export's live flag and generation word, then
+	// the cache's own hit (which checks that word again, after referencing).
+	if (export_hit_request(exp, offset, len, r) &&
+	    hit(cache, reinterpret_cast<uintptr_t>(r.addr), r.len, r.iface, r.device, out)) [[likely]]
+		return 0;
 	std::string why;
 	int rc = export_request(exp, offset, len, r, &why);
 	if (rc) {

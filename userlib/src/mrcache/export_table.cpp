@@ -28,8 +28,11 @@
 #include "unique_fd.hpp"
 
 // The C handle. Immutable after creation but for the fields the table
-// changes under its mutex when the export is freed.
+// changes under its mutex when the export is freed. A freed handle's memory
+// is kept (retired_), so that a get with it reads `live` false instead of
+// freed memory: the hit path checks it without the table's lock.
 struct hmemreg_export_handle {
+	std::atomic<bool> live{false}; // set once in the table, cleared when freed
 	uint64_t id = 0;     // ledger export id
 	uint64_t cookie = 0; // ours, echoed by the module's events
 	bool devmem = false;
@@ -114,6 +117,7 @@ private:
 	std::map<uint64_t, hmemreg_export_t *> by_id_, by_cookie_;
 	std::atomic<uint64_t> words_[kWords] = {}; // DEVMEM exports' generation words
 	std::vector<uint32_t> free_words_;
+	std::vector<std::unique_ptr<hmemreg_export_t>> retired_; // freed handles (see the struct)
 	uint32_t next_word_ = 0;
 	uint64_t next_gen_ = 1, next_cookie_ = 1;
 	bool events_ = false;
@@ -185,6 +189,7 @@ int ExportTable::add_locked(std::unique_ptr<hmemreg_export_t> x, hmemreg_export_
 	live_.insert(x.get());
 	by_id_[x->id] = x.get();
 	by_cookie_[x->cookie] = x.get();
+	x->live.store(true, std::memory_order_release);
 	*out = x.release();
 	return 0;
 }
@@ -347,6 +352,7 @@ int ExportTable::free(hmemreg_export_t *x)
 	{
 		std::lock_guard g(mu_);
 		live_.erase(x);
+		x->live.store(false, std::memory_order_release);
 		by_id_.erase(x->id);
 		by_cookie_.erase(x->cookie);
 		if (x->devmem) {
@@ -375,6 +381,8 @@ int ExportTable::free(hmemreg_export_t *x)
 	} else {
 		x->fd.reset();
 	}
+	std::lock_guard g(mu_);
+	retired_.push_back(std::move(owned));
 	return rc;
 }
 
@@ -476,6 +484,20 @@ const MemoryKind &export_memory_kind()
 {
 	static const ExportKind kind;
 	return kind;
+}
+
+bool export_hit_request(const void *exp, uint64_t offset, size_t len, Request &out) noexcept
+{
+	const auto *x = static_cast<const hmemreg_export_t *>(exp);
+	if (!x || !x->live.load(std::memory_order_acquire) ||
+	    x->gen_word->load(std::memory_order_acquire) != x->gen || len == 0 || offset > x->len ||
+	    len > x->len - offset)
+		return false;
+	out.addr = static_cast<const char *>(x->addr) + offset;
+	out.len = len;
+	out.iface = Iface::kmod_export;
+	out.device = x->id;
+	return true;
 }
 
 int export_request(const void *exp, uint64_t offset, size_t len, Request &out, std::string *why)

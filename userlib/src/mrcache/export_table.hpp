@@ -29,6 +29,12 @@ namespace hmemreg::mr {
 // entries from.
 const MemoryKind &export_memory_kind();
 
+// The request of [offset, offset + len) of an export for a cache hit, read
+// without the table's lock: false unless the export is live and unchanged
+// and covers the range (the caller then takes export_request(), which says
+// why). No DMA-BUF fields: a miss goes through export_request().
+bool export_hit_request(const void *exp, uint64_t offset, size_t len, Request &out) noexcept;
+
 // The request a registration of [offset, offset + len) of an export makes.
 // 0, or -HMEMREG_EINVAL / -HMEMREG_ENOENT / -HMEMREG_ESTALE with *why set.
 int export_request(const void *exp, uint64_t offset, size_t len, Request &out, std::string *why);
