@@ -24,8 +24,9 @@ run_checked() {
 	local name=$1 rc=0 found
 	shift
 	echo "---- $name"
-	"$@" >"$log" 2>&1 || rc=$?
-	cat "$log"
+	# Shown as it runs (a hung suite shows how far it got), kept for the check.
+	"$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
 	found=$(grep -E -m1 'ERROR: (Address|Leak|Memory)Sanitizer|WARNING: ThreadSanitizer|runtime error:|terminated with signal' "$log") || true
 	if [ -n "$found" ]; then
 		echo "FAIL $name: sanitizer report ($found)"

@@ -3,6 +3,8 @@
 // answers every search as an ordered set of the same keys does, through
 // random inserts and erases (including equal starts told apart by serial),
 // and the lists keep their order through insert_after, remove and splice.
+#include <algorithm>
+#include <cmath>
 #include <criterion/criterion.h>
 #include <iterator>
 #include <random>
@@ -16,10 +18,12 @@ using namespace hmemreg::mr;
 
 namespace {
 
-// The treap's shape invariants: parent links agree, keys in order.
+// The treap's shape invariants: parent links agree, keys in order, one
+// root, and a depth a balanced tree has (a treap that never rotated, a
+// list, would pass the others).
 size_t check_tree(const EntryIndex &ix)
 {
-	size_t n = 0;
+	size_t n = 0, roots = 0, depth = 0;
 	const Entry *prev = nullptr;
 	for (const Entry *e = ix.first(); e; e = EntryIndex::next(e), n++) {
 		if (e->ix_left)
@@ -28,9 +32,17 @@ size_t check_tree(const EntryIndex &ix)
 			cr_assert_eq(e->ix_right->ix_parent, e);
 		if (prev)
 			cr_assert(key_of(*prev) < key_of(*e), "keys out of order");
+		size_t d = 0;
+		for (const Entry *p = e->ix_parent; p; p = p->ix_parent)
+			d++;
+		roots += d == 0;
+		depth = std::max(depth, d);
 		prev = e;
 	}
 	cr_assert_eq(n, ix.size());
+	cr_assert(n == 0 || roots == 1, "%zu roots", roots);
+	const size_t bound = 4 * static_cast<size_t>(std::log2(static_cast<double>(n) + 1)) + 10;
+	cr_assert(depth <= bound, "depth %zu for %zu entries (bound %zu): the treap is not balanced", depth, n, bound);
 	return n;
 }
 

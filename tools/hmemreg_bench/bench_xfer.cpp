@@ -388,7 +388,7 @@ struct WriteOp {
 WriteOp engine_write(size_t size, size_t nchunks, size_t max_write, size_t write_iov)
 {
 	const size_t chunk = size / nchunks;
-	if (nchunks == 1 || chunk >= max_write) // joined (contiguous) or split at max_write
+	if (nchunks <= 1 || chunk == 0 || chunk >= max_write) // joined (contiguous) or split at max_write
 		return {std::min(size, max_write), 1};
 	const size_t k = std::max<size_t>(1, std::min({write_iov, max_write / chunk, nchunks}));
 	return {k * chunk, k};

@@ -134,11 +134,12 @@ struct Config {
 	// idle_sleep_us between turns until work shows up again.
 	unsigned idle_spin = 20000;
 	unsigned idle_sleep_us = 50;
-	// While a caller drove progress() within this many microseconds, the
-	// progress threads sleep idle_sleep_us between turns instead of
-	// polling: the caller (e.g. NCCL spinning on test()) already polls every
-	// rail, and on a host with few cores spinning threads only take the CPU
-	// the caller and the peer need. 0: threads always poll.
+	// A progress thread that sees a caller drove progress() since it last
+	// looked sleeps this many microseconds instead of polling: the caller
+	// (e.g. NCCL spinning on test()) already polls every rail, and on a host
+	// with few cores spinning threads only take the CPU the caller and the
+	// peer need. It counts the caller's turns, reading no clock. 0: threads
+	// always poll.
 	unsigned caller_backoff_us = 0;
 	// Control messages (send()) all on rail 0 instead of round-robin over
 	// the rails. With it, a caller's progress() polls rail 0 on every turn

@@ -88,12 +88,13 @@ void Rail::abandon()
 	// would ever deregister it (LeakSanitizer reports each such MR: the
 	// cache's entries live in mmap'd pools it does not scan). Closing an MR
 	// never touches the endpoint. With no region left on this domain the
-	// cache goes, its monitor with it; otherwise its unused entries do (what
-	// the surviving regions hold stays registered, as the domain stays open).
+	// cache goes, its monitor with it; otherwise every entry leaves it: the
+	// unused ones are deregistered now, those the surviving regions hold at
+	// their last put (nothing would ever flush this cache again).
 	if (dom_.use_count() == 1)
 		dom_->cache.reset();
 	else
-		dom_->cache->flush_unused();
+		dom_->cache->retire();
 	auto k = std::make_unique<Kept>(Kept{dom_, std::move(cq_), std::move(av_), std::move(ctrl_mem_),
 					     std::move(ctrl_mr_), std::move(ep_), std::move(recv_slots_),
 					     std::move(send_slots_)});

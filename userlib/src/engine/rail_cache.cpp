@@ -47,8 +47,10 @@ std::string RailCache::address_path_reason() const
 	return registrar_->paths().why_address;
 }
 
-void RailCache::flush_unused()
+void RailCache::retire()
 {
+	for (uint32_t i = 0; i < HMEMREG_IFACE_MAX; i++)
+		cache_->invalidate(static_cast<mr::Iface>(i), 0, UINTPTR_MAX);
 	cache_->flush();
 }
 

@@ -39,8 +39,9 @@ public:
 	// Why device memory registered by address although FI_MR_DMABUF was
 	// usable (the provider refused it, an export failed); empty otherwise.
 	std::string address_path_reason() const;
-	// Deregister every registration no one holds (Rail::abandon).
-	void flush_unused();
+	// Unlink every registration (Rail::abandon): the unused ones are
+	// deregistered now, the held ones at their last put.
+	void retire();
 
 private:
 	std::unique_ptr<mr::Cache> cache_;

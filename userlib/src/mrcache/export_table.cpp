@@ -127,9 +127,6 @@ private:
 	std::vector<MonitorSink *> caches_;
 };
 
-// A subscribed entry is a registration of the export held by e.cache
-// until its unsubscribe (Cache::miss and release_nodes pair them): the
-// cache's row of the export in the stats block (mr_cache_stat --exports).
 int ExportMonitor::attach(MonitorSink &sink)
 {
 	ExportTable::get().attach(sink);
@@ -141,6 +138,9 @@ void ExportMonitor::detach(MonitorSink &sink) noexcept
 	ExportTable::get().detach(sink);
 }
 
+// A subscribed entry is a registration of the export held by e.cache
+// until its unsubscribe (Cache::miss and release_entries pair them): the
+// cache's row of the export in the stats block (mr_cache_stat --exports).
 int ExportMonitor::subscribe(Entry &e)
 {
 	int rc = ExportTable::get().subscribe(e);
@@ -470,7 +470,8 @@ void ExportTable::event_loop()
 namespace {
 
 // The module's exports as a row of the memory kind table: one monitor for
-// every cache (the table is the process's), and the registrar's extent.
+// every cache (the table is the process's); a registration covers the
+// pages the request touches (the registrar's extent, not decided here).
 class ExportKind final : public MemoryKind {
 public:
 	Iface iface() const override { return Iface::kmod_export; }
