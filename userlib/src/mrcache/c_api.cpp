@@ -188,8 +188,6 @@ struct MrOut {
 	unsigned held_shard() const { return shard; }
 };
 
-// Both get entry points: the lock-free hit inline (Cache::try_hit), else
-// get_slow().
 // The lock-free hit: true with *out filled and a reference counted.
 __attribute__((always_inline)) inline bool hit(hmemreg_cache *cache, uintptr_t s, size_t len, Iface iface,
 					       uint64_t device, hmemreg_mr *out)
@@ -203,6 +201,8 @@ __attribute__((always_inline)) inline bool hit(hmemreg_cache *cache, uintptr_t s
 	return true;
 }
 
+// Both get entry points: the lock-free hit inline (Cache::try_hit), else
+// get_slow().
 __attribute__((always_inline)) inline int get(hmemreg_cache *cache, Args a, hmemreg_mr *out)
 {
 	uintptr_t s = reinterpret_cast<uintptr_t>(a.addr);
