@@ -6,28 +6,26 @@
 
 namespace hmemreg::engine {
 
-// The allocator of the shared_ptrs' control blocks: one size only (the
-// control block type is fixed), from the pool's free list.
-template <class T> struct TransferPool::BlockAlloc {
+// The allocator of a pooled transfer's control block: the transfer's own
+// control_block bytes. Freeing it means the control block is gone, the
+// transfer reset already (Recycle): back to the pool.
+template <class T> struct TransferPool::InPlace {
 	using value_type = T;
 	std::shared_ptr<TransferPool> pool;
+	TransferImpl *owner;
 
-	explicit BlockAlloc(std::shared_ptr<TransferPool> p) : pool(std::move(p)) {}
-	template <class U> BlockAlloc(const BlockAlloc<U> &o) : pool(o.pool) {}
+	InPlace(std::shared_ptr<TransferPool> p, TransferImpl *x) : pool(std::move(p)), owner(x) {}
+	template <class U> InPlace(const InPlace<U> &o) : pool(o.pool), owner(o.owner) {}
 	T *allocate(size_t n)
 	{
+		static_assert(sizeof(T) <= TransferImpl::kControlBlockBytes && alignof(T) <= alignof(std::max_align_t),
+			      "TransferImpl::control_block is too small for shared_ptr's control block");
 		if (n != 1)
-			return static_cast<T *>(::operator new(n * sizeof(T)));
-		return static_cast<T *>(pool->block(sizeof(T)));
+			throw std::bad_alloc();
+		return reinterpret_cast<T *>(owner->control_block);
 	}
-	void deallocate(T *p, size_t n)
-	{
-		if (n != 1)
-			::operator delete(p);
-		else
-			pool->unblock(p, sizeof(T));
-	}
-	template <class U> bool operator==(const BlockAlloc<U> &o) const { return pool == o.pool; }
+	void deallocate(T *, size_t) { pool->give_back(owner); }
+	template <class U> bool operator==(const InPlace<U> &o) const { return owner == o.owner; }
 };
 
 std::shared_ptr<TransferPool> TransferPool::create(size_t keep)
@@ -36,11 +34,6 @@ std::shared_ptr<TransferPool> TransferPool::create(size_t keep)
 }
 
 TransferPool::~TransferPool() = default;
-
-void TransferPool::Recycle::operator()(TransferImpl *x) const
-{
-	pool->give_back(x);
-}
 
 std::shared_ptr<TransferImpl> TransferPool::take()
 {
@@ -56,18 +49,16 @@ std::shared_ptr<TransferImpl> TransferPool::take()
 	}
 	if (!x)
 		x = std::make_unique<TransferImpl>();
-	auto self = shared_from_this();
-	// The shared_ptr owns it from here (on a throw, the deleter takes it).
-	std::shared_ptr<TransferImpl> out(x.get(), Recycle{self}, BlockAlloc<TransferImpl>(self));
+	// Cannot throw: the control block's storage is the transfer's own.
+	std::shared_ptr<TransferImpl> out(x.get(), Recycle{}, InPlace<TransferImpl>(shared_from_this(), x.get()));
 	x.release();
 	return out;
 }
 
-// The last reference went: back to the free list, or deleted when full.
+// Its control block is gone: back to the free list, or deleted when full.
 void TransferPool::give_back(TransferImpl *x)
 {
 	std::unique_ptr<TransferImpl> owned(x);
-	owned->recycle(); // outside the lock: releases its peer, regions, callback
 	std::lock_guard l(mu_);
 	if (free_.size() < keep_) {
 		free_.push_back(std::move(owned));
@@ -76,35 +67,11 @@ void TransferPool::give_back(TransferImpl *x)
 	stats_.dropped++;
 }
 
-void *TransferPool::block(size_t bytes)
-{
-	{
-		std::lock_guard l(mu_);
-		if (block_size_ == 0)
-			block_size_ = bytes;
-		if (bytes == block_size_ && !blocks_.empty()) {
-			void *p = blocks_.back().release();
-			blocks_.pop_back();
-			return p;
-		}
-	}
-	return new std::byte[bytes];
-}
-
-void TransferPool::unblock(void *p, size_t bytes)
-{
-	std::unique_ptr<std::byte[]> owned(static_cast<std::byte *>(p));
-	std::lock_guard l(mu_);
-	if (bytes == block_size_ && blocks_.size() < keep_)
-		blocks_.push_back(std::move(owned));
-}
-
 TransferPool::Stats TransferPool::stats() const
 {
 	std::lock_guard l(mu_);
 	Stats s = stats_;
 	s.free = free_.size();
-	s.blocks = blocks_.size();
 	return s;
 }
 
