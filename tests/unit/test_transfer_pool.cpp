@@ -148,3 +148,13 @@ Test(transfer_pool, a_weak_reference_keeps_the_slot_until_it_goes)
 	cr_assert_eq(y.get(), first);
 	cr_assert_eq(pool->stats().reused, 1u);
 }
+
+Test(transfer_pool, a_taken_transfer_can_be_waited_on)
+{
+	auto pool = TransferPool::create(4);
+	auto x = pool->take();
+	cr_assert(!x->wait_for(std::chrono::milliseconds(1)));
+	x->set_status(0);
+	x->mark_done();
+	cr_assert(x->wait_for(std::chrono::milliseconds(1)));
+}

@@ -130,39 +130,39 @@ struct TransferImpl final : Transfer {
 	void fail(int code, const std::string &why)
 	{
 		std::lock_guard l(mu_);
-		if (first_error_.load(std::memory_order_relaxed) == 0) {
+		if (first_error_ == 0) {
+			first_error_ = code;
 			error_text_ = why;
-			first_error_.store(code, std::memory_order_release);
 		}
 		failed.store(true, std::memory_order_release);
 	}
 	std::atomic<bool> failed{false};
-	int first_error() const { return first_error_.load(std::memory_order_acquire); }
+	int first_error() const
+	{
+		std::lock_guard l(mu_);
+		return first_error_;
+	}
 
 	// Final status first (pollers see it), then, after the callback ran,
-	// done: wait() returns only once the callback is over. No lock unless
-	// someone waits (a waiter counts itself before it looks at done_, the
-	// marker sets done_ before it looks at the count: one of them sees
-	// the other).
+	// done: wait() returns only once the callback is over.
 	void set_status(int status) { status_.store(status, std::memory_order_release); }
 	void mark_done()
 	{
-		done_.store(true, std::memory_order_seq_cst);
-		if (waiters_.load(std::memory_order_seq_cst) == 0)
-			return;
 		{
 			std::lock_guard l(mu_);
+			done_ = true;
 		}
 		cv_.notify_all();
 	}
-	bool done() const { return done_.load(std::memory_order_acquire); }
+	bool done() const
+	{
+		std::lock_guard l(mu_);
+		return done_;
+	}
 	bool wait_for(std::chrono::milliseconds t) const
 	{
 		std::unique_lock l(mu_);
-		waiters_.fetch_add(1, std::memory_order_seq_cst);
-		const bool ok = cv_.wait_for(l, t, [&] { return done_.load(std::memory_order_seq_cst); });
-		waiters_.fetch_sub(1, std::memory_order_relaxed);
-		return ok;
+		return cv_.wait_for(l, t, [&] { return done_; });
 	}
 
 	int status() const override { return status_.load(std::memory_order_acquire); }
@@ -213,8 +213,8 @@ struct TransferImpl final : Transfer {
 		active_linked = false;
 		failed.store(false, std::memory_order_relaxed);
 		status_.store(-HMEMREG_EAGAIN, std::memory_order_relaxed);
-		done_.store(false, std::memory_order_relaxed);
-		first_error_.store(0, std::memory_order_relaxed);
+		done_ = false;
+		first_error_ = 0;
 		error_text_.clear();
 	}
 
@@ -222,10 +222,9 @@ private:
 	mutable std::mutex mu_;
 	mutable std::condition_variable cv_;
 	std::atomic<int> status_{-HMEMREG_EAGAIN};
-	std::atomic<bool> done_{false};
-	mutable std::atomic<uint32_t> waiters_{0}; // in wait_for
-	std::atomic<int> first_error_{0};
-	std::string error_text_; // under mu_, set before first_error_
+	bool done_ = false;
+	int first_error_ = 0;
+	std::string error_text_;
 };
 
 } // namespace hmemreg::engine
