@@ -20,9 +20,8 @@
 // one load per get+put: what a random-order hit costs at that size when
 // nothing but one line of memory is read (DRAM latency at 1M entries).
 // The hmemreg rows' "cached" says what percent of the gets the cache served
-// from its entries (100; -1 where not known): under the uffd monitor every cached
-// range splits its mapping, and past vm.max_map_count/2 ranges of one
-// mapping gets become uncached registrations (--monitor picks another).
+// from its entries (100; -1 where not known; below 100 would mean the
+// monitor refused ranges, e.g. a mapping limit).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
