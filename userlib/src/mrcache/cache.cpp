@@ -14,20 +14,16 @@
 #include "mrcache/count_fence.hpp"
 #include "mrcache/fork_registry.hpp"
 #include "mrcache/monitor_factory.hpp"
+#include "mrcache/reg_clock.hpp"
 
 namespace hmemreg::mr {
 
 namespace {
 
 const std::atomic<uint64_t> kZeroWord{0};
+// unlink_nested_locked(): no successor known (insert with a search).
+Entry *const kNoSuccessor = reinterpret_cast<Entry *>(alignof(Entry));
 constexpr unsigned kLruScanLimit = 256; // in-use entries skipped per eviction
-
-uint64_t now_ns()
-{
-	timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 } // namespace
 
@@ -102,6 +98,7 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 	memo_ = Memo(cfg_.max_count);
 	settle_batch_ = std::clamp<uint64_t>(cfg_.max_count / 64, 1, 64);
 	stats_->set_label(s->count_fence, sizeof(s->count_fence), count_fence_name());
+	(void)reg_clock::calibration(); // measured now, not at the first miss
 }
 
 void Cache::set_name(const std::string &name)
@@ -268,6 +265,7 @@ int Cache::get_slow(const Request &req, RawRef &out)
 	if (forked_.load(std::memory_order_relaxed) || (req.flags & HMEMREG_MR_NO_CACHE) || cfg_.max_count == 0)
 		[[unlikely]] return register_uncached(req, out,
 						      cfg_.max_count == 0 ? HMEMREG_UNCACHED_LIMIT : HMEMREG_UNCACHED_ASKED);
+	Memo::prefetch_fill(memo_.set_for(req.iface, req.device, s)); // lookup() or miss() fills it
 	sync_monitor();
 	if (dead_pending_.load(std::memory_order_relaxed)) [[unlikely]]
 		reap();
@@ -381,10 +379,11 @@ EntryPtr Cache::make_entry(const Request &req, Range r)
 int Cache::do_register(const Request &req, Range r, Registration &out)
 {
 	auto *s = stats_->raw();
+	const reg_clock::Calibration &clk = reg_clock::calibration();
 	for (int attempt = 0;; attempt++) {
-		uint64_t t0 = now_ns();
+		const uint64_t t0 = reg_clock::ticks(clk);
 		int rc = registrar_->reg(req, r, out);
-		const uint64_t took = now_ns() - t0;
+		const uint64_t took = reg_clock::to_ns(clk, reg_clock::ticks(clk) - t0);
 		StatsSlot::add(s->registration_ns, static_cast<int64_t>(took));
 		const unsigned bucket = took ? static_cast<unsigned>(63 - __builtin_clzll(took)) : 0;
 		StatsSlot::add(s->registration_hist[bucket < HMEMREG_STATS_REG_HIST_BUCKETS ? bucket
@@ -479,14 +478,17 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 								: HMEMREG_UNCACHED_RACED;
 	bool cache_it = e->watched && !raced_locked(seq0, req.iface, r);
 	bool settle_now = false;
+	Entry *successor = kNoSuccessor; // where e goes in the index
 	if (cache_it) {
 		// Replaced entries settle now (tests and callers expect their
 		// release); evictions are batched (one heavy fence per batch).
-		settle_now = unlink_nested_locked(req.iface, req.device, r.start, r.end) > 0;
+		settle_now = unlink_nested_locked(req.iface, req.device, r.start, r.end, successor) > 0;
 		while (count_ + 1 > cfg_.max_count || bytes_ + r.size() > cfg_.max_size) {
 			Entry *v = lru_pick_locked();
 			if (!v)
 				break;
+			if (v == successor)
+				successor = kNoSuccessor; // leaving: search instead
 			unlink_locked(v, Cause::evicted);
 		}
 		cache_it = count_ + 1 <= cfg_.max_count && bytes_ + r.size() <= cfg_.max_size;
@@ -500,7 +502,10 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 		e->inserted = tick;
 		// Published: memo_hit may take it.
 		e->set_state(e->life());
-		index_.insert(owned.release()); // the cache's until released
+		if (successor == kNoSuccessor)
+			index_.insert(owned.release()); // the cache's until released
+		else
+			index_.insert_before(successor, owned.release());
 		lru_append_locked(e, tick);
 		count_++;
 		bytes_ += r.size();
@@ -659,19 +664,28 @@ int Cache::unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Caus
 
 // Entries of (iface, device) inside [s, e): what a registration of [s, e)
 // replaces. Only entries starting at or after s can be inside, so this is
-// one search.
-int Cache::unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e)
+// one search. successor: the first entry left whose start is past s, or
+// null if none (what insert_before() takes for a new entry starting at
+// s); kNoSuccessor where an entry starting at s stays (a race: the
+// caller then inserts with a search).
+int Cache::unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Entry *&successor)
 {
 	int n = 0;
 	Entry *cur = index_.first_at_or_after(IndexKey{static_cast<uint32_t>(iface), device, s, 0});
+	Entry *kept = kNoSuccessor; // the first entry of the walk left in the index
 	while (cur && cur->iface == iface && cur->device == device && cur->range.start < e) {
 		Entry *nx = EntryIndex::next(cur);
 		if (cur->range.end <= e) {
 			unlink_locked(cur, Cause::replaced);
 			n++;
+		} else if (kept == kNoSuccessor) {
+			kept = cur;
 		}
 		cur = nx;
 	}
+	if (kept == kNoSuccessor)
+		kept = cur; // past the walk (another device or kind, or none)
+	successor = kept && kept->iface == iface && kept->device == device && kept->range.start == s ? kNoSuccessor : kept;
 	return n;
 }
 

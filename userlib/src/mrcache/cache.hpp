@@ -182,7 +182,7 @@ private:
 	void unlink_locked(Entry *e, Cause cause);
 	void settle_locked();
 	int unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause);
-	int unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
+	int unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Entry *&successor);
 	Entry *lru_pick_locked();
 	void lru_remove_locked(Entry *e);
 	void lru_append_locked(Entry *e, uint64_t stamp);

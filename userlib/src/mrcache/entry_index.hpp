@@ -123,6 +123,35 @@ public:
 		n_++;
 	}
 
+	// insert(e) where the caller knows e's successor: pos, the first entry
+	// whose key is greater than e's (null: none is), found by a search it
+	// made anyway (a miss's unlink_nested_locked), so no second descent.
+	void insert_before(Entry *pos, Entry *e)
+	{
+		Entry *parent;
+		bool left;
+		if (!pos) {
+			parent = root_ ? rightmost(root_) : nullptr;
+			left = false;
+		} else if (!pos->ix_left) {
+			parent = pos;
+			left = true;
+		} else {
+			parent = rightmost(pos->ix_left); // e's predecessor: e becomes its right child
+			left = false;
+		}
+		e->ix_parent = parent;
+		e->ix_left = e->ix_right = nullptr;
+		if (!parent)
+			root_ = e;
+		else
+			(left ? parent->ix_left : parent->ix_right) = e;
+		const uint64_t pe = priority(e);
+		while (e->ix_parent && pe > priority(e->ix_parent))
+			rotate_up(e);
+		n_++;
+	}
+
 	// e is in this index.
 	void erase(Entry *e)
 	{

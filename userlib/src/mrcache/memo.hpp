@@ -118,6 +118,18 @@ public:
 		return true;
 	}
 
+	// A fill of set will soon read the state words of the entries its
+	// slots name (to keep a live one): start loading them now, so a slow
+	// lookup or a miss hides those cache misses behind its own work.
+	static void prefetch_fill(const Set &set)
+	{
+		for (const Slot *w : set.way) {
+			uintptr_t tagged = w->entry.load(std::memory_order_relaxed) & ~uintptr_t{63};
+			if (tagged)
+				__builtin_prefetch(&reinterpret_cast<const Entry *>(tagged)->state());
+		}
+	}
+
 	// Memoise c (caller holds a reference, so its fields are stable) in a
 	// slot of set that does not name a live entry, else in either (a slot
 	// another writer holds is left alone: the fill gives up).
