@@ -376,45 +376,73 @@ EntryPtr Cache::make_entry(const Request &req, Range r)
 	return e;
 }
 
-int Cache::do_register(const Request &req, Range r, Registration &out)
+// The stats fields a miss writes (misses, registrations, their time and
+// histogram, evictions, invalidations, races, uncached) are written under
+// lock_ only, so each is a plain load and store (StatsSlot::add_locked).
+int Cache::do_register(const Request &req, Range r, Registration &out, RegTally &t)
 {
-	auto *s = stats_->raw();
 	const reg_clock::Calibration &clk = reg_clock::calibration();
 	for (int attempt = 0;; attempt++) {
 		const uint64_t t0 = reg_clock::ticks(clk);
 		int rc = registrar_->reg(req, r, out);
 		const uint64_t took = reg_clock::to_ns(clk, reg_clock::ticks(clk) - t0);
-		StatsSlot::add(s->registration_ns, static_cast<int64_t>(took));
+		t.ns += took;
 		const unsigned bucket = took ? static_cast<unsigned>(63 - __builtin_clzll(took)) : 0;
-		StatsSlot::add(s->registration_hist[bucket < HMEMREG_STATS_REG_HIST_BUCKETS ? bucket
-											 : HMEMREG_STATS_REG_HIST_BUCKETS - 1],
-			       1);
+		t.buckets[t.timed++] = std::min<unsigned>(bucket, HMEMREG_STATS_REG_HIST_BUCKETS - 1);
 		if (rc == 0) {
-			StatsSlot::add(s->registrations, 1);
+			t.ok++;
 			return 0;
 		}
-		StatsSlot::add(s->registration_failures, 1);
+		t.failed++;
 		// Out of resources: give back what nobody uses and try once more.
 		if (rc != -HMEMREG_ENOMEM || attempt > 0 || flush() == 0)
 			return rc;
 	}
 }
 
-void Cache::count_uncached(hmemreg_uncached_reason why)
+void Cache::record_locked(const RegTally &t)
 {
 	auto *s = stats_->raw();
-	StatsSlot::add(s->uncached_registrations, 1);
-	StatsSlot::add(s->uncached_by[why], 1);
+	if (t.misses)
+		StatsSlot::add_locked(s->misses, t.misses);
+	StatsSlot::add_locked(s->registration_ns, static_cast<int64_t>(t.ns));
+	for (unsigned i = 0; i < t.timed; i++)
+		StatsSlot::add_locked(s->registration_hist[t.buckets[i]], 1);
+	if (t.ok)
+		StatsSlot::add_locked(s->registrations, t.ok);
+	if (t.failed)
+		StatsSlot::add_locked(s->registration_failures, t.failed);
+}
+
+void Cache::record(const RegTally &t)
+{
+	lock_.lock();
+	record_locked(t);
+	lock_.unlock();
+}
+
+void Cache::count_uncached_locked(hmemreg_uncached_reason why)
+{
+	auto *s = stats_->raw();
+	StatsSlot::add_locked(s->uncached_registrations, 1);
+	StatsSlot::add_locked(s->uncached_by[why], 1);
 }
 
 int Cache::register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why)
 {
+	return register_uncached(req, out, why, RegTally{});
+}
+
+int Cache::register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why, RegTally t)
+{
 	Range r = extent_of(req);
 	EntryPtr owned = make_entry(req, r);
 	Entry *e = owned.get();
-	int rc = do_register(req, r, e->reg);
-	if (rc)
+	int rc = do_register(req, r, e->reg, t);
+	if (rc) {
+		record(t);
 		return rc;
+	}
 	const ThreadState &ts = thread_state();
 	e->set_state(kOrphan | e->life());
 	e->add_count(ts, 1); // not published: nobody else counts on it yet
@@ -423,7 +451,8 @@ int Cache::register_uncached(const Request &req, RawRef &out, hmemreg_uncached_r
 	orphans_.push_back(owned.release()); // the cache's until released
 	orphan_count_++;
 	orphan_bytes_ += r.size();
-	count_uncached(why);
+	record_locked(t);
+	count_uncached_locked(why);
 	publish_gauges_locked();
 	lock_.unlock();
 	raw_ref_of(e, out);
@@ -434,10 +463,11 @@ int Cache::register_uncached(const Request &req, RawRef &out, hmemreg_uncached_r
 int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 {
 	auto *s = stats_->raw();
-	StatsSlot::add(s->misses, 1);
+	RegTally tally;
+	tally.misses = 1;
 	Range r = extent_of(req);
 	if ((cfg_.max_entry_size && r.size() > cfg_.max_entry_size) || r.size() > cfg_.max_size)
-		return register_uncached(req, out, HMEMREG_UNCACHED_LIMIT);
+		return register_uncached(req, out, HMEMREG_UNCACHED_LIMIT, tally);
 	Monitor *mon = monitor_for(req.iface);
 	EntryPtr owned = make_entry(req, r);
 	Entry *e = owned.get();
@@ -447,8 +477,9 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 	uint64_t seq0 = notify_seq_.load(std::memory_order_acquire);
 	const int watch = mon ? mon->subscribe(*e) : -HMEMREG_ENOTSUP;
 	e->watched = watch == 0;
-	int rc = do_register(req, r, e->reg);
+	int rc = do_register(req, r, e->reg, tally);
 	if (rc) {
+		record(tally);
 		if (e->watched)
 			mon->unsubscribe(*e);
 		return rc;
@@ -457,13 +488,14 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 	EntryList released; // entries to release after unlocking
 	const ThreadState &ts = thread_state();
 	lock_.lock();
+	record_locked(tally);
 	Entry *other = clock_.load(std::memory_order_relaxed) == clock0
 			       ? nullptr
 			       : find_cover_locked(req.iface, req.device, r.start, r.end);
 	if (other) {
 		// Another thread registered a covering range meanwhile: use it.
 		other->add_count(ts, 1);
-		StatsSlot::add(s->races, 1);
+		StatsSlot::add_locked(s->races, 1);
 		lock_.unlock();
 		if (e->watched)
 			mon->unsubscribe(*e);
@@ -518,7 +550,7 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 		orphans_.push_back(owned.release());
 		orphan_count_++;
 		orphan_bytes_ += r.size();
-		count_uncached(why);
+		count_uncached_locked(why);
 	}
 	// What reap() would take, in the same critical section.
 	released.swap(dead_);
@@ -598,9 +630,9 @@ void Cache::unlink_locked(Entry *e, Cause cause)
 	unsettled_bytes_ += e->range.size();
 	auto ci = static_cast<uint32_t>(cause);
 	if (ci < HMEMREG_INVAL_MAX)
-		StatsSlot::add(stats_->raw()->invalidations[ci], 1);
+		StatsSlot::add_locked(stats_->raw()->invalidations[ci], 1);
 	else
-		StatsSlot::add(stats_->raw()->evictions, 1);
+		StatsSlot::add_locked(stats_->raw()->evictions, 1);
 }
 
 // Decide for every unlinked entry whether it is still held (orphans_,
@@ -838,18 +870,22 @@ void Cache::reap()
 	release_entries(out);
 }
 
-// No lock held: unsubscribe, deregister, back to the pool.
+// No lock held: unsubscribe, deregister, back to the pool (all at once:
+// one pool lock, one count).
 void Cache::release_entries(EntryList &list)
 {
-	while (Entry *e = list.pop_front()) {
-		EntryPtr owned(e, EntryDeleter{&pool_}); // returns it to the pool
+	if (list.empty())
+		return;
+	int64_t n = 0;
+	for (Entry *e = list.front(); e; e = EntryList::next(e), n++) {
 		if (e->watched) {
 			if (Monitor *m = monitor_for(e->iface))
 				m->unsubscribe(*e);
 		}
 		registrar_->dereg(e->reg);
-		StatsSlot::add(stats_->raw()->deregistrations, 1);
 	}
+	StatsSlot::add(stats_->raw()->deregistrations, n);
+	pool_.release_all(list);
 }
 
 void Cache::publish_gauges_locked()
@@ -870,8 +906,10 @@ void Cache::before_fork()
 	if (cfg_.purge_on_fork && !forked_.load()) {
 		int n = flush();
 		// flush() counted them as evictions; they are fork purges.
-		StatsSlot::add(stats_->raw()->evictions, -n);
-		StatsSlot::add(stats_->raw()->invalidations[HMEMREG_INVAL_FORK], n);
+		lock_.lock();
+		StatsSlot::add_locked(stats_->raw()->evictions, -n);
+		StatsSlot::add_locked(stats_->raw()->invalidations[HMEMREG_INVAL_FORK], n);
+		lock_.unlock();
 	}
 	lock_.lock(); // no thread may be inside the cache at fork()
 }

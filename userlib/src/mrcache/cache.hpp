@@ -176,8 +176,20 @@ private:
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
 	int miss(const Request &req, RawRef &out, uint64_t clock0);
 	int register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why);
-	void count_uncached(hmemreg_uncached_reason why);
-	int do_register(const Request &req, Range r, Registration &out);
+	struct RegTally;
+	int register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why, RegTally t);
+	void count_uncached_locked(hmemreg_uncached_reason why);
+	// What registering cost, counted in the stats under lock_ by the caller
+	// (record_locked), or by record() on a path that does not take it.
+	struct RegTally {
+		uint64_t ns = 0;
+		uint32_t ok = 0, failed = 0, misses = 0;
+		unsigned buckets[2] = {};
+		unsigned timed = 0;
+	};
+	int do_register(const Request &req, Range r, Registration &out, RegTally &t);
+	void record_locked(const RegTally &t);
+	void record(const RegTally &t);
 	EntryPtr make_entry(const Request &req, Range r);
 	void unlink_locked(Entry *e, Cause cause);
 	void settle_locked();

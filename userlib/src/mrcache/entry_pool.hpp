@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mrcache/entry.hpp"
+#include "mrcache/entry_index.hpp"
 
 namespace hmemreg::mr {
 
@@ -55,6 +56,15 @@ public:
 		e->state().fetch_or(kOrphan, std::memory_order_seq_cst); // already so, unless never published
 		std::lock_guard g(mu_);
 		free_.push_back(e); // capacity reserved in grow(): never allocates
+	}
+	// release() of every entry of list (emptied), under one lock.
+	void release_all(EntryList &list) noexcept
+	{
+		for (Entry *e = list.front(); e; e = EntryList::next(e))
+			e->state().fetch_or(kOrphan, std::memory_order_seq_cst);
+		std::lock_guard g(mu_);
+		while (Entry *e = list.pop_front())
+			free_.push_back(e);
 	}
 
 private:
