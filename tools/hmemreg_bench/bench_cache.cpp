@@ -19,10 +19,12 @@
 // bare array of one 64-byte line per region (huge pages where it can),
 // one load per get+put: what a random-order hit costs at that size when
 // nothing but one line of memory is read (DRAM latency at 1M entries).
-// "chase" column (hit rows): two steps of a dependent pointer chase over a
-// working set the size of the cache's (n entries of 256 bytes and the
-// memo), per get+put: a hit's two dependent loads at that size's memory
-// latency (run_chase). A hit near it is bound by memory, not by its code.
+// "chase" column (hit rows): two steps of a dependent pointer chase per
+// get+put in the footprint a hit reads (n lines of a memo-sized array,
+// then n state words): a hit's two dependent loads at that size's memory
+// latency (run_chase). A hit near it is bound by memory, not by its code;
+// one below it overlaps consecutive gets (the bench's addresses do not
+// depend on each other, the chase's do).
 // The hmemreg rows' "cached" says what percent of the gets the cache served
 // from its entries (100; -1 where not known; below 100 would mean the
 // monitor refused ranges, e.g. a mapping limit).
@@ -281,14 +283,17 @@ struct CeilingImpl final : Impl {
 // ---------------------------------------------------------------- chase
 
 // What a hit of a cache of n entries can cost at best, as memory goes: a
-// hit makes two dependent loads (its memo slot, then the entry's state
-// word and counter cell, found from the slot), so its bound is two steps
-// of a dependent pointer chase over a working set as large as the
-// cache's: n entries of 256 bytes plus the memo, sized as memo.cpp sizes
-// it. One 64-byte line per node, in one random cycle (huge pages where
-// it can); each thread walks it from its own start. This is the memory's
-// latency at that size, not a cache: the hit's ceiling column.
-size_t cache_working_set(long n)
+// hit makes two dependent loads, its memo slot (one 64-byte line of a
+// memo sized as memo.cpp sizes it, n of them in use) and then the entry's
+// state word (8 bytes of a dense array; the thread's counter cell is
+// loaded beside it, in parallel, and the entry's own 256 bytes not at
+// all). The chase makes the same two loads in the same footprint: n
+// lines at random places of a memo-sized array, each pointing to a state
+// word, which points to the next entry's line, in one random cycle (huge
+// pages where it can, as the cache's); each thread walks it from its own
+// start. Two steps per get+put: the memory's latency at that size, the
+// bound of a hit that does nothing but its loads.
+size_t memo_slots(long n)
 {
 	uint64_t slots = 128, want = 4 * static_cast<uint64_t>(n), cap = 1ULL << 17;
 	if (n > (1L << 15)) {
@@ -297,27 +302,38 @@ size_t cache_working_set(long n)
 	}
 	while (slots < want && slots < cap)
 		slots <<= 1;
-	return static_cast<size_t>(n) * 256 + slots * 64;
+	return static_cast<size_t>(slots);
 }
 
 Result run_chase(long n, int threads, long iters, double max_seconds)
 {
-	const size_t len = cache_working_set(n), lines = len / 64;
+	const size_t slots = memo_slots(n), entries = static_cast<size_t>(n);
+	const size_t len = slots * 64 + entries * 8;
 	void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return {};
 	::madvise(p, len, MADV_HUGEPAGE);
-	auto *node = static_cast<uintptr_t *>(p);
+	auto *memo = static_cast<uintptr_t *>(p);
+	auto *state = memo + slots * 8;
 	{
-		// Sattolo's shuffle: one cycle through every line.
-		std::vector<uint32_t> perm(lines);
-		for (size_t i = 0; i < lines; i++)
-			perm[i] = static_cast<uint32_t>(i);
 		std::mt19937_64 rng(99);
-		for (size_t i = lines - 1; i > 0; i--)
-			std::swap(perm[i], perm[rng() % i]);
-		for (size_t i = 0; i < lines; i++)
-			node[perm[i] * 8] = reinterpret_cast<uintptr_t>(&node[perm[(i + 1) % lines] * 8]);
+		// The lines in use: n distinct slots at random (a partial shuffle).
+		std::vector<uint32_t> slot(slots);
+		for (size_t i = 0; i < slots; i++)
+			slot[i] = static_cast<uint32_t>(i);
+		for (size_t i = 0; i < entries && i + 1 < slots; i++)
+			std::swap(slot[i], slot[i + rng() % (slots - i)]);
+		// Sattolo's shuffle of the entries: one cycle through all of them.
+		std::vector<uint32_t> cyc(entries);
+		for (size_t i = 0; i < entries; i++)
+			cyc[i] = static_cast<uint32_t>(i);
+		for (size_t i = entries - 1; i > 0; i--)
+			std::swap(cyc[i], cyc[rng() % i]);
+		for (size_t i = 0; i < entries; i++) {
+			const uint32_t e = cyc[i], next = cyc[(i + 1) % entries];
+			memo[slot[e] * 8] = reinterpret_cast<uintptr_t>(&state[e]);
+			state[e] = reinterpret_cast<uintptr_t>(&memo[slot[next] * 8]);
+		}
 	}
 	std::atomic<bool> go{false}, stop{false};
 	std::atomic<int> ready{0};
@@ -327,7 +343,7 @@ Result run_chase(long n, int threads, long iters, double max_seconds)
 	std::vector<std::thread> th;
 	for (int t = 0; t < threads; t++) {
 		th.emplace_back([&, t] {
-			auto *at = reinterpret_cast<uintptr_t *>(&node[(static_cast<size_t>(t) * 7919 % lines) * 8]);
+			auto *at = reinterpret_cast<uintptr_t *>(state[static_cast<size_t>(t) * 7919 % entries]);
 			for (long i = 0; i < 1000; i++) // into the walk
 				at = reinterpret_cast<uintptr_t *>(*at);
 			ready++;
@@ -543,9 +559,9 @@ int bench_cache(int argc, char **argv)
 	p.app().add_flag("!--no-ucx", o.ucx, "skip the UCX reference");
 	p.app().add_flag("!--no-ceiling", o.ceiling,
 			 "skip the same-size ceilings of the hit case: the 'ceiling' rows (one independent line load per "
-			 "get+put) and the 'chase' column (two dependent loads per get+put, the memo slot then the entry "
-			 "as a hit makes them, chased over a working set as large as the cache's entries and memo: the "
-			 "memory's latency bound at that size; -1 on other rows)");
+			 "get+put) and the 'chase' column (two dependent loads per get+put, a memo line then a state word "
+			 "as a hit makes them, chased in a footprint as large as a hit's at that cache size: the memory's "
+			 "latency bound; a hit below it overlaps consecutive gets; -1 on other rows)");
 	p.app().add_flag("--cpu-clock", g_cpu_clock,
 			 "time each thread's CPU time, not wall time (a loaded machine; descheduled time does not count)");
 	p.app()
