@@ -526,7 +526,7 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 		cache_it = count_ + 1 <= cfg_.max_count && bytes_ + r.size() <= cfg_.max_size;
 		why = HMEMREG_UNCACHED_LIMIT;
 	}
-	uint64_t tick = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
+	const uint64_t tick = tick_locked();
 	if (settle_now || unsettled_count_ >= settle_batch_)
 		settle_locked();
 	if (cache_it) {
@@ -747,7 +747,7 @@ void Cache::notify(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 	lock_.lock();
 	note_invalidation_locked(iface, s, e);
 	if (unlink_overlapping_locked(iface, s, e, cause))
-		clock_.fetch_add(1, std::memory_order_relaxed);
+		tick_locked();
 	settle_locked();
 	publish_gauges_locked();
 	lock_.unlock();
@@ -806,7 +806,7 @@ uint64_t Cache::drop_device(Iface iface, uint64_t device, Cause cause)
 		e = nx;
 	}
 	if (any)
-		clock_.fetch_add(1, std::memory_order_relaxed);
+		tick_locked();
 	settle_locked();
 	uint64_t held = 0;
 	for (Entry *e = orphans_.front(); e; e = EntryList::next(e))

@@ -209,6 +209,14 @@ private:
 	Range extent_of(const Request &req) const;
 
 	void note_invalidation_locked(Iface iface, uintptr_t s, uintptr_t e);
+	// Ticks the clock: only lock_'s holder writes it, so a load and a
+	// store (a locked add waited for every store the miss had made).
+	uint64_t tick_locked()
+	{
+		const uint64_t t = clock_.load(std::memory_order_relaxed) + 1;
+		clock_.store(t, std::memory_order_relaxed);
+		return t;
+	}
 	bool raced_locked(uint64_t seq0, Iface iface, Range r) const;
 };
 

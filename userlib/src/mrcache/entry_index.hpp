@@ -47,7 +47,7 @@ public:
 	uint64_t size() const { return n_; }
 
 	Entry *first() const { return root_ ? leftmost(root_) : nullptr; }
-	Entry *last() const { return root_ ? rightmost(root_) : nullptr; }
+	Entry *last() const { return last_; }
 	static Entry *next(const Entry *e)
 	{
 		if (e->ix_right)
@@ -117,6 +117,8 @@ public:
 			root_ = e;
 		else
 			(left ? parent->ix_left : parent->ix_right) = e;
+		if (!last_ || key_of(*last_) < k)
+			last_ = e;
 		const uint64_t pe = priority(e);
 		while (e->ix_parent && pe > priority(e->ix_parent))
 			rotate_up(e);
@@ -131,8 +133,9 @@ public:
 		Entry *parent;
 		bool left;
 		if (!pos) {
-			parent = root_ ? rightmost(root_) : nullptr;
+			parent = last_; // e is the new last
 			left = false;
+			last_ = e;
 		} else if (!pos->ix_left) {
 			parent = pos;
 			left = true;
@@ -155,6 +158,8 @@ public:
 	// e is in this index.
 	void erase(Entry *e)
 	{
+		if (e == last_)
+			last_ = prev(e);
 		// Rotate it down until it has one child at most, then splice it out.
 		while (e->ix_left && e->ix_right)
 			rotate_up(priority(e->ix_left) > priority(e->ix_right) ? e->ix_left : e->ix_right);
@@ -173,7 +178,7 @@ public:
 	// Forget every entry without touching them (their links are stale).
 	void forget_all()
 	{
-		root_ = nullptr;
+		root_ = last_ = nullptr;
 		n_ = 0;
 	}
 
@@ -222,6 +227,7 @@ private:
 	}
 
 	Entry *root_ = nullptr;
+	Entry *last_ = nullptr; // the greatest key (misses at rising addresses insert after it)
 	uint64_t n_ = 0;
 };
 
