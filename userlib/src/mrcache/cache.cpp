@@ -185,13 +185,26 @@ void Cache::raw_ref_of(Entry *c, RawRef &out)
 	out.cached = !(c->state().load(std::memory_order_relaxed) & kOrphan);
 }
 
-// Slow lookup: the index under the read side; refills the memo.
-Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, const ThreadState &ts)
+// Slow lookup: the index under the read side; refills the memo. Not
+// found: hint says where the search ended, for miss(); and a full cache's
+// next victim is prefetched (miss() evicts it after registering).
+Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, const ThreadState &ts,
+		     MissHint &hint)
 {
 	ReadGuard g(lock_);
-	Entry *c = find_cover_locked(req.iface, req.device, s, e);
-	if (!c)
+	Entry *before = index_.last_at_or_before(IndexKey{static_cast<uint32_t>(req.iface), req.device, s, ~0ULL});
+	Entry *c = before && before->iface == req.iface && before->device == req.device && before->range.covers(s, e)
+			   ? before
+			   : nullptr;
+	if (!c) {
+		hint.changes = index_.changes();
+		hint.before = before;
+		hint.valid = true;
+		if (count_ >= cfg_.max_count) [[unlikely]]
+			if (Entry *v = lru_.front())
+				prefetch_victim(v, ts);
 		return nullptr;
+	}
 	out.shard = ts.shard;
 	c->add_count(ts, 1); // in the index; writers wait for us
 	Memo::fill(memo_.set_for(req.iface, req.device, s), *c);
@@ -275,8 +288,9 @@ int Cache::get_slow(const Request &req, RawRef &out)
 	const uint64_t clock0 = clock_.load(std::memory_order_acquire);
 	// The memo was probed by try_hit() (or not, when something was
 	// pending: then the index answers once and refills it).
+	MissHint hint;
 	for (;;) {
-		if (!lookup(req, s, e, out, ts))
+		if (!lookup(req, s, e, out, ts, hint))
 			break;
 		if (entry_ok(out.entry)) [[likely]] {
 			stats_->hit(ts.shard, ts.owned);
@@ -284,7 +298,19 @@ int Cache::get_slow(const Request &req, RawRef &out)
 		}
 		drop_stale(out.entry, out.shard);
 	}
-	return miss(req, out, clock0);
+	return miss(req, out, clock0, hint);
+}
+
+// The lines an eviction of v reads and writes: its index and list links,
+// its state word and counter cells (the ones this thread uses; others'
+// are rarer).
+void Cache::prefetch_victim(const Entry *v, const ThreadState &ts)
+{
+	const char *p = reinterpret_cast<const char *>(v);
+	for (size_t off = 0; off < sizeof(Entry); off += 64)
+		__builtin_prefetch(p + off, 1);
+	__builtin_prefetch(&v->state(), 1);
+	__builtin_prefetch(&v->cell(ts.shard), 1);
 }
 
 int Cache::get(const Request &req, Entry *&out)
@@ -460,7 +486,7 @@ int Cache::register_uncached(const Request &req, RawRef &out, hmemreg_uncached_r
 	return 0;
 }
 
-int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
+int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint &hint)
 {
 	auto *s = stats_->raw();
 	RegTally tally;
@@ -514,7 +540,10 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 	if (cache_it) {
 		// Replaced entries settle now (tests and callers expect their
 		// release); evictions are batched (one heavy fence per batch).
-		settle_now = unlink_nested_locked(req.iface, req.device, r.start, r.end, successor) > 0;
+		// The lookup's search still holds if the index did not change since.
+		const bool same = hint.valid && hint.changes == index_.changes();
+		settle_now = unlink_nested_locked(req.iface, req.device, r.start, r.end, successor,
+						  same ? hint.before : kNoSuccessor) > 0;
 		while (count_ + 1 > cfg_.max_count || bytes_ + r.size() > cfg_.max_size) {
 			Entry *v = lru_pick_locked();
 			if (!v)
@@ -694,16 +723,38 @@ int Cache::unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Caus
 	return n;
 }
 
+// The first of the entries with e's iface, device and start (they differ
+// by serial: a replaced one still in the index beside its replacement).
+Entry *Cache::first_starting_at(Entry *e)
+{
+	for (Entry *p = EntryIndex::prev(e); p && p->iface == e->iface && p->device == e->device &&
+					     p->range.start == e->range.start;
+	     p = EntryIndex::prev(p))
+		e = p;
+	return e;
+}
+
 // Entries of (iface, device) inside [s, e): what a registration of [s, e)
 // replaces. Only entries starting at or after s can be inside, so this is
 // one search. successor: the first entry left whose start is past s, or
 // null if none (what insert_before() takes for a new entry starting at
 // s); kNoSuccessor where an entry starting at s stays (a race: the
 // caller then inserts with a search).
-int Cache::unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Entry *&successor)
+int Cache::unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Entry *&successor,
+				Entry *before)
 {
 	int n = 0;
-	Entry *cur = index_.first_at_or_after(IndexKey{static_cast<uint32_t>(iface), device, s, 0});
+	// before (unless kNoSuccessor): the last entry at or before (s, any
+	// serial), from a search of this same index, or null if none is.
+	Entry *cur;
+	if (before == kNoSuccessor)
+		cur = index_.first_at_or_after(IndexKey{static_cast<uint32_t>(iface), device, s, 0});
+	else if (!before)
+		cur = index_.first();
+	else if (before->iface == iface && before->device == device && before->range.start == s)
+		cur = first_starting_at(before); // entries starting at s may be inside
+	else
+		cur = EntryIndex::next(before);
 	Entry *kept = kNoSuccessor; // the first entry of the walk left in the index
 	while (cur && cur->iface == iface && cur->device == device && cur->range.start < e) {
 		Entry *nx = EntryIndex::next(cur);

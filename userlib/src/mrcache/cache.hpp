@@ -171,10 +171,19 @@ private:
 	void drop_stale(Entry *c, unsigned shard);
 	int put_slow(Entry *e, unsigned shard);
 	static bool uncount(Entry *e, unsigned hint, uint32_t now, const ThreadState &ts);
-	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, const ThreadState &ts);
+	// Where a failed lookup's search ended (miss() starts there if the
+	// index did not change since).
+	struct MissHint {
+		uint64_t changes = 0;
+		Entry *before = nullptr;
+		bool valid = false;
+	};
+	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, const ThreadState &ts, MissHint &hint);
+	void prefetch_victim(const Entry *v, const ThreadState &ts);
+	static Entry *first_starting_at(Entry *e);
 	static void raw_ref_of(Entry *c, RawRef &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
-	int miss(const Request &req, RawRef &out, uint64_t clock0);
+	int miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint &hint);
 	int register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why);
 	struct RegTally;
 	int register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why, RegTally t);
@@ -194,7 +203,7 @@ private:
 	void unlink_locked(Entry *e, Cause cause);
 	void settle_locked();
 	int unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause);
-	int unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Entry *&successor);
+	int unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Entry *&successor, Entry *before);
 	Entry *lru_pick_locked();
 	void lru_remove_locked(Entry *e);
 	void lru_append_locked(Entry *e, uint64_t stamp);

@@ -45,6 +45,10 @@ public:
 
 	bool empty() const { return root_ == nullptr; }
 	uint64_t size() const { return n_; }
+	// Bumped by every insert and erase: unchanged, an entry found by an
+	// earlier search (under either side of the cache lock) is still here
+	// and still where it was.
+	uint64_t changes() const { return changes_; }
 
 	Entry *first() const { return root_ ? leftmost(root_) : nullptr; }
 	Entry *last() const { return last_; }
@@ -123,6 +127,7 @@ public:
 		while (e->ix_parent && pe > priority(e->ix_parent))
 			rotate_up(e);
 		n_++;
+		changes_++;
 	}
 
 	// insert(e) where the caller knows e's successor: pos, the first entry
@@ -153,6 +158,7 @@ public:
 		while (e->ix_parent && pe > priority(e->ix_parent))
 			rotate_up(e);
 		n_++;
+		changes_++;
 	}
 
 	// e is in this index.
@@ -173,6 +179,7 @@ public:
 			(p->ix_left == e ? p->ix_left : p->ix_right) = child;
 		e->ix_parent = e->ix_left = e->ix_right = nullptr;
 		n_--;
+		changes_++;
 	}
 
 	// Forget every entry without touching them (their links are stale).
@@ -180,6 +187,7 @@ public:
 	{
 		root_ = last_ = nullptr;
 		n_ = 0;
+		changes_++;
 	}
 
 private:
@@ -229,6 +237,7 @@ private:
 	Entry *root_ = nullptr;
 	Entry *last_ = nullptr; // the greatest key (misses at rising addresses insert after it)
 	uint64_t n_ = 0;
+	uint64_t changes_ = 0;
 };
 
 // A doubly linked list of entries through their link_* fields: the LRU
