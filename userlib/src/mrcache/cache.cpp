@@ -549,7 +549,7 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint
 			if (!v)
 				break;
 			if (v == successor)
-				successor = kNoSuccessor; // leaving: search instead
+				successor = EntryIndex::next(v); // leaving: the next key after it is
 			unlink_locked(v, Cause::evicted);
 		}
 		cache_it = count_ + 1 <= cfg_.max_count && bytes_ + r.size() <= cfg_.max_size;
