@@ -392,7 +392,7 @@ uint64_t Cache::in_use_locked() const
 
 EntryPtr Cache::make_entry(const Request &req, Range r)
 {
-	EntryPtr e = pool_.make(next_serial_.fetch_add(1, std::memory_order_relaxed));
+	EntryPtr e = pool_.make_next();
 	e->range = r;
 	e->iface = req.iface;
 	e->device = req.device;

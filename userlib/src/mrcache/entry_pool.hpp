@@ -43,10 +43,21 @@ public:
 		Entry *e;
 		{
 			std::lock_guard g(mu_);
-			if (free_.empty())
-				grow();
-			e = free_.back();
-			free_.pop_back();
+			e = take_locked();
+		}
+		e->recycle(serial);
+		return EntryPtr(e, EntryDeleter{this});
+	}
+	// The same with the pool's next serial (unique per pool: the cache's
+	// entries), counted under the lock it takes anyway (no atomic add).
+	EntryPtr make_next()
+	{
+		Entry *e;
+		uint64_t serial;
+		{
+			std::lock_guard g(mu_);
+			e = take_locked();
+			serial = next_serial_++;
 		}
 		e->recycle(serial);
 		return EntryPtr(e, EntryDeleter{this});
@@ -108,6 +119,14 @@ private:
 		Entry *entries_ = nullptr;
 	};
 
+	Entry *take_locked()
+	{
+		if (free_.empty())
+			grow();
+		Entry *e = free_.back();
+		free_.pop_back();
+		return e;
+	}
 	void grow()
 	{
 		chunks_.push_back(std::make_unique<Chunk>(owner_)); // every entry constructed, state orphan
@@ -117,6 +136,7 @@ private:
 			free_.push_back(&c[i]);
 	}
 	std::mutex mu_;
+	uint64_t next_serial_ = 1;
 	uint32_t owner_ = 0;
 	std::vector<std::unique_ptr<Chunk>> chunks_;
 	std::vector<Entry *> free_;
