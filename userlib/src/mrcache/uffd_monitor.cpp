@@ -260,10 +260,10 @@ void UffdMonitor::run()
 		if (::poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			return;
+			break;
 		}
 		if (p[1].revents)
-			return;
+			break;
 		// Raise busy before read(): the unmapper is released by the read,
 		// and must find busy set until its range is invalidated. (A count:
 		// an interposed call may hold it too.)
@@ -294,6 +294,12 @@ void UffdMonitor::run()
 		}
 		busy_.fetch_sub(1, std::memory_order_release);
 	}
+	// Close the userfaultfd before this thread ends: that unregisters every
+	// range. Whole mappings are registered, so they may hold memory this
+	// thread's own exit releases (its stack or TLS, an allocator's
+	// per-thread cache, a sanitizer's); an event from there would wait
+	// for this thread to read it, for ever.
+	uffd_.reset();
 }
 
 std::shared_ptr<UffdMonitor> UffdMonitor::running()

@@ -34,7 +34,10 @@
 // no entry covers; each blocks the unmapping thread until this thread has
 // read the event (and applied it: an index search per cache, nothing
 // unlinked when no entry overlaps), and an unmap or remap makes the next
-// miss register and probe again.
+// miss register and probe again. Such a mapping may hold memory of others
+// (anonymous neighbours merge into one VMA: an allocator's, a sanitizer's,
+// a thread's stack), so this thread must never unmap or discard memory
+// itself while the userfaultfd is open: it closes it before it ends.
 #pragma once
 
 #include <array>
