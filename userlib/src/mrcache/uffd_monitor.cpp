@@ -159,8 +159,9 @@ void UffdMonitor::remember_locked(uintptr_t s, uintptr_t e, uint64_t gen)
 {
 	constexpr auto rel = std::memory_order_release;
 	const uint64_t v = wide_ver_.load(std::memory_order_relaxed);
+	// Odd first; every store after it is a release, so a reader that
+	// sees any of them sees the odd version at its closing load too.
 	wide_ver_.store(v + 1, std::memory_order_relaxed);
-	std::atomic_thread_fence(std::memory_order_release);
 	unsigned n = wide_n_.load(std::memory_order_relaxed);
 	if (wide_gen_.load(std::memory_order_relaxed) != gen) {
 		n = 0;
