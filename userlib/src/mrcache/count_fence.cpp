@@ -54,12 +54,15 @@ void heavy_fence()
 		return;
 	// Only this thread counts with plain stores (no other thread owns a
 	// shard): its own stores are ordered for it already, and the other
-	// threads' counts are seq_cst read-modify-writes. A thread claiming a
-	// shard right now does so with a seq_cst CAS that this seq_cst load
-	// did not see: then the caller's seq_cst state change (made before
-	// calling) precedes that CAS, and so that thread's first state load,
-	// which sees kOrphan. (A membarrier is 1.6 us on a 2-core VM; a miss
-	// of a single-threaded process paid one every 16-64 evictions.)
+	// threads' counts are seq_cst read-modify-writes. The check is itself a
+	// read-modify-write of the owned-shard word: a thread whose claim (a
+	// CAS, acquire) comes after it in that word's order reads its value, so
+	// the caller's state change (made before calling) happens before that
+	// thread's first state load, which sees kOrphan; a claim before it is
+	// seen, and the barrier is taken. (A plain load would give no such
+	// edge: a weakly ordered CPU could let the claimant's load pass.) A
+	// membarrier is 1.6 us on a 2-core VM; a miss of a single-threaded
+	// process paid one every 16-64 evictions.
 	if (!other_thread_owns_a_shard())
 		return;
 	if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)

@@ -41,8 +41,9 @@ struct ThreadSlot {
 			if (!free)
 				break;
 			unsigned s = static_cast<unsigned>(__builtin_ctz(free));
-			// seq_cst (acquire would do for the counters): heavy_fence()
-			// skips the barrier when it sees no other claim.
+			// Acquire at least: heavy_fence() skips the barrier when its
+			// read-modify-write of this word sees no other claim, and a
+			// claim that reads that RMW's value must see what preceded it.
 			if (g_owned_shards.compare_exchange_weak(m, m | (1u << s), std::memory_order_seq_cst,
 								 std::memory_order_relaxed)) {
 				shard = s;
@@ -83,7 +84,9 @@ ThreadState &claim_thread_state()
 bool other_thread_owns_a_shard()
 {
 	const uint32_t mine = tl_state.owned ? 1u << tl_state.shard : 0;
-	return (g_owned_shards.load(std::memory_order_seq_cst) & ~mine) != 0;
+	// An RMW, not a load: a claim after it reads what it wrote and so
+	// synchronizes with it (see heavy_fence()).
+	return (g_owned_shards.fetch_or(0, std::memory_order_seq_cst) & ~mine) != 0;
 }
 
 void ThreadState::set_shard(unsigned s)
