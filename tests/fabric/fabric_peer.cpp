@@ -14,7 +14,7 @@
 // As a writer (the engine's notify mode is the optional 4th argument:
 // immediate, immediate4 for 4-byte keys, or message), on
 // "WRITE <hex address> <hex descriptor> N CHUNK":
-// splits its region into N slots, fills slot t with fx::pattern(t + 1, i),
+// splits its region into N slots, fills slot t with test_bytes::pattern(t + 1, i),
 // writes each slot to the same slot of the target in CHUNK-byte chunks (tag
 // t), all N transfers at once, and prints POSTED N. With 4-byte keys it
 // first waits up to 10 s for the target's writer index.
@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "engine/facade.hpp"
+#include "test_bytes.hpp"
 
 using namespace hmemreg::engine;
 
@@ -79,8 +80,7 @@ static std::vector<TransferRef> write_slots(Engine &e, const Region &r, uint8_t 
 	Bytes d = unhex(desc);
 	const size_t slot = size / n;
 	for (size_t t = 0; t < n; t++)
-		for (size_t i = 0; i < slot; i++)
-			buf[t * slot + i] = static_cast<uint8_t>(((t + 1 + i) * 0x9E3779B97F4A7C15ull) >> 56);
+		test_bytes::fill(buf + t * slot, slot, t + 1);
 	std::vector<TransferRef> v;
 	for (size_t t = 0; t < n; t++) {
 		std::vector<Chunk> ch;

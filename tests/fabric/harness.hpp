@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/facade.hpp"
+#include "test_bytes.hpp"
 
 namespace fx {
 
@@ -57,34 +58,9 @@ inline Config loopback(const std::string &provider, unsigned threads = 1)
 	return c;
 }
 
-// Page-aligned, zeroed memory.
-struct Buffer {
-	explicit Buffer(size_t n) : len(n)
-	{
-		void *p = nullptr;
-		cr_assert(posix_memalign(&p, 4096, n ? n : 1) == 0);
-		std::memset(p, 0, n);
-		ptr.reset(static_cast<uint8_t *>(p));
-	}
-	struct Free {
-		void operator()(uint8_t *p) const { std::free(p); }
-	};
-	std::unique_ptr<uint8_t, Free> ptr;
-	size_t len;
-	uint8_t *data() const { return ptr.get(); }
-};
-
-// Deterministic bytes: position- and seed-dependent so misplaced data shows.
-inline uint8_t pattern(uint64_t seed, size_t i)
-{
-	uint64_t x = (seed + i) * 0x9E3779B97F4A7C15ull;
-	return static_cast<uint8_t>(x >> 56);
-}
-inline void fill(uint8_t *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = pattern(seed, i);
-}
+using Buffer = test_bytes::PageBuffer;
+using test_bytes::fill;
+using test_bytes::pattern;
 
 // Collects what an engine receives.
 // What an engine handed its application. Engines usually outlive their

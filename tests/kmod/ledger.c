@@ -26,6 +26,37 @@ static struct nl_sock *ledger_connect(int *family)
 	return sk;
 }
 
+/*
+ * One request of the family: command cmd with flags (NLM_F_DUMP or 0), the
+ * owner pid filter when pid is not 0, every answer given to cb. 0, -ENOENT
+ * without the family, -ENOMEM, or -EIO when libnl or the family failed it.
+ */
+static int ledger_request(int cmd, int flags, uint32_t pid, nl_recvmsg_msg_cb_t cb, void *arg)
+{
+	struct nl_sock *sk;
+	struct nl_msg *msg;
+	int family, ret;
+
+	sk = ledger_connect(&family);
+	if (!sk)
+		return -ENOENT;
+	msg = nlmsg_alloc();
+	if (!msg) {
+		nl_socket_free(sk);
+		return -ENOMEM;
+	}
+	genlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, family, 0, flags, cmd, HMEMREG_GENL_VERSION);
+	if (pid)
+		nla_put_u32(msg, HMEMREG_NLA_EXP_OWNER_PID, pid);
+	nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, cb, arg);
+	ret = nl_send_auto(sk, msg);
+	nlmsg_free(msg);
+	if (ret >= 0)
+		ret = nl_recvmsgs_default(sk);
+	nl_socket_free(sk);
+	return ret < 0 ? -EIO : 0;
+}
+
 static int stats_cb(struct nl_msg *msg, void *arg)
 {
 	struct ledger_stats *st = arg;
@@ -45,24 +76,8 @@ static int stats_cb(struct nl_msg *msg, void *arg)
 
 int ledger_stats(struct ledger_stats *out)
 {
-	struct nl_sock *sk;
-	struct nl_msg *msg;
-	int family, ret;
-
 	memset(out, 0, sizeof(*out));
-	sk = ledger_connect(&family);
-	if (!sk)
-		return -ENOENT;
-	msg = nlmsg_alloc();
-	genlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, family, 0, 0, HMEMREG_CMD_GET_STATS,
-		    HMEMREG_GENL_VERSION);
-	nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, stats_cb, out);
-	ret = nl_send_auto(sk, msg);
-	nlmsg_free(msg);
-	if (ret >= 0)
-		ret = nl_recvmsgs_default(sk);
-	nl_socket_free(sk);
-	return ret < 0 ? -EIO : 0;
+	return ledger_request(HMEMREG_CMD_GET_STATS, 0, 0, stats_cb, out);
 }
 
 struct dump_ctx {
@@ -124,25 +139,9 @@ static int export_cb(struct nl_msg *msg, void *arg)
 int ledger_exports(uint32_t pid, struct ledger_export *out, int max)
 {
 	struct dump_ctx d = { .out = out, .max = max };
-	struct nl_sock *sk;
-	struct nl_msg *msg;
-	int family, ret;
+	int ret = ledger_request(HMEMREG_CMD_GET_EXPORTS, NLM_F_DUMP, pid, export_cb, &d);
 
-	sk = ledger_connect(&family);
-	if (!sk)
-		return -ENOENT;
-	msg = nlmsg_alloc();
-	genlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, family, 0, NLM_F_DUMP,
-		    HMEMREG_CMD_GET_EXPORTS, HMEMREG_GENL_VERSION);
-	if (pid)
-		nla_put_u32(msg, HMEMREG_NLA_EXP_OWNER_PID, pid);
-	nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, export_cb, &d);
-	ret = nl_send_auto(sk, msg);
-	nlmsg_free(msg);
-	if (ret >= 0)
-		ret = nl_recvmsgs_default(sk);
-	nl_socket_free(sk);
-	return ret < 0 ? -EIO : d.n;
+	return ret < 0 ? ret : d.n;
 }
 
 int ledger_count_exports(uint32_t pid)
@@ -166,21 +165,5 @@ static int ignore_cb(struct nl_msg *msg, void *arg)
 
 int ledger_raw_request(int cmd, int dump)
 {
-	struct nl_sock *sk;
-	struct nl_msg *msg;
-	int family, ret;
-
-	sk = ledger_connect(&family);
-	if (!sk)
-		return -ENOENT;
-	msg = nlmsg_alloc();
-	genlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, family, 0, dump ? NLM_F_DUMP : 0, cmd,
-		    HMEMREG_GENL_VERSION);
-	nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, ignore_cb, NULL);
-	ret = nl_send_auto(sk, msg);
-	nlmsg_free(msg);
-	if (ret >= 0)
-		ret = nl_recvmsgs_default(sk);
-	nl_socket_free(sk);
-	return ret < 0 ? ret : 0;
+	return ledger_request(cmd, dump ? NLM_F_DUMP : 0, 0, ignore_cb, NULL);
 }

@@ -26,6 +26,6 @@ int ledger_stats(struct ledger_stats *out);
 int ledger_exports(uint32_t pid, struct ledger_export *out, int max);
 // Count of exports of pid (0 = all); aborts the test on failure.
 int ledger_count_exports(uint32_t pid);
-// Send command cmd (as a dump if dump) and drain the answer: 0 or a
-// negative libnl error. For testing the family's refusals.
+// Send command cmd (as a dump if dump) and drain the answer: 0 or -errno
+// (-EIO: refused). For testing the family's refusals.
 int ledger_raw_request(int cmd, int dump);

@@ -29,6 +29,7 @@
 
 #include "hmemreg/stats.h"
 #include "nccl_abi.h"
+#include "test_bytes.hpp"
 
 namespace np {
 
@@ -334,29 +335,9 @@ inline CacheTotals cache_totals()
 	return t;
 }
 
-// Page-aligned buffer.
-struct Buf {
-	explicit Buf(size_t n) : len(n)
-	{
-		void *q = nullptr;
-		CHECK(posix_memalign(&q, 4096, n ? n : 1) == 0);
-		std::memset(q, 0, n);
-		p.reset(static_cast<uint8_t *>(q));
-	}
-	struct Free {
-		void operator()(uint8_t *q) const { std::free(q); }
-	};
-	std::unique_ptr<uint8_t, Free> p;
-	size_t len;
-	uint8_t *data() const { return p.get(); }
-};
-
-inline uint8_t pattern(uint64_t seed, size_t i) { return static_cast<uint8_t>(((seed + i) * 0x9E3779B97F4A7C15ull) >> 56); }
-inline void fill(uint8_t *b, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		b[i] = pattern(seed, i);
-}
+using Buf = test_bytes::PageBuffer;
+using test_bytes::fill;
+using test_bytes::pattern;
 inline bool verify(const uint8_t *b, size_t n, uint64_t seed)
 {
 	for (size_t i = 0; i < n; i++)

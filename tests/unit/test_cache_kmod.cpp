@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "cache_test_util.hpp"
+#include "stamp_checks.hpp"
 #include "mrcache/kmod_monitor.hpp"
 #include "mrcache/monitor_factory.hpp"
 
@@ -31,21 +31,11 @@ std::unique_ptr<Cache> make_kmod_cache(uint64_t max_count = 1024)
 	return c;
 }
 
-void stamp(void *p, uint64_t v) { std::memcpy(p, &v, sizeof(v)); }
-
 char *map(size_t len, void *at = nullptr)
 {
 	void *p = ::mmap(at, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED : 0), -1, 0);
 	cr_assert_neq(p, MAP_FAILED);
 	return static_cast<char *>(p);
-}
-
-Entry *get(Cache &c, const void *p, size_t len)
-{
-	Entry *e = nullptr;
-	int rc = c.get(req(p, len), e);
-	cr_assert_eq(rc, 0, "get: %s", hmemreg_strerror(rc));
-	return e;
 }
 
 } // namespace

@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
-#include "cache_test_util.hpp"
+#include "stamp_checks.hpp"
 #include "mrcache/uffd_monitor.hpp"
 
 using namespace t;
@@ -27,16 +27,6 @@ std::unique_ptr<Cache> make_uffd_cache(uint64_t max_count = 1024)
 	cr_assert_eq(rc, 0, "%s", hmemreg_strerror(rc));
 	cr_assert_eq(c->monitor_kind(), HMEMREG_MONITOR_UFFD);
 	return c;
-}
-
-void stamp(void *p, uint64_t v) { std::memcpy(p, &v, sizeof(v)); }
-
-Entry *get(Cache &c, const void *p, size_t len)
-{
-	Entry *e = nullptr;
-	int rc = c.get(req(p, len), e);
-	cr_assert_eq(rc, 0, "get: %s", hmemreg_strerror(rc));
-	return e;
 }
 
 } // namespace

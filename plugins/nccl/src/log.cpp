@@ -14,30 +14,20 @@ std::atomic<ncclDebugLogger_t> g_logger{nullptr};
 
 void set_logger(ncclDebugLogger_t fn) { g_logger.store(fn); }
 
-void log_warn(const char *file, int line, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	std::vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (ncclDebugLogger_t fn = g_logger.load())
-		fn(NCCL_LOG_WARN, NCCL_ALL, file, line, "NET/hmemreg: %s", msg);
-	else
-		std::fprintf(stderr, "NET/hmemreg WARN %s:%d %s\n", file, line, msg);
-}
-
-void log_info(unsigned long flags, const char *fn_name, int line, const char *fmt, ...)
+void log_message(ncclDebugLogLevel level, unsigned long flags, const char *where, int line, const char *fmt, ...)
 {
 	ncclDebugLogger_t fn = g_logger.load();
-	if (!fn)
-		return;
+	if (!fn && level != NCCL_LOG_WARN)
+		return; // only warnings fall back to stderr
 	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
 	std::vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fn(NCCL_LOG_INFO, flags, fn_name, line, "NET/hmemreg: %s", msg);
+	if (fn)
+		fn(level, flags, where, line, "NET/hmemreg: %s", msg);
+	else
+		std::fprintf(stderr, "NET/hmemreg WARN %s:%d %s\n", where, line, msg);
 }
 
 } // namespace hmemreg::nccl

@@ -8,11 +8,11 @@
 namespace hmemreg::nccl {
 
 void set_logger(ncclDebugLogger_t fn);
-void log_warn(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void log_info(unsigned long flags, const char *fn, int line, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+// `where` is a file (warnings) or a function (info), as NCCL's own macros pass.
+void log_message(ncclDebugLogLevel level, unsigned long flags, const char *where, int line, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 
 } // namespace hmemreg::nccl
 
-#define NWARN(...) ::hmemreg::nccl::log_warn(__FILE__, __LINE__, __VA_ARGS__)
-#define NINFO(flags, ...) ::hmemreg::nccl::log_info((flags), __func__, __LINE__, __VA_ARGS__)
+#define NWARN(...) ::hmemreg::nccl::log_message(NCCL_LOG_WARN, NCCL_ALL, __FILE__, __LINE__, __VA_ARGS__)
+#define NINFO(flags, ...) ::hmemreg::nccl::log_message(NCCL_LOG_INFO, (flags), __func__, __LINE__, __VA_ARGS__)

@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 
 #include "log.hpp"
 #include "nccl_abi.h"
@@ -247,6 +248,46 @@ ncclResult_t close_listen(void *c)
 	return with_plugin("closeListen", [&](Plugin &p) { return p.close_listen(c); });
 }
 
+// Both tables from one definition: what differs by version is picked by
+// the table's type; the entries v10 and v11 share (HMEMREG_NCCL_DATA_PATH in
+// nccl_net_abi.h) are set once, by name.
+template <typename Table> constexpr Table make_table()
+{
+	constexpr bool v11 = std::is_same_v<Table, ncclNet_v11_t>;
+	static_assert(v11 || std::is_same_v<Table, ncclNet_v10_t>);
+	Table t{};
+	t.name = "hmemreg";
+	if constexpr (v11) {
+		t.init = init_v11;
+		t.getProperties = get_properties_v11;
+		t.listen = listen_v11;
+		t.connect = connect_v11;
+		t.finalize = finalize_v11;
+		t.setNetAttr = set_net_attr_v11;
+	} else {
+		t.init = init_v10;
+		t.getProperties = get_properties_v10;
+		t.listen = listen_v10;
+		t.connect = connect_v10;
+	}
+	t.devices = devices;
+	t.accept = accept;
+	t.regMr = reg_mr;
+	t.regMrDmaBuf = reg_mr_dmabuf;
+	t.deregMr = dereg_mr;
+	t.isend = isend;
+	t.irecv = irecv;
+	t.iflush = iflush;
+	t.test = test;
+	t.closeSend = close_send;
+	t.closeRecv = close_recv;
+	t.closeListen = close_listen;
+	t.getDeviceMr = nullptr;   // no device offload
+	t.irecvConsumed = nullptr; // idem
+	t.makeVDevice = nullptr;   // NCCL then uses the physical device
+	return t;
+}
+
 } // namespace
 } // namespace hmemreg::nccl
 
@@ -254,53 +295,9 @@ using namespace hmemreg::nccl;
 
 extern "C" {
 
-HMEMREG_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
-	"hmemreg",
-	init_v11,
-	devices,
-	get_properties_v11,
-	listen_v11,
-	connect_v11,
-	accept,
-	reg_mr,
-	reg_mr_dmabuf,
-	dereg_mr,
-	isend,
-	irecv,
-	iflush,
-	test,
-	close_send,
-	close_recv,
-	close_listen,
-	nullptr, // getDeviceMr: no device offload
-	nullptr, // irecvConsumed: idem
-	nullptr, // makeVDevice: NCCL then uses the physical device
-	finalize_v11,
-	set_net_attr_v11,
-};
-
-HMEMREG_EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {
-	"hmemreg",
-	init_v10,
-	devices,
-	get_properties_v10,
-	listen_v10,
-	connect_v10,
-	accept,
-	reg_mr,
-	reg_mr_dmabuf,
-	dereg_mr,
-	isend,
-	irecv,
-	iflush,
-	test,
-	close_send,
-	close_recv,
-	close_listen,
-	nullptr,
-	nullptr,
-	nullptr,
-};
+// constinit: built by the compiler, no constructor runs at dlopen.
+HMEMREG_EXPORT constinit ncclNet_v11_t ncclNetPlugin_v11 = make_table<ncclNet_v11_t>();
+HMEMREG_EXPORT constinit ncclNet_v10_t ncclNetPlugin_v10 = make_table<ncclNet_v10_t>();
 
 HMEMREG_EXPORT int hmemreg_nccl_stats(struct hmemreg_nccl_counters *out)
 {
