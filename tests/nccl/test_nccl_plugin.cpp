@@ -472,6 +472,7 @@ Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
 {
 	setenv("HMEMREG_NCCL_INLINE_MAX", "0", 1); // the slots alone (small sends would go inline)
 	setenv("HMEMREG_NCCL_EAGER_MAX", "512k", 1);
+	setenv("HMEMREG_NCCL_EAGER_BUSY_MAX", "512k", 1); // every size eager, outstanding sends or not
 	auto size_of = [](int i) { return std::min<size_t>(kMax, (size_t(1) << (i + 4)) + i); };
 	run_pair(
 		[&](Chan &c) {
@@ -533,6 +534,66 @@ Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
 			CHECK(r == ncclSuccess || r == ncclInvalidUsage); // eager, or refused with the Cts
 			fill(buf.data(), 1000, 7);
 			OK(wait(p, post_send(p, sc, buf.data(), 1000, 0, mh)));
+			c.wait();
+			OK(p.closeSend()(sc));
+			OK(p.deregMr()(sc, mh));
+			c.signal();
+		});
+}
+
+// While a send is outstanding, a larger one than EAGER_BUSY_MAX (64k by
+// default) waits for its receive's Cts instead of taking a slot (the
+// receiver would copy it once more); the first, on an idle comm, goes eager.
+Test(nccl_plugin, large_sends_wait_while_others_are_outstanding, .timeout = 60)
+{
+	setenv("HMEMREG_NCCL_INLINE_MAX", "0", 1);
+	setenv("HMEMREG_NCCL_EAGER_MAX", "512k", 1);
+	unsetenv("HMEMREG_NCCL_EAGER_BUSY_MAX");
+	constexpr size_t kLen = 256 << 10;
+	run_pair(
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *rc = accept_conn(p, c);
+			Buf buf(kLen * 2);
+			void *mh = nullptr;
+			OK(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			c.wait(); // the first send is posted, the second refused for a while
+			void *r0 = post_recv(p, rc, buf.data(), kLen, 0, mh);
+			void *r1 = post_recv(p, rc, buf.data() + kLen, kLen, 1, mh);
+			int got = -1;
+			OK(wait(p, r0, &got));
+			CHECK(got == static_cast<int>(kLen) && verify(buf.data(), kLen, 70));
+			OK(wait(p, r1, &got));
+			CHECK(got == static_cast<int>(kLen) && verify(buf.data() + kLen, kLen, 71));
+			CHECK(p.counters().eager_receives == 1);
+			c.signal();
+			c.wait();
+			OK(p.closeRecv()(rc));
+			OK(p.deregMr()(rc, mh));
+		},
+		[&](Chan &c) {
+			Plugin p;
+			OK(p.init());
+			void *sc = connect_conn(p, c);
+			Buf buf(kLen * 2);
+			void *mh = nullptr;
+			OK(p.regMr()(sc, buf.data(), buf.len, NCCL_PTR_HOST, &mh));
+			fill(buf.data(), kLen, 70);
+			fill(buf.data() + kLen, kLen, 71);
+			// The first waits for the receiver's eager slots (EagerRing),
+			// then goes eager: no receive is posted.
+			void *s0 = post_send(p, sc, buf.data(), kLen, 0, mh);
+			auto until = Clock::now() + 300ms;
+			while (Clock::now() < until) { // s0 not tested yet: outstanding, so no slot for s1
+				void *req = nullptr;
+				OK(p.isend()(sc, buf.data() + kLen, kLen, 1, mh, nullptr, &req));
+				CHECK(req == nullptr);
+			}
+			c.signal();
+			void *s1 = post_send(p, sc, buf.data() + kLen, kLen, 1, mh); // once its Cts came
+			OK(wait(p, s0));
+			OK(wait(p, s1));
 			c.wait();
 			OK(p.closeSend()(sc));
 			OK(p.deregMr()(sc, mh));

@@ -152,7 +152,61 @@ void evict_race()
 	cr_assert_eq(keys.live(), 0u);
 }
 
+// heavy_fence() skips the barrier while no thread but the caller owns a
+// count shard. New threads claim one and hit at once, again and again,
+// while this thread (the only other owner) evicts under them: every
+// reference handed out must name a live registration.
+void fresh_threads_hit_while_one_evicts()
+{
+	KeyRegistrar keys;
+	{
+		std::unique_ptr<Cache> c;
+		cr_assert_eq(Cache::create(std::make_unique<SharedKeys>(&keys), config(64), c), 0);
+		const size_t pages = 192;
+		Mapping mem(pages * page());
+		cr_assert_not_null(mem.p);
+		std::atomic<long> bad{0}, errors{0};
+		std::atomic<bool> stop{false};
+		auto base = reinterpret_cast<uintptr_t>(mem.p);
+		auto check_get = [&](uintptr_t s) {
+			RawRef l;
+			if (c->get(req(reinterpret_cast<void *>(s), 64), l)) {
+				errors++;
+				return;
+			}
+			bad += !(keys.alive(l.key) && l.key == l.entry->reg.key && l.range.covers(s, s + 64));
+			if (c->put(l.entry, l.shard))
+				errors++;
+		};
+		std::thread evictor([&] {
+			std::mt19937 rng(7);
+			while (!stop.load(std::memory_order_relaxed))
+				check_get(base + (rng() % pages) * page() + 8);
+		});
+		for (int round = 0; round < 400; round++) {
+			std::thread fresh([&, round] {
+				std::mt19937 rng(1000 + round);
+				for (int i = 0; i < 200; i++)
+					check_get(base + (rng() % pages) * page() + 8);
+			});
+			fresh.join();
+		}
+		stop = true;
+		evictor.join();
+		cr_assert_eq(errors.load(), 0);
+		cr_assert_eq(bad.load(), 0, "%ld gets handed out a dead registration", bad.load());
+		cr_assert_eq(c->in_use(), 0u);
+		cr_assert_gt(stats(*c).evictions, 1000u);
+	}
+	cr_assert_eq(keys.live(), 0u);
+}
+
 } // namespace
+
+Test(cache_fence, fresh_threads_hit_while_one_evicts, .timeout = 120)
+{
+	fresh_threads_hit_while_one_evicts();
+}
 
 Test(cache_fence, membarrier_where_the_kernel_has_it)
 {

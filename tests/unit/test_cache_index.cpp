@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The cache's intrusive containers (entry_index.hpp): the treap index
 // answers every search as an ordered set of the same keys does, through
-// random inserts and erases (including equal starts told apart by serial),
+// random inserts (with a search, or before a known successor) and erases
+// (including equal starts told apart by serial),
 // and the lists keep their order through insert_after, remove and splice.
 #include <algorithm>
 #include <cmath>
@@ -89,7 +90,13 @@ Test(cache_index, searches_agree_with_an_ordered_set)
 			Entry *e = out[j];
 			out[j] = out.back();
 			out.pop_back();
-			ix.insert(e);
+			if (rng() % 2) {
+				ix.insert(e);
+			} else { // what a miss does: the successor from a search it made
+				IndexKey k = key_of(*e);
+				k.serial++;
+				ix.insert_before(ix.first_at_or_after(k), e);
+			}
 			ref.insert(key_of(*e));
 			in.push_back(e);
 		} else {

@@ -223,3 +223,35 @@ Test(write_plan, random_lists_keep_invariants)
 		check_invariants(p, cs, d, lim);
 	}
 }
+
+// Planning into a recycled plan gives what a fresh plan gives, whatever it
+// held before, and keeps its vectors' storage (no allocation once warm).
+Test(write_plan, into_a_reused_plan)
+{
+	FakeReg reg(0x1000);
+	const auto d = remote(3);
+	const PlanLimits lim{3, 64 << 10, 4};
+	std::vector<PlanChunk> big;
+	for (size_t i = 0; i < 40; i++)
+		big.push_back({at(0x100000 + i * 0x20000), &reg, 48 << 10, i * 0x20000});
+	const PlanChunk small{at(0x900000), &reg, 100 << 10, 0x40};
+	WritePlan reused;
+	plan_write(big, d, lim, 1, reused);
+	const auto *iov_storage = reused.iovs.data();
+	plan_write({&small, 1}, d, lim, 2, reused);
+	const WritePlan fresh = plan_write({&small, 1}, d, lim, 2);
+	cr_assert_eq(reused.bytes, fresh.bytes);
+	cr_assert_eq(reused.iovs.size(), fresh.iovs.size());
+	for (size_t i = 0; i < fresh.iovs.size(); i++) {
+		cr_assert_eq(reused.iovs[i].iov_base, fresh.iovs[i].iov_base);
+		cr_assert_eq(reused.iovs[i].iov_len, fresh.iovs[i].iov_len);
+		cr_assert_eq(reused.descs[i], fresh.descs[i]);
+		cr_assert_eq(reused.rmas[i].addr, fresh.rmas[i].addr);
+		cr_assert_eq(reused.rmas[i].key, fresh.rmas[i].key);
+	}
+	cr_assert_eq(reused.writes.size(), fresh.writes.size());
+	cr_assert_eq(reused.rail_writes.size(), fresh.rail_writes.size());
+	for (size_t r = 0; r < fresh.rail_writes.size(); r++)
+		cr_assert(reused.rail_writes[r] == fresh.rail_writes[r]);
+	cr_assert_eq(reused.iovs.data(), iov_storage, "the larger plan's storage is reused");
+}

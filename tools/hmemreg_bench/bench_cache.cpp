@@ -19,10 +19,15 @@
 // bare array of one 64-byte line per region (huge pages where it can),
 // one load per get+put: what a random-order hit costs at that size when
 // nothing but one line of memory is read (DRAM latency at 1M entries).
+// "chase" column (hit rows): two steps of a dependent pointer chase per
+// get+put in the footprint a hit reads (n lines of a memo-sized array,
+// then n state words): a hit's two dependent loads at that size's memory
+// latency (run_chase). A hit near it is bound by memory, not by its code;
+// one below it overlaps consecutive gets (the bench's addresses do not
+// depend on each other, the chase's do).
 // The hmemreg rows' "cached" says what percent of the gets the cache served
-// from its entries (100; -1 where not known): under the uffd monitor every cached
-// range splits its mapping, and past vm.max_map_count/2 ranges of one
-// mapping gets become uncached registrations (--monitor picks another).
+// from its entries (100; -1 where not known; below 100 would mean the
+// monitor refused ranges, e.g. a mapping limit).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -275,6 +280,107 @@ struct CeilingImpl final : Impl {
 	}
 };
 
+// ---------------------------------------------------------------- chase
+
+// What a hit of a cache of n entries can cost at best, as memory goes: a
+// hit makes two dependent loads, its memo slot (one 64-byte line of a
+// memo sized as memo.cpp sizes it, n of them in use) and then the entry's
+// state word (8 bytes of a dense array; the thread's counter cell is
+// loaded beside it, in parallel, and the entry's own 256 bytes not at
+// all). The chase makes the same two loads in the same footprint: n
+// lines at random places of a memo-sized array, each pointing to a state
+// word, which points to the next entry's line, in one random cycle (huge
+// pages where it can, as the cache's); each thread walks it from its own
+// start. Two steps per get+put: the memory's latency at that size, the
+// bound of a hit that does nothing but its loads.
+size_t memo_slots(long n)
+{
+	uint64_t slots = 128, want = 4 * static_cast<uint64_t>(n), cap = 1ULL << 17;
+	if (n > (1L << 15)) {
+		want = std::max<uint64_t>(cap, 2 * static_cast<uint64_t>(n));
+		cap = 1ULL << 21;
+	}
+	while (slots < want && slots < cap)
+		slots <<= 1;
+	return static_cast<size_t>(slots);
+}
+
+Result run_chase(long n, int threads, long iters, double max_seconds)
+{
+	const size_t slots = memo_slots(n), entries = static_cast<size_t>(n);
+	const size_t len = slots * 64 + entries * 8;
+	void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return {};
+	::madvise(p, len, MADV_HUGEPAGE);
+	auto *memo = static_cast<uintptr_t *>(p);
+	auto *state = memo + slots * 8;
+	{
+		std::mt19937_64 rng(99);
+		// The lines in use: n distinct slots at random (a partial shuffle).
+		std::vector<uint32_t> slot(slots);
+		for (size_t i = 0; i < slots; i++)
+			slot[i] = static_cast<uint32_t>(i);
+		for (size_t i = 0; i < entries && i + 1 < slots; i++)
+			std::swap(slot[i], slot[i + rng() % (slots - i)]);
+		// Sattolo's shuffle of the entries: one cycle through all of them.
+		std::vector<uint32_t> cyc(entries);
+		for (size_t i = 0; i < entries; i++)
+			cyc[i] = static_cast<uint32_t>(i);
+		for (size_t i = entries - 1; i > 0; i--)
+			std::swap(cyc[i], cyc[rng() % i]);
+		for (size_t i = 0; i < entries; i++) {
+			const uint32_t e = cyc[i], next = cyc[(i + 1) % entries];
+			memo[slot[e] * 8] = reinterpret_cast<uintptr_t>(&state[e]);
+			state[e] = reinterpret_cast<uintptr_t>(&memo[slot[next] * 8]);
+		}
+	}
+	std::atomic<bool> go{false}, stop{false};
+	std::atomic<int> ready{0};
+	std::vector<double> ns(threads);
+	std::atomic<uintptr_t> sink{0};
+	Clock::time_point deadline;
+	std::vector<std::thread> th;
+	for (int t = 0; t < threads; t++) {
+		th.emplace_back([&, t] {
+			auto *at = reinterpret_cast<uintptr_t *>(state[static_cast<size_t>(t) * 7919 % entries]);
+			for (long i = 0; i < 1000; i++) // into the walk
+				at = reinterpret_cast<uintptr_t *>(*at);
+			ready++;
+			while (!go.load())
+				;
+			const double t0 = op_clock_ns();
+			long done = 0;
+			while (done < iters) {
+				for (long i = 0; i < kDeadlineCheck; i++) {
+					at = reinterpret_cast<uintptr_t *>(*at); // two dependent loads per get+put
+					at = reinterpret_cast<uintptr_t *>(*at);
+				}
+				done += kDeadlineCheck;
+				if (stop.load(std::memory_order_relaxed))
+					break;
+				if (Clock::now() > deadline) {
+					stop = true;
+					break;
+				}
+			}
+			ns[t] = (op_clock_ns() - t0) / static_cast<double>(done);
+			sink.fetch_add(reinterpret_cast<uintptr_t>(at), std::memory_order_relaxed);
+		});
+	}
+	while (ready.load() != threads)
+		;
+	deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(max_seconds));
+	go = true;
+	for (auto &x : th)
+		x.join();
+	::munmap(p, len);
+	double sum = 0;
+	for (double x : ns)
+		sum += x;
+	return {sum / threads, stop.load(), -1};
+}
+
 // ---------------------------------------------------------------- UCX
 
 struct Ucs {
@@ -451,7 +557,11 @@ int bench_cache(int argc, char **argv)
 	p.app().add_option("--max-seconds", o.max_seconds, "a run of a case stops here (row: bounded)")->check(CLI::PositiveNumber);
 	p.texts("--cases", cases, "hit, miss or both")->check(CLI::IsMember({"hit", "miss"}));
 	p.app().add_flag("!--no-ucx", o.ucx, "skip the UCX reference");
-	p.app().add_flag("!--no-ceiling", o.ceiling, "skip the same-size ceiling (hit case)");
+	p.app().add_flag("!--no-ceiling", o.ceiling,
+			 "skip the same-size ceilings of the hit case: the 'ceiling' rows (one independent line load per "
+			 "get+put) and the 'chase' column (two dependent loads per get+put, a memo line then a state word "
+			 "as a hit makes them, chased in a footprint as large as a hit's at that cache size: the memory's "
+			 "latency bound; a hit below it overlaps consecutive gets; -1 on other rows)");
 	p.app().add_flag("--cpu-clock", g_cpu_clock,
 			 "time each thread's CPU time, not wall time (a loaded machine; descheduled time does not count)");
 	p.app()
@@ -485,31 +595,43 @@ int bench_cache(int argc, char **argv)
 	char *base = reserve(*std::max_element(o.entries.begin(), o.entries.end()));
 	if (!base)
 		return 1;
-	std::map<Key, Result> ceiling;
+	std::map<Key, Result> ceiling, chase;
 	if (o.ceiling && o.hit) {
 		CeilingImpl ci(base);
 		run_all(ci, o, base, [&](long n, int t, const char *c, Result r) { ceiling[{n, t, c}] = r; }, true);
+		for (long n : o.entries)
+			for (long t : o.threads) {
+				Result b;
+				for (long r = 0; r < o.reps; r++) {
+					Result x = run_chase(n, static_cast<int>(t), o.iters, o.max_seconds);
+					if (x.ns > 0 && (b.ns < 0 || x.ns < b.ns))
+						b = x;
+				}
+				chase[{n, static_cast<int>(t), "hit"}] = b;
+			}
 	}
 	return run_all(h, o, base, [&](long n, int t, const char *c, Result res) {
 		auto it = ucx.find({n, t, c});
 		Result u = it != ucx.end() ? it->second : Result{};
+		auto chi = chase.find({n, t, c});
+		const double ch = chi != chase.end() && chi->second.ns > 0 ? chi->second.ns : -1.0;
 		if (u.ns > 0) {
 			Row r;
 			r.add("bench", "cache").add("impl", "ucx").add("entries", n).add("threads", t).add("case", c);
-			r.add("ns_per_op", u.ns).add("vs_ucx", 1.0).add("cached", cached(u)).add("note", note(u));
+			r.add("ns_per_op", u.ns).add("vs_ucx", 1.0).add("cached", cached(u)).add("chase", ch).add("note", note(u));
 			pr.print(r);
 		}
 		if (auto ci = ceiling.find({n, t, c}); ci != ceiling.end() && ci->second.ns > 0) {
 			Row r;
 			r.add("bench", "cache").add("impl", "ceiling").add("entries", n).add("threads", t).add("case", c);
 			r.add("ns_per_op", ci->second.ns).add("vs_ucx", u.ns > 0 ? ci->second.ns / u.ns : -1.0);
-			r.add("cached", cached(ci->second)).add("note", note(ci->second));
+			r.add("cached", cached(ci->second)).add("chase", ch).add("note", note(ci->second));
 			pr.print(r);
 		}
 		Row r;
 		r.add("bench", "cache").add("impl", "hmemreg").add("entries", n).add("threads", t).add("case", c);
 		r.add("ns_per_op", res.ns).add("vs_ucx", u.ns > 0 && res.ns > 0 ? res.ns / u.ns : -1.0);
-		r.add("cached", cached(res)).add("note", note(res));
+		r.add("cached", cached(res)).add("chase", ch).add("note", note(res));
 		pr.print(r);
 	});
 }

@@ -85,6 +85,10 @@ bool Config::load(std::string &why)
 	if (!number("HMEMREG_NCCL_EAGER_MAX", 0, 64ULL << 20, x, why, true))
 		return false;
 	eager_max = x;
+	x = eager_busy_max;
+	if (!number("HMEMREG_NCCL_EAGER_BUSY_MAX", 0, 64ULL << 20, x, why, true))
+		return false;
+	eager_busy_max = x;
 	x = eager_slots;
 	if (!number("HMEMREG_NCCL_EAGER_SLOTS", 1, 1024, x, why))
 		return false;
@@ -120,7 +124,7 @@ std::string Config::describe() const
 	  << " domain=" << (domain.empty() ? "any" : domain) << " rails=" << rails
 	  << " progress_threads=" << progress_threads << " speed=" << speed_mbps << "Mbps"
 	  << " max_requests=" << max_requests << " notify=" << notify << " eager=" << eager_slots << "x"
-	  << (eager_max >> 10) << "KiB inline<=" << inline_max << "B peer_timeout="
+	  << (eager_max >> 10) << "KiB (busy<=" << (eager_busy_max >> 10) << "KiB) inline<=" << inline_max << "B peer_timeout="
 	  << (peer_timeout_ms == kEngineDefault ? std::string("engine's")
 	      : peer_timeout_ms == 0		 ? std::string("never")
 						 : std::to_string(peer_timeout_ms) + "ms");

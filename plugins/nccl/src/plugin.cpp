@@ -220,9 +220,39 @@ PeerId Plugin::peer_for_locked(uint64_t engine_id, std::span<const uint8_t> addr
 	return p;
 }
 
-void Plugin::send_control_locked(PeerId peer, const std::vector<uint8_t> &msg)
+// No callback and no handle (the C++ wrapper's send() makes a handle to
+// wait on: two allocations nobody used).
+void Plugin::send_control_locked(PeerId peer, std::span<const uint8_t> msg)
 {
-	engine_->send(peer, msg);
+	engine_detail::check(hmemreg_engine_send(engine_->handle(), peer, msg.data(), msg.size(), nullptr, nullptr,
+						 nullptr));
+}
+
+void Plugin::settle_send_locked(Request &r, int status, const char *why)
+{
+	if (r.state != Request::State::Pending)
+		return;
+	if (status == 0) {
+		r.state = Request::State::Done;
+		r.bytes = r.size;
+		bytes_sent_ += r.size;
+	} else {
+		r.state = Request::State::Failed;
+		r.error = ncclRemoteError;
+		r.why = why && *why ? why : "transfer failed";
+	}
+}
+
+void Plugin::send_done(void *arg, int status)
+{
+	auto *raw = static_cast<Request *>(arg);
+	Plugin &p = *raw->plugin;
+	// Why it failed: the engine's per-thread message, read before anything
+	// else can overwrite it.
+	const std::string why = status < 0 ? hmemreg_engine_last_error() : "";
+	std::lock_guard l(p.mu_);
+	std::shared_ptr<Request> r = std::move(raw->engine_hold); // the last reference, if NCCL is done with it
+	p.settle_send_locked(*r, status, why.c_str());
 }
 
 ncclResult_t Plugin::properties(int dev, ncclNetProperties_v11_t *props)
@@ -566,7 +596,11 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	const bool inl = host && cfg_.inline_max && size <= cfg_.inline_max && c->remote_id;
 	// No Cts yet (the receiver is behind): into an eager slot if one is
 	// free, as NCCL's socket transport lets the kernel buffer it.
+	// While earlier sends are outstanding, only small ones (Config::
+	// eager_busy_max): a larger one's advertisement comes while they flow,
+	// and an eager receive costs the receiver one more copy.
 	const bool eager = host && !inl && ct == c->cts.end() && size && size <= c->eager.slot_size && c->eager.slots &&
+			   (c->outstanding == 0 || size <= cfg_.eager_busy_max) &&
 			   seq_before(seq, c->eager.done_upto + c->eager.slots);
 	if (ct == c->cts.end() && !eager && !inl) {
 		missing_cts = true;
@@ -606,55 +640,43 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	rq->comm_id = c->id;
 	rq->seq = seq;
 	rq->size = size;
-	std::weak_ptr<Request> weak = rq;
-	auto done = [this, weak](const Transfer &t) {
-		std::lock_guard l(mu_);
-		auto r = weak.lock();
-		if (!r || r->state != Request::State::Pending)
-			return;
-		if (t.status() == 0) {
-			r->state = Request::State::Done;
-			r->bytes = r->size;
-			bytes_sent_ += r->size;
-		} else {
-			r->state = Request::State::Failed;
-			r->error = ncclRemoteError;
-			try {
-				r->why = t.error();
-			} catch (const std::exception &) {
-				r->why = "transfer failed";
-			}
-		}
-	};
+	// The engine holds the request until its callback (send_done) ran.
+	rq->plugin = this;
+	rq->engine_hold = rq;
 	try {
+		hmemreg_engine_t *eh = engine_->handle();
+		int rc;
 		if (inl) {
 			proto::Inline m;
 			m.recv_id = c->remote_id;
 			m.seq = seq;
 			m.tag = tag;
 			m.data = std::span(static_cast<const uint8_t *>(size ? data : nullptr), size);
+			proto::encode_head_into(m, wire_);
 			// The data is copied once, into the engine's message.
-			engine_->send(c->peer, proto::encode_head(m), m.data, done);
+			const hmemreg_iov iov[2] = {{wire_.data(), wire_.size()}, {m.data.data(), m.data.size()}};
+			rc = hmemreg_engine_sendv(eh, c->peer, iov, size ? 2 : 1, &Plugin::send_done, rq.get(), nullptr);
 		} else if (size == 0) {
 			proto::Empty e;
 			e.recv_id = cts->recv_id;
 			e.seq = seq;
-			engine_->send(c->peer, proto::encode(e), done);
+			const auto msg = proto::encode(e);
+			rc = hmemreg_engine_send(eh, c->peer, msg.data(), msg.size(), &Plugin::send_done, rq.get(), nullptr);
 		} else {
 			Chunk ch;
 			ch.local = mh->region->handle();
 			ch.local_offset = reinterpret_cast<uintptr_t>(data) - reinterpret_cast<uintptr_t>(mh->region->addr());
 			ch.len = size;
-			if (eager) {
-				ch.remote_offset = static_cast<size_t>(seq % c->eager.slots) * c->eager.slot_size;
-				engine_->write(c->peer, std::span(&ch, 1), c->eager.descriptor,
-							      proto::kEagerTag | proto::notify_tag(c->remote_id, seq), done);
-			} else {
-				ch.remote_offset = cts->offset;
-				engine_->write(c->peer, std::span(&ch, 1), cts->descriptor,
-							      proto::notify_tag(cts->recv_id, seq), done);
-			}
+			const std::vector<uint8_t> &desc = eager ? c->eager.descriptor : cts->descriptor;
+			const uint64_t ntag = eager ? proto::kEagerTag | proto::notify_tag(c->remote_id, seq)
+						    : proto::notify_tag(cts->recv_id, seq);
+			ch.remote_offset = eager ? static_cast<size_t>(seq % c->eager.slots) * c->eager.slot_size : cts->offset;
+			rc = hmemreg_engine_write(eh, c->peer, &ch, 1, desc.data(), desc.size(), ntag, &Plugin::send_done,
+						  rq.get(), nullptr);
 		}
+		if (rc < 0)
+			rq->engine_hold.reset(); // not taken: no callback comes
+		engine_detail::check(rc);
 	} catch (const Error &e) {
 		if (e.code() == HMEMREG_EAGAIN)
 			return ncclSuccess; // engine full: NCCL retries, the Cts stays
@@ -790,9 +812,11 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 		rq->deferred = true;
 		rq->deferred_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
 	} else if (!c->peer_closed) {
-		const proto::Cts m = cts_of_locked(*c, *rq, mh);
+		const proto::Cts m = cts_of_locked(*c, *rq, nullptr);
 		try {
-			engine_->send(c->peer, proto::encode(m));
+			proto::encode_into(m, mh ? std::span<const uint8_t>(mh->descriptor) : std::span<const uint8_t>(),
+					   wire_);
+			send_control_locked(c->peer, wire_);
 		} catch (const Error &e) {
 			if (e.code() == HMEMREG_EAGAIN)
 				return ncclSuccess;

@@ -136,6 +136,12 @@ struct Request {
 	size_t bytes = 0;    // what test() reports
 	ncclResult_t error = ncclSuccess;
 	std::string why;
+	// A send while the engine holds its completion callback (a C callback
+	// with this request as its argument: no std::function, no handle): the
+	// request itself, released by that callback, which runs exactly once
+	// (failed, at the latest, when the engine goes). Under Plugin::mu_.
+	std::shared_ptr<Request> engine_hold;
+	class Plugin *plugin = nullptr;
 };
 
 struct MemHandle {
@@ -192,7 +198,11 @@ private:
 	void mark_done_locked(RecvComm &c, uint32_t seq);
 	void land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes);
 	void land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<const uint8_t> data);
-	void send_control_locked(PeerId peer, const std::vector<uint8_t> &msg);
+	void send_control_locked(PeerId peer, std::span<const uint8_t> msg);
+	// The engine's completion of a send made by try_isend (arg: its Request).
+	static void send_done(void *arg, int status);
+	// Settles send r (under mu_) from the engine's status.
+	void settle_send_locked(Request &r, int status, const char *why);
 	ncclResult_t post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			       void **request);
 	ncclResult_t try_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request,
@@ -213,6 +223,9 @@ private:
 	std::unordered_map<void *, std::shared_ptr<Request>> requests_;
 	std::unordered_map<void *, std::unique_ptr<MemHandle>> mhandles_;
 	std::unordered_map<uint64_t, PeerId> peers_;
+	// Encoded control messages on the hot paths (Cts, Inline heads), under
+	// mu_: the engine copies them at once, the capacity stays.
+	std::vector<uint8_t> wire_;
 	uint64_t bytes_sent_ = 0, bytes_received_ = 0, eager_receives_ = 0, peer_closes_ = 0;
 	std::atomic<uint64_t> device_regs_{0}, flushes_{0};
 	// Eager slots of closed recv comms (8 MiB each by default), freed with the engine.

@@ -10,13 +10,19 @@ constexpr uint32_t kMagic = 0x4c43434e; // "NCCL"
 constexpr uint16_t kVersion = 4; // 2: EagerRing, Credit, Cts.done_upto; 3: Close.sent; 4: Inline
 constexpr uint32_t kHandleMagic = 0x48524e48; // "HNRH"
 
+// Into its own vector (take()), or into the caller's, which keeps its
+// capacity from message to message (the hot paths' encode_into).
 class Writer {
 public:
-	explicit Writer(Type t)
+	explicit Writer(Type t) : b_(own_)
 	{
-		put(kMagic);
-		put(kVersion);
-		put(static_cast<uint16_t>(t));
+		own_.reserve(64);
+		start(t);
+	}
+	Writer(Type t, std::vector<uint8_t> &out) : b_(out)
+	{
+		b_.clear();
+		start(t);
 	}
 	template <typename T> Writer &put(T v)
 	{
@@ -30,10 +36,17 @@ public:
 		b_.insert(b_.end(), s.begin(), s.end());
 		return *this;
 	}
-	std::vector<uint8_t> take() { return std::move(b_); }
+	std::vector<uint8_t> take() { return std::move(own_); }
 
 private:
-	std::vector<uint8_t> b_;
+	void start(Type t)
+	{
+		put(kMagic);
+		put(kVersion);
+		put(static_cast<uint16_t>(t));
+	}
+	std::vector<uint8_t> own_;
+	std::vector<uint8_t> &b_;
 };
 
 class Reader {
@@ -94,6 +107,19 @@ std::vector<uint8_t> encode(const Cts &m)
 		.take();
 }
 
+void encode_into(const Cts &m, std::span<const uint8_t> descriptor, std::vector<uint8_t> &out)
+{
+	Writer(Type::Cts, out)
+		.put(m.send_id)
+		.put(m.recv_id)
+		.put(m.seq)
+		.put(m.tag)
+		.put(m.size)
+		.put(m.offset)
+		.put(m.done_upto)
+		.bytes(descriptor);
+}
+
 std::vector<uint8_t> encode(const Credit &m) { return Writer(Type::Credit).put(m.send_id).put(m.done_upto).take(); }
 
 std::vector<uint8_t> encode(const EagerRing &m)
@@ -114,7 +140,14 @@ std::vector<uint8_t> encode(const Inline &m)
 
 std::vector<uint8_t> encode_head(const Inline &m)
 {
-	return Writer(Type::Inline).put(m.recv_id).put(m.seq).put(m.tag).put(static_cast<uint32_t>(m.data.size())).take();
+	std::vector<uint8_t> out;
+	encode_head_into(m, out);
+	return out;
+}
+
+void encode_head_into(const Inline &m, std::vector<uint8_t> &out)
+{
+	Writer(Type::Inline, out).put(m.recv_id).put(m.seq).put(m.tag).put(static_cast<uint32_t>(m.data.size()));
 }
 
 std::vector<uint8_t> encode(const Empty &m) { return Writer(Type::Empty).put(m.recv_id).put(m.seq).take(); }

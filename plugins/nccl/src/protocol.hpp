@@ -127,6 +127,11 @@ std::vector<uint8_t> encode(const Credit &m);
 std::vector<uint8_t> encode(const Inline &m);
 // An Inline message without its data (to be followed by m.data.size() bytes).
 std::vector<uint8_t> encode_head(const Inline &m);
+// Into `out` (cleared; its capacity kept: no allocation per message once
+// warm): an Inline head, and a Cts with `descriptor` in place of
+// m.descriptor (no copy of it into the Cts first).
+void encode_head_into(const Inline &m, std::vector<uint8_t> &out);
+void encode_into(const Cts &m, std::span<const uint8_t> descriptor, std::vector<uint8_t> &out);
 // Nothing on a malformed, foreign or other-version message.
 std::optional<Message> decode(std::span<const uint8_t> bytes);
 

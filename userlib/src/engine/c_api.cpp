@@ -469,7 +469,11 @@ int hmemreg_engine_write(hmemreg_engine_t *engine, uint64_t peer, const struct h
 	if (!engine || (!chunks && nchunks) || !remote_desc)
 		return fail(HMEMREG_EINVAL, "engine, chunks or remote_desc is NULL");
 	return guard([&] {
-		std::vector<Chunk> v(nchunks);
+		// A few chunks (the common case) on the stack: no allocation.
+		constexpr size_t kOnStack = 8;
+		Chunk few[kOnStack];
+		std::vector<Chunk> many(nchunks > kOnStack ? nchunks : 0);
+		Chunk *v = nchunks > kOnStack ? many.data() : few;
 		for (size_t i = 0; i < nchunks; i++) {
 			if (!chunks[i].local)
 				throw Error(HMEMREG_EINVAL, "write: chunk " + std::to_string(i) + " has no local region");
@@ -481,8 +485,8 @@ int hmemreg_engine_write(hmemreg_engine_t *engine, uint64_t peer, const struct h
 		// A handle only when asked for (allocated before posting: a failure posts nothing).
 		std::unique_ptr<hmemreg_xfer> x = xfer ? std::make_unique<hmemreg_xfer>() : nullptr;
 		TransferRef t;
-		t = engine->e->write(peer, v, {static_cast<const uint8_t *>(remote_desc), desc_len}, tag,
-					c_callback(cb, arg));
+		t = engine->e->write(peer, {v, nchunks}, {static_cast<const uint8_t *>(remote_desc), desc_len}, tag,
+				     c_callback(cb, arg));
 		if (x) {
 			x->t = std::move(t);
 			*xfer = x.release();

@@ -6,11 +6,38 @@
 #include <cstring>
 #include <numeric>
 
+#include "engine/thread_scratch.hpp"
 #include "engine/write_plan.hpp"
 
 namespace hmemreg::engine {
 
 Core::~Core() = default;
+
+void Core::ActiveList::insert(TransferImpl *x)
+{
+	x->active_prev = nullptr;
+	x->active_next = head_;
+	if (head_)
+		head_->active_prev = x;
+	head_ = x;
+	x->active_linked = true;
+	n_++;
+}
+
+void Core::ActiveList::erase(TransferImpl *x)
+{
+	if (!x->active_linked)
+		return;
+	if (x->active_prev)
+		x->active_prev->active_next = x->active_next;
+	else
+		head_ = x->active_next;
+	if (x->active_next)
+		x->active_next->active_prev = x->active_prev;
+	x->active_prev = x->active_next = nullptr;
+	x->active_linked = false;
+	n_--;
+}
 
 void Core::kick()
 {
@@ -69,9 +96,10 @@ void Core::fail_dead(std::span<const std::shared_ptr<PeerState>> dead)
 	std::vector<std::shared_ptr<TransferImpl>> victims;
 	{
 		std::lock_guard l(active_mu);
-		for (TransferImpl *x : active)
+		active.for_each([&](TransferImpl *x) {
 			if (x->peer->dead.load() && !x->reported.load())
 				victims.push_back(x->self);
+		});
 	}
 	for (auto &x : victims) {
 		x->fail(HMEMREG_EFABRIC, x->peer->dead_reason);
@@ -83,7 +111,7 @@ std::shared_ptr<TransferImpl> Core::make_send(const std::shared_ptr<PeerState> &
 					      std::span<const uint8_t> data, unsigned rail, TransferCallback cb,
 					      std::span<const uint8_t> body)
 {
-	auto x = std::make_shared<TransferImpl>();
+	auto x = pool->take();
 	x->kind = TransferImpl::Kind::Send;
 	x->peer = peer;
 	x->send_rail = rail;
@@ -127,10 +155,18 @@ std::shared_ptr<TransferImpl> Core::plan(const std::shared_ptr<PeerState> &p, st
 					 const wire::RegionDescriptor &d, uint64_t tag, TransferCallback done,
 					 bool internal)
 {
-	auto x = TransferImpl::make_write(p, tag, chunks.size(), std::move(done));
+	auto x = pool->take();
+	x->kind = TransferImpl::Kind::Write;
+	x->peer = p;
+	x->tag = tag;
+	x->chunks = static_cast<uint32_t>(chunks.size());
+	x->callback = std::move(done);
 	x->notify = !internal;
-	std::vector<PlanChunk> pcs;
-	pcs.reserve(chunks.size());
+	// Per thread, reused: planning allocates nothing once warm.
+	std::vector<PlanChunk> own;
+	std::vector<PlanChunk> *pp = thread_scratch<std::vector<PlanChunk>>();
+	std::vector<PlanChunk> &pcs = pp ? *pp : own;
+	pcs.clear();
 	size_t total = 0;
 	for (const Chunk &c : chunks) {
 		auto *r = static_cast<const RegionImpl *>(c.local);
@@ -145,18 +181,15 @@ std::shared_ptr<TransferImpl> Core::plan(const std::shared_ptr<PeerState> &p, st
 	const unsigned first = cfg.sends_on_first_rail && total <= cfg.first_rail_write_max
 				       ? 0
 				       : next_rail.fetch_add(1) % static_cast<unsigned>(rails.size());
-	WritePlan wp = plan_write(pcs, d, {rails.size(), caps.max_write, caps.write_iov}, first);
+	WritePlan &wp = x->plan;
+	plan_write(pcs, d, {rails.size(), caps.max_write, caps.write_iov}, first, wp);
 	x->total = wp.bytes;
-	x->iovs = std::move(wp.iovs);
-	x->descs = std::move(wp.descs);
-	x->rmas = std::move(wp.rmas);
-	x->segs.resize(wp.writes.size());
+	x->segs.assign(wp.writes.size(), Segment{});
 	for (size_t i = 0; i < wp.writes.size(); i++) {
 		x->segs[i].xfer = x.get();
 		x->segs[i].first = wp.writes[i].first;
 		x->segs[i].count = wp.writes[i].count;
 	}
-	x->rail_segs = std::move(wp.rail_writes);
 	x->cursor.assign(rails.size(), 0);
 	x->unresolved = static_cast<uint32_t>(x->segs.size());
 	return x;
@@ -165,11 +198,13 @@ std::shared_ptr<TransferImpl> Core::plan(const std::shared_ptr<PeerState> &p, st
 void Core::submit(const std::shared_ptr<TransferImpl> &x, bool internal)
 {
 	admit(x, internal);
-	if (x->immediate)
+	// The Announce with the writes of its rail: one hand-over (lock).
+	const bool announce_alone = x->immediate && x->plan.rail_writes[x->send_rail].empty();
+	if (announce_alone)
 		rails[x->send_rail]->enqueue_send(x);
 	for (unsigned r = 0; r < rails.size(); r++)
-		if (!x->rail_segs[r].empty())
-			rails[r]->enqueue_writes(x);
+		if (!x->plan.rail_writes[r].empty())
+			rails[r]->enqueue_writes(x, x->immediate && !announce_alone && r == x->send_rail);
 	kick();
 }
 

@@ -11,7 +11,6 @@
 #include <memory>
 #include <mutex>
 #include <span>
-#include <unordered_set>
 #include <vector>
 
 #include "engine/facade.hpp"
@@ -20,6 +19,7 @@
 #include "engine/region.hpp"
 #include "engine/topology.hpp"
 #include "engine/transfer.hpp"
+#include "engine/transfer_pool.hpp"
 #include "engine/wire.hpp"
 
 namespace hmemreg::engine {
@@ -38,8 +38,27 @@ struct Core {
 	std::unique_ptr<ProgressThreads> threads; // stopped first on destruction
 	std::atomic<bool> closing{false};
 
+	// Admitted, not yet finished: an intrusive list (links in each
+	// TransferImpl), under active_mu.
+	class ActiveList {
+	public:
+		void insert(TransferImpl *x);
+		void erase(TransferImpl *x); // no-op when not linked
+		size_t size() const { return n_; }
+		template <class F> void for_each(F &&f) const
+		{
+			for (TransferImpl *x = head_; x; x = x->active_next)
+				f(x);
+		}
+
+	private:
+		TransferImpl *head_ = nullptr;
+		size_t n_ = 0;
+	};
 	std::mutex active_mu;
-	std::unordered_set<TransferImpl *> active;
+	ActiveList active;
+	// Where make_send() and plan() take their transfers (recycled).
+	std::shared_ptr<TransferPool> pool;
 	std::atomic<unsigned> next_rail{0};
 	// Bumped when a peer is removed or declared dead: rails then drain its
 	// queued items even with their queue depth used up.

@@ -7,25 +7,27 @@ namespace hmemreg::engine {
 
 void Delivery::set_on_message(std::function<void(const Message &)> fn)
 {
+	auto h = fn ? std::make_shared<const MessageFn>(std::move(fn)) : nullptr;
 	std::lock_guard l(mu_);
-	on_message_ = std::move(fn);
+	on_message_ = std::move(h);
 }
 
 void Delivery::set_on_notify(std::function<void(const Notification &)> fn)
 {
+	auto h = fn ? std::make_shared<const NotifyFn>(std::move(fn)) : nullptr;
 	std::lock_guard l(mu_);
-	on_notify_ = std::move(fn);
+	on_notify_ = std::move(h);
 }
 
 void Delivery::message(const Message &m)
 {
-	std::function<void(const Message &)> fn;
+	std::shared_ptr<const MessageFn> fn;
 	{
 		std::lock_guard l(mu_);
 		fn = on_message_;
 	}
 	if (fn)
-		fn(m);
+		(*fn)(m);
 }
 
 void Delivery::notify(std::span<const Notification> notes)
@@ -36,14 +38,14 @@ void Delivery::notify(std::span<const Notification> notes)
 		for (int d = 0; d < 64; d++)
 			if (devs & (1ULL << d))
 				cuda::finish_legacy_copies(d); // errors: the copy's own failure shows elsewhere
-	std::function<void(const Notification &)> fn;
+	std::shared_ptr<const NotifyFn> fn;
 	{
 		std::lock_guard l(mu_);
 		fn = on_notify_;
 	}
 	if (fn)
 		for (const auto &n : notes)
-			fn(n);
+			(*fn)(n);
 }
 
 void Delivery::direct_device(int device)

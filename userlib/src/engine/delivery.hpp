@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
 
@@ -28,9 +29,11 @@ public:
 	void direct_device(int device);
 
 private:
+	using MessageFn = std::function<void(const Message &)>;
+	using NotifyFn = std::function<void(const Notification &)>;
 	std::mutex mu_;
-	std::function<void(const Message &)> on_message_;
-	std::function<void(const Notification &)> on_notify_;
+	std::shared_ptr<const MessageFn> on_message_;
+	std::shared_ptr<const NotifyFn> on_notify_;
 	std::atomic<uint64_t> direct_devices_{0}; // bit = ordinal
 };
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "engine/engine_impl.hpp"
+#include "engine/thread_scratch.hpp"
 #include "fabric/abi.hpp"
 #include "hmem/cuda_memory.hpp"
 #include "hmemreg/cache.h"
@@ -21,6 +22,14 @@ namespace {
 // The engine whose progress turn this thread is in (callbacks run there):
 // drain() from such a callback would wait for itself.
 thread_local const Engine::Impl *in_turn = nullptr;
+
+// A turn's event lists, per thread and nesting depth (a callback may drive
+// progress itself): they keep their capacity from turn to turn, where a
+// fresh Events cost a heap allocation for each kind of event it saw.
+struct TurnEvents {
+	std::vector<std::unique_ptr<Events>> by_depth;
+	size_t depth = 0;
+};
 
 } // namespace
 
@@ -37,13 +46,26 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 {
 	const Impl *outer = in_turn;
 	in_turn = this;
+	TurnEvents *te = thread_scratch<TurnEvents>();
+	Events own; // only once this thread's scratch is gone (at exit)
+	if (te && te->by_depth.size() <= te->depth)
+		te->by_depth.push_back(std::make_unique<Events>());
+	Events &ev = te ? *te->by_depth[te->depth++] : own;
 	struct Restore {
 		const Impl *outer;
-		~Restore() { in_turn = outer; }
-	} restore{outer};
+		Events &ev;
+		TurnEvents *te;
+		~Restore()
+		{
+			ev.clear(); // no transfer stays referenced from here
+			if (te)
+				te->depth--;
+			in_turn = outer;
+		}
+	} restore{outer, ev, te};
 	size_t n = 0;
 	for (unsigned r : rail_ids) {
-		Events ev;
+		ev.clear();
 		n += core.progress_rail(r, ev);
 		if (ev.empty())
 			continue;
@@ -155,8 +177,7 @@ Engine::~Engine()
 	std::vector<std::shared_ptr<TransferImpl>> left;
 	{
 		std::lock_guard l(core.active_mu);
-		for (TransferImpl *x : core.active)
-			left.push_back(x->self);
+		core.active.for_each([&](TransferImpl *x) { left.push_back(x->self); });
 	}
 	if (keep_open)
 		for (auto &r : core.rails)
@@ -326,8 +347,6 @@ TransferRef Engine::write(PeerId peer, std::span<const Chunk> chunks, std::span<
 		throw Error(HMEMREG_EINVAL, "write: the remote descriptor belongs to engine " + engine_hex(d.engine_id) +
 						    ", not to peer " + std::to_string(peer) + " (engine " +
 						    engine_hex(p->engine_id) + ")");
-	std::vector<size_t> order(chunks.size());
-	std::iota(order.begin(), order.end(), 0);
 	for (size_t i = 0; i < chunks.size(); i++) {
 		const Chunk &c = chunks[i];
 		auto *r = dynamic_cast<const RegionImpl *>(c.local);
@@ -349,6 +368,10 @@ TransferRef Engine::write(PeerId peer, std::span<const Chunk> chunks, std::span<
 							    ") does not fit the remote region of " +
 							    std::to_string(d.length) + " bytes");
 	}
+	// Overlap at the target, checked on the chunks in remote order (a
+	// single chunk needs no order, nor its allocation).
+	std::vector<size_t> order(chunks.size() > 1 ? chunks.size() : 0);
+	std::iota(order.begin(), order.end(), 0);
 	std::sort(order.begin(), order.end(),
 		  [&](size_t a, size_t b) { return chunks[a].remote_offset < chunks[b].remote_offset; });
 	for (size_t k = 1; k < order.size(); k++) {

@@ -56,8 +56,8 @@ bool ImmediateNotifier::prepare(TransferImpl &x)
 	std::memcpy(x.message.data() + sizeof(h), &an, sizeof(an));
 	x.unresolved++;
 	x.send_rail = x.segs.empty() ? 0 : static_cast<unsigned>(
-		std::find_if(x.rail_segs.begin(), x.rail_segs.end(), [](const auto &v) { return !v.empty(); }) -
-		x.rail_segs.begin());
+		std::find_if(x.plan.rail_writes.begin(), x.plan.rail_writes.end(), [](const auto &v) { return !v.empty(); }) -
+		x.plan.rail_writes.begin());
 	return true;
 }
 
@@ -304,10 +304,16 @@ void ImmediateNotifier::expire()
 		return;
 	const int64_t limit = static_cast<int64_t>(core_.cfg.peer_timeout_ms ? core_.cfg.peer_timeout_ms : 60'000) * 1'000'000;
 	std::lock_guard l(mu);
-	Expecting e{*this};
 	const size_t n = std::erase_if(arrivals, [&](const auto &kv) { return now - kv.second.touched > limit; });
 	abandoned_ += n;
 	expired_ += n;
+	// Every rail is polled only while some arrival still moves: one idle
+	// for kLiveNs (its writer broke, most likely) waits out its expiry
+	// without that (quiet rails are still polled now and then); its next
+	// write or Announce makes it live again (Expecting).
+	expecting_.store(std::any_of(arrivals.begin(), arrivals.end(),
+				     [&](const auto &kv) { return now - kv.second.touched <= kLiveNs; }),
+			 std::memory_order_relaxed);
 }
 
 bool ImmediateNotifier::writer_broke()

@@ -44,9 +44,11 @@ public:
 
 	// Target. Partial arrivals idle for peer_timeout (60 s without one).
 	void expire();
-	// Writes announced (or some of their data seen) and not all in place:
-	// on tcp the data moves only while its rail is polled, whichever it is.
+	// Writes announced (or some of their data seen) and not all in place,
+	// and one of them touched within kLiveNs (see expire): on tcp the data
+	// moves only while its rail is polled, whichever it is.
 	bool expecting() const { return expecting_.load(std::memory_order_relaxed); }
+	static constexpr int64_t kLiveNs = 100'000'000;
 	// Whether closing the endpoints may meet a remote write half received
 	// from a writer that broke (facade.cpp, ~Engine).
 	bool writer_broke();
@@ -101,7 +103,7 @@ private:
 	std::atomic<uint64_t> expired_{0}; // of those abandoned: idle for peer_timeout (the writer broke)
 	std::atomic<uint64_t> writes_{0};
 	std::atomic<int64_t> last_expiry_{0};
-	std::atomic<bool> expecting_{false}; // !arrivals.empty(), set under mu
+	std::atomic<bool> expecting_{false}; // !arrivals.empty() (expire: a live one), set under mu
 	// Sets expecting_ as the scope that changed arrivals (under mu) ends.
 	struct Expecting {
 		ImmediateNotifier &n;

@@ -123,7 +123,12 @@ void choose_notify(const Config &cfg, size_t cq, const std::string &prov, Capabi
 
 } // namespace
 
-Core::Core(const Config &c, uint64_t engine_id) : cfg(c), id(engine_id)
+// Free transfers kept for reuse (a few hundred bytes each, plus the
+// capacity of their vectors); beyond that, returning ones are deleted.
+constexpr size_t kPooledTransfers = 1024;
+
+Core::Core(const Config &c, uint64_t engine_id)
+	: cfg(c), id(engine_id), pool(TransferPool::create(kPooledTransfers))
 {
 	std::string from;
 	cfg.peer_timeout_ms = resolve_peer_timeout(cfg.peer_timeout_ms, from);

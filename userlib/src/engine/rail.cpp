@@ -116,9 +116,11 @@ void Rail::remove_peer(fi_addr_t addr)
 	av_.remove(addr);
 }
 
-void Rail::enqueue_writes(std::shared_ptr<TransferImpl> x)
+void Rail::enqueue_writes(std::shared_ptr<TransferImpl> x, bool with_announce)
 {
 	std::lock_guard l(submit_mu_);
+	if (with_announce)
+		submitted_.push_back({x, false});
 	submitted_.push_back({std::move(x), true});
 	any_submitted_.store(true, std::memory_order_release);
 }
@@ -142,10 +144,28 @@ bool Rail::take_submitted()
 		taking_.swap(submitted_);
 	}
 	for (Item &it : taking_)
-		queue_.push_back(std::move(it));
+		queue_push(std::move(it));
 	const bool any = !taking_.empty();
 	taking_.clear();
 	return any;
+}
+
+void Rail::queue_push(Item it)
+{
+	if (spare_.empty()) {
+		queue_.push_back(std::move(it));
+		return;
+	}
+	queue_.splice(queue_.end(), spare_, spare_.begin());
+	queue_.back() = std::move(it);
+}
+
+std::list<Rail::Item>::iterator Rail::queue_erase(std::list<Item>::iterator it)
+{
+	auto next = std::next(it);
+	it->xfer.reset(); // the node keeps no transfer alive
+	spare_.splice(spare_.begin(), queue_, it);
+	return next;
 }
 
 int Rail::post_recv(RecvSlot &slot)
@@ -158,10 +178,13 @@ void Rail::progress(Events &ev)
 	std::lock_guard l(mu_);
 	// New work goes out before the poll: on tcp a poll is a system call or
 	// more, and a small message's latency is mostly such calls in line.
+	// What completions made room for goes after it, within the same
+	// turn's budget.
+	size_t budget = opt_.post_batch;
 	if (take_submitted() && inflight_ < opt_.queue_depth)
-		post(ev);
+		post(ev, budget);
 	poll(ev);
-	post(ev);
+	post(ev, budget);
 	busy_.store(inflight_ || !queue_.empty() || !recv_repost_.empty(), std::memory_order_relaxed);
 }
 
@@ -271,7 +294,7 @@ void Rail::resolve(TransferImpl *x, size_t n, Events &ev)
 	}
 	// Every write is in place at the target (delivery complete): send the
 	// message its notifier prepared (a Done).
-	queue_.push_back({x->self, false});
+	queue_push({x->self, false});
 }
 
 void Rail::send_over(const std::shared_ptr<TransferImpl> &x, Events &ev)
@@ -282,7 +305,7 @@ void Rail::send_over(const std::shared_ptr<TransferImpl> &x, Events &ev)
 		ev.finished.push_back(x);
 }
 
-void Rail::post(Events &ev)
+void Rail::post(Events &ev, size_t &budget)
 {
 	while (!recv_repost_.empty()) {
 		if (post_recv(*recv_repost_.back()) < 0)
@@ -303,17 +326,16 @@ void Rail::post(Events &ev)
 				post_writes(*it, no_budget, ev);
 			else
 				post_send(*it, ev);
-			it = queue_.erase(it);
+			it = queue_erase(it);
 		}
 	}
-	size_t budget = opt_.post_batch;
 	// Items of one peer stay in order; a peer whose item could not finish
 	// (provider -FI_EAGAIN, e.g. a dead or reconnecting peer) is skipped for
 	// the rest of the turn so the other peers' work still goes out.
-	std::vector<const PeerState *> blocked;
+	blocked_.clear();
 	for (auto it = queue_.begin(); it != queue_.end() && budget > 0 && inflight_ < opt_.queue_depth;) {
 		const PeerState *peer = it->xfer->peer.get();
-		if (std::find(blocked.begin(), blocked.end(), peer) != blocked.end()) {
+		if (std::find(blocked_.begin(), blocked_.end(), peer) != blocked_.end()) {
 			++it;
 			continue;
 		}
@@ -321,9 +343,9 @@ void Rail::post(Events &ev)
 		if (finished) {
 			if (!it->writes)
 				budget--;
-			it = queue_.erase(it);
+			it = queue_erase(it);
 		} else {
-			blocked.push_back(peer);
+			blocked_.push_back(peer);
 			++it;
 		}
 	}
@@ -337,7 +359,7 @@ void Rail::post(Events &ev)
 bool Rail::post_writes(Item &it, size_t &budget, Events &ev)
 {
 	TransferImpl *x = it.xfer.get();
-	const auto &list = x->rail_segs[index_];
+	const auto &list = x->plan.rail_writes[index_];
 	size_t &cur = x->cursor[index_];
 	// Immediate: transmit-complete writes carrying the transfer's key (the
 	// target counts them); else delivery-complete, a Done message follows.
@@ -363,11 +385,11 @@ bool Rail::post_writes(Item &it, size_t &budget, Events &ev)
 		const bool more = opt_.post_more && cur + 1 < list.size() && budget > 1 &&
 				  inflight_ + 1 < opt_.queue_depth && x->peer->inflight.load() + 1 < opt_.peer_cap;
 		fi_msg_rma msg{};
-		msg.msg_iov = &x->iovs[s.first];
-		msg.desc = &x->descs[s.first];
+		msg.msg_iov = &x->plan.iovs[s.first];
+		msg.desc = &x->plan.descs[s.first];
 		msg.iov_count = s.count;
 		msg.addr = dest;
-		msg.rma_iov = &x->rmas[s.first];
+		msg.rma_iov = &x->plan.rmas[s.first];
 		msg.rma_iov_count = s.count;
 		msg.context = &s.ctx;
 		msg.data = x->imm_key;

@@ -51,6 +51,16 @@ struct Events {
 	std::vector<uint64_t> imm; // remote CQ data of writes that landed here
 	size_t handled = 0;
 	bool empty() const { return finished.empty() && messages.empty() && imm.empty(); }
+	// For the next rail's turn, keeping the lists' capacity (held must
+	// have gone back to its rail: Rail::release).
+	void clear()
+	{
+		finished.clear();
+		messages.clear();
+		held.clear();
+		imm.clear();
+		handled = 0;
+	}
 };
 
 struct RailOptions {
@@ -83,8 +93,9 @@ public:
 	fi_addr_t insert_peer(const std::vector<uint8_t> &name);
 	void remove_peer(fi_addr_t addr);
 
-	// Queue the transfer's writes for this rail, or its control message.
-	void enqueue_writes(std::shared_ptr<TransferImpl> x);
+	// Queue the transfer's writes for this rail (with_announce: its
+	// Announce first, in the same hand-over), or its control message.
+	void enqueue_writes(std::shared_ptr<TransferImpl> x, bool with_announce = false);
 	void enqueue_send(std::shared_ptr<TransferImpl> x);
 
 	// Post what was newly queued, poll the CQ, then post what is queued (up
@@ -104,6 +115,11 @@ public:
 	// until the process ends. For an engine torn down after a peer broke
 	// mid-write, where closing crashes libfabric's ofi_rxm (facade.cpp,
 	// Engine::~Engine). Call only once nothing drives progress any more.
+	// The endpoint may still hold operations whose contexts and buffers
+	// point into transfers freed (or recycled) since: writes' segments, and
+	// control messages sent from the transfer's own bytes where buffers need
+	// no registration (post_send). Harmless while it is never progressed
+	// again, which is the point: nothing here touches it after this call.
 	void abandon();
 
 private:
@@ -124,8 +140,14 @@ private:
 	void poll(Events &ev);
 	void handle(OpContext *op, int err, const std::string &text, size_t len, Events &ev);
 	bool take_submitted();
-	void post(Events &ev);
+	// Posts queued work: at most `budget` writes and messages (shared by
+	// the posts of one turn: post_batch is per turn).
+	void post(Events &ev, size_t &budget);
 	bool post_writes(Item &it, size_t &budget, Events &ev); // false: not finished this turn
+	// queue_ without a heap allocation per item once warm: nodes come from
+	// and go back to spare_ (std::list::splice).
+	void queue_push(Item it);
+	std::list<Item>::iterator queue_erase(std::list<Item>::iterator it);
 	bool post_send(Item &it, Events &ev);
 	int post_recv(RecvSlot &slot);
 	void resolve(TransferImpl *x, size_t n, Events &ev);
@@ -151,6 +173,8 @@ private:
 	std::vector<SendSlot> send_slots_;
 	std::vector<SendSlot *> free_send_;
 	std::list<Item> queue_; // FIFO per peer; a blocked peer does not block others
+	std::list<Item> spare_; // emptied nodes of queue_, for reuse
+	std::vector<const PeerState *> blocked_; // post(): peers skipped this turn
 	// What enqueue_*() hands over, under submit_mu_ alone: a caller (often
 	// another rail's progress thread, posting the next transfer from a
 	// completion callback) never waits out this rail's turn, which holds mu_

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include <rdma/fi_rma.h>
 
 #include "engine/facade.hpp"
+#include "engine/write_plan.hpp"
 
 namespace hmemreg::engine {
 
@@ -77,14 +79,12 @@ struct TransferImpl final : Transfer {
 	enum class Kind { Write, Send } kind;
 	std::shared_ptr<PeerState> peer;
 	std::vector<RegionRef> regions;         // keeps local registrations alive
-	std::vector<Segment> segs;
+	std::vector<Segment> segs;              // one per plan.writes entry
 	// Pieces (a chunk, or a part of one above max_write), grouped by rail and
-	// segment: a segment's pieces are contiguous here.
-	std::vector<iovec> iovs;
-	std::vector<void *> descs;
-	std::vector<fi_rma_iov> rmas;
-	std::vector<std::vector<uint32_t>> rail_segs; // segment indices per rail
-	std::vector<size_t> cursor;             // next of rail_segs[r] to post (rail lock)
+	// segment (plan.iovs/descs/rmas: a segment's pieces are contiguous), and
+	// the segment indices per rail (plan.rail_writes).
+	WritePlan plan;
+	std::vector<size_t> cursor;             // next of plan.rail_writes[r] to post (rail lock)
 	std::atomic<uint32_t> unresolved{0};    // segments not yet completed/failed/skipped
 	std::vector<uint8_t> message;           // Send: header + payload
 	unsigned send_rail = 0;
@@ -108,6 +108,11 @@ struct TransferImpl final : Transfer {
 	// The caller was told (status, callback); once only. A transfer to a dead
 	// peer is reported before its posted operations resolve.
 	std::atomic<bool> reported{false};
+	// Links in the engine's list of admitted transfers (Core::active, under
+	// its active_mu): admitting and finishing allocate nothing.
+	TransferImpl *active_prev = nullptr;
+	TransferImpl *active_next = nullptr;
+	bool active_linked = false;
 
 	static std::shared_ptr<TransferImpl> make_write(std::shared_ptr<PeerState> peer, uint64_t tag, size_t chunks,
 							TransferCallback done)
@@ -166,8 +171,52 @@ struct TransferImpl final : Transfer {
 		std::lock_guard l(mu_);
 		return status_.load() < 0 && status_.load() != -HMEMREG_EAGAIN ? error_text_ : std::string();
 	}
+	// Room for the control block of the shared_ptr that owns a pooled
+	// transfer (TransferPool): no allocation for it, and it lives exactly as
+	// long as this object's slot is in use.
+	static constexpr size_t kControlBlockBytes = 96;
+	alignas(std::max_align_t) std::byte control_block[kControlBlockBytes];
 	size_t bytes() const override { return total; }
 	bool staged() const override { return via_staging; }
+
+	// Back to a fresh transfer's state, its vectors keeping their capacity
+	// (TransferPool; nothing may reference it any more).
+	void recycle()
+	{
+		kind = Kind::Write;
+		peer.reset();
+		regions.clear();
+		segs.clear();
+		plan.iovs.clear();
+		plan.descs.clear();
+		plan.rmas.clear();
+		plan.writes.clear();
+		for (auto &v : plan.rail_writes)
+			v.clear();
+		plan.bytes = 0;
+		cursor.clear();
+		unresolved.store(0, std::memory_order_relaxed);
+		message.clear();
+		send_rail = 0;
+		tag = 0;
+		total = 0;
+		notify = true;
+		immediate = false;
+		imm_key = 0;
+		handshake = false;
+		via_staging = false;
+		chunks = 0;
+		callback = nullptr;
+		self.reset();
+		reported.store(false, std::memory_order_relaxed);
+		active_prev = active_next = nullptr;
+		active_linked = false;
+		failed.store(false, std::memory_order_relaxed);
+		status_.store(-HMEMREG_EAGAIN, std::memory_order_relaxed);
+		done_ = false;
+		first_error_ = 0;
+		error_text_.clear();
+	}
 
 private:
 	mutable std::mutex mu_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "engine/rail_cache.hpp"
+#include "engine/thread_scratch.hpp"
 #include "fabric/error.hpp"
 
 namespace hmemreg::engine {
@@ -16,18 +17,49 @@ unsigned WritePlan::first_busy_rail() const
 		rail_writes.begin());
 }
 
+namespace {
+
+struct Piece {
+	iovec iov;
+	void *desc;
+	fi_rma_iov rma;
+};
+
+// The planner's scratch, per thread (thread_scratch.hpp): cleared, kept.
+struct Scratch {
+	std::vector<PlanChunk> runs;
+	std::vector<std::vector<Piece>> by_rail;
+};
+
+} // namespace
+
 WritePlan plan_write(std::span<const PlanChunk> chunks, const wire::RegionDescriptor &remote, const PlanLimits &lim,
 		     unsigned first_rail)
+{
+	WritePlan plan;
+	plan_write(chunks, remote, lim, first_rail, plan);
+	return plan;
+}
+
+void plan_write(std::span<const PlanChunk> chunks, const wire::RegionDescriptor &remote, const PlanLimits &lim,
+		unsigned first_rail, WritePlan &plan)
 {
 	const size_t nrails = lim.rails;
 	const size_t peer_rails = remote.rails.size();
 	const size_t mw = lim.max_write;
-	WritePlan plan;
+	plan.iovs.clear();
+	plan.descs.clear();
+	plan.rmas.clear();
+	plan.writes.clear();
+	plan.bytes = 0;
+	Scratch own;
+	Scratch *sp = thread_scratch<Scratch>();
+	Scratch &scratch = sp ? *sp : own;
 
 	// A page list of contiguous memory goes out as a few large writes, not
 	// one per page.
-	std::vector<PlanChunk> runs;
-	runs.reserve(chunks.size());
+	std::vector<PlanChunk> &runs = scratch.runs;
+	runs.clear();
 	for (const PlanChunk &c : chunks) {
 		PlanChunk *b = runs.empty() ? nullptr : &runs.back();
 		if (b && b->reg == c.reg && b->local + b->len == c.local && b->remote_offset + b->len == c.remote_offset)
@@ -41,12 +73,11 @@ WritePlan plan_write(std::span<const PlanChunk> chunks, const wire::RegionDescri
 	if (npieces >= UINT32_MAX)
 		throw Error(HMEMREG_EINVAL, "write: too many chunks");
 
-	struct Piece {
-		iovec iov;
-		void *desc;
-		fi_rma_iov rma;
-	};
-	std::vector<std::vector<Piece>> by_rail(nrails);
+	std::vector<std::vector<Piece>> &by_rail = scratch.by_rail;
+	if (by_rail.size() < nrails)
+		by_rail.resize(nrails);
+	for (size_t r = 0; r < nrails; r++)
+		by_rail[r].clear();
 	unsigned rail = static_cast<unsigned>(first_rail % nrails);
 	for (const PlanChunk &c : runs) {
 		for (size_t off = 0; off < c.len;) {
@@ -63,6 +94,8 @@ WritePlan plan_write(std::span<const PlanChunk> chunks, const wire::RegionDescri
 	plan.descs.reserve(npieces);
 	plan.rmas.reserve(npieces);
 	plan.rail_writes.resize(nrails);
+	for (auto &v : plan.rail_writes)
+		v.clear();
 	for (unsigned r = 0; r < nrails; r++) {
 		const auto &ps = by_rail[r];
 		for (size_t i = 0; i < ps.size();) {
@@ -81,7 +114,6 @@ WritePlan plan_write(std::span<const PlanChunk> chunks, const wire::RegionDescri
 			plan.writes.push_back(w);
 		}
 	}
-	return plan;
 }
 
 } // namespace hmemreg::engine

@@ -63,5 +63,10 @@ struct WritePlan {
 // Throws Error(HMEMREG_EINVAL) when the pieces would not fit 32-bit indices.
 WritePlan plan_write(std::span<const PlanChunk> chunks, const wire::RegionDescriptor &remote, const PlanLimits &lim,
 		     unsigned first_rail);
+// The same into `out`, whose vectors keep their capacity (a recycled
+// transfer's plan: no allocation once they are large enough). The
+// planner's own scratch is per thread, reused too.
+void plan_write(std::span<const PlanChunk> chunks, const wire::RegionDescriptor &remote, const PlanLimits &lim,
+		unsigned first_rail, WritePlan &out);
 
 } // namespace hmemreg::engine

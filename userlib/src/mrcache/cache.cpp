@@ -14,20 +14,16 @@
 #include "mrcache/count_fence.hpp"
 #include "mrcache/fork_registry.hpp"
 #include "mrcache/monitor_factory.hpp"
+#include "mrcache/reg_clock.hpp"
 
 namespace hmemreg::mr {
 
 namespace {
 
 const std::atomic<uint64_t> kZeroWord{0};
+// unlink_nested_locked(): no successor known (insert with a search).
+Entry *const kNoSuccessor = reinterpret_cast<Entry *>(alignof(Entry));
 constexpr unsigned kLruScanLimit = 256; // in-use entries skipped per eviction
-
-uint64_t now_ns()
-{
-	timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 } // namespace
 
@@ -102,6 +98,7 @@ Cache::Cache(std::unique_ptr<Registrar> r, const hmemreg_cache_config &cfg, std:
 	memo_ = Memo(cfg_.max_count);
 	settle_batch_ = std::clamp<uint64_t>(cfg_.max_count / 64, 1, 64);
 	stats_->set_label(s->count_fence, sizeof(s->count_fence), count_fence_name());
+	(void)reg_clock::calibration(); // measured now, not at the first miss
 }
 
 void Cache::set_name(const std::string &name)
@@ -188,13 +185,26 @@ void Cache::raw_ref_of(Entry *c, RawRef &out)
 	out.cached = !(c->state().load(std::memory_order_relaxed) & kOrphan);
 }
 
-// Slow lookup: the index under the read side; refills the memo.
-Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, const ThreadState &ts)
+// Slow lookup: the index under the read side; refills the memo. Not
+// found: hint says where the search ended, for miss(); and a full cache's
+// next victim is prefetched (miss() evicts it after registering).
+Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, const ThreadState &ts,
+		     MissHint &hint)
 {
 	ReadGuard g(lock_);
-	Entry *c = find_cover_locked(req.iface, req.device, s, e);
-	if (!c)
+	Entry *before = index_.last_at_or_before(IndexKey{static_cast<uint32_t>(req.iface), req.device, s, ~0ULL});
+	Entry *c = before && before->iface == req.iface && before->device == req.device && before->range.covers(s, e)
+			   ? before
+			   : nullptr;
+	if (!c) {
+		hint.changes = index_.changes();
+		hint.before = before;
+		hint.valid = true;
+		if (count_ >= cfg_.max_count) [[unlikely]]
+			if (Entry *v = lru_.front())
+				prefetch_victim(v, ts);
 		return nullptr;
+	}
 	out.shard = ts.shard;
 	c->add_count(ts, 1); // in the index; writers wait for us
 	Memo::fill(memo_.set_for(req.iface, req.device, s), *c);
@@ -268,6 +278,7 @@ int Cache::get_slow(const Request &req, RawRef &out)
 	if (forked_.load(std::memory_order_relaxed) || (req.flags & HMEMREG_MR_NO_CACHE) || cfg_.max_count == 0)
 		[[unlikely]] return register_uncached(req, out,
 						      cfg_.max_count == 0 ? HMEMREG_UNCACHED_LIMIT : HMEMREG_UNCACHED_ASKED);
+	Memo::prefetch_fill(memo_.set_for(req.iface, req.device, s)); // lookup() or miss() fills it
 	sync_monitor();
 	if (dead_pending_.load(std::memory_order_relaxed)) [[unlikely]]
 		reap();
@@ -277,8 +288,9 @@ int Cache::get_slow(const Request &req, RawRef &out)
 	const uint64_t clock0 = clock_.load(std::memory_order_acquire);
 	// The memo was probed by try_hit() (or not, when something was
 	// pending: then the index answers once and refills it).
+	MissHint hint;
 	for (;;) {
-		if (!lookup(req, s, e, out, ts))
+		if (!lookup(req, s, e, out, ts, hint))
 			break;
 		if (entry_ok(out.entry)) [[likely]] {
 			stats_->hit(ts.shard, ts.owned);
@@ -286,7 +298,19 @@ int Cache::get_slow(const Request &req, RawRef &out)
 		}
 		drop_stale(out.entry, out.shard);
 	}
-	return miss(req, out, clock0);
+	return miss(req, out, clock0, hint);
+}
+
+// The lines an eviction of v reads and writes: its index and list links,
+// its state word and counter cells (the ones this thread uses; others'
+// are rarer).
+void Cache::prefetch_victim(const Entry *v, const ThreadState &ts)
+{
+	const char *p = reinterpret_cast<const char *>(v);
+	for (size_t off = 0; off < sizeof(Entry); off += 64)
+		__builtin_prefetch(p + off, 1);
+	__builtin_prefetch(&v->state(), 1);
+	__builtin_prefetch(&v->cell(ts.shard), 1);
 }
 
 int Cache::get(const Request &req, Entry *&out)
@@ -368,7 +392,7 @@ uint64_t Cache::in_use_locked() const
 
 EntryPtr Cache::make_entry(const Request &req, Range r)
 {
-	EntryPtr e = pool_.make(next_serial_.fetch_add(1, std::memory_order_relaxed));
+	EntryPtr e = pool_.make_next();
 	e->range = r;
 	e->iface = req.iface;
 	e->device = req.device;
@@ -378,44 +402,73 @@ EntryPtr Cache::make_entry(const Request &req, Range r)
 	return e;
 }
 
-int Cache::do_register(const Request &req, Range r, Registration &out)
+// The stats fields a miss writes (misses, registrations, their time and
+// histogram, evictions, invalidations, races, uncached) are written under
+// lock_ only, so each is a plain load and store (StatsSlot::add_locked).
+int Cache::do_register(const Request &req, Range r, Registration &out, RegTally &t)
 {
-	auto *s = stats_->raw();
+	const reg_clock::Calibration &clk = reg_clock::calibration();
 	for (int attempt = 0;; attempt++) {
-		uint64_t t0 = now_ns();
+		const uint64_t t0 = reg_clock::ticks(clk);
 		int rc = registrar_->reg(req, r, out);
-		const uint64_t took = now_ns() - t0;
-		StatsSlot::add(s->registration_ns, static_cast<int64_t>(took));
+		const uint64_t took = reg_clock::to_ns(clk, reg_clock::ticks(clk) - t0);
+		t.ns += took;
 		const unsigned bucket = took ? static_cast<unsigned>(63 - __builtin_clzll(took)) : 0;
-		StatsSlot::add(s->registration_hist[bucket < HMEMREG_STATS_REG_HIST_BUCKETS ? bucket
-											 : HMEMREG_STATS_REG_HIST_BUCKETS - 1],
-			       1);
+		t.buckets[t.timed++] = std::min<unsigned>(bucket, HMEMREG_STATS_REG_HIST_BUCKETS - 1);
 		if (rc == 0) {
-			StatsSlot::add(s->registrations, 1);
+			t.ok++;
 			return 0;
 		}
-		StatsSlot::add(s->registration_failures, 1);
+		t.failed++;
 		// Out of resources: give back what nobody uses and try once more.
 		if (rc != -HMEMREG_ENOMEM || attempt > 0 || flush() == 0)
 			return rc;
 	}
 }
 
-void Cache::count_uncached(hmemreg_uncached_reason why)
+void Cache::record_locked(const RegTally &t)
 {
 	auto *s = stats_->raw();
-	StatsSlot::add(s->uncached_registrations, 1);
-	StatsSlot::add(s->uncached_by[why], 1);
+	if (t.misses)
+		StatsSlot::add_locked(s->misses, t.misses);
+	StatsSlot::add_locked(s->registration_ns, static_cast<int64_t>(t.ns));
+	for (unsigned i = 0; i < t.timed; i++)
+		StatsSlot::add_locked(s->registration_hist[t.buckets[i]], 1);
+	if (t.ok)
+		StatsSlot::add_locked(s->registrations, t.ok);
+	if (t.failed)
+		StatsSlot::add_locked(s->registration_failures, t.failed);
+}
+
+void Cache::record(const RegTally &t)
+{
+	lock_.lock();
+	record_locked(t);
+	lock_.unlock();
+}
+
+void Cache::count_uncached_locked(hmemreg_uncached_reason why)
+{
+	auto *s = stats_->raw();
+	StatsSlot::add_locked(s->uncached_registrations, 1);
+	StatsSlot::add_locked(s->uncached_by[why], 1);
 }
 
 int Cache::register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why)
 {
+	return register_uncached(req, out, why, RegTally{});
+}
+
+int Cache::register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why, RegTally t)
+{
 	Range r = extent_of(req);
 	EntryPtr owned = make_entry(req, r);
 	Entry *e = owned.get();
-	int rc = do_register(req, r, e->reg);
-	if (rc)
+	int rc = do_register(req, r, e->reg, t);
+	if (rc) {
+		record(t);
 		return rc;
+	}
 	const ThreadState &ts = thread_state();
 	e->set_state(kOrphan | e->life());
 	e->add_count(ts, 1); // not published: nobody else counts on it yet
@@ -424,7 +477,8 @@ int Cache::register_uncached(const Request &req, RawRef &out, hmemreg_uncached_r
 	orphans_.push_back(owned.release()); // the cache's until released
 	orphan_count_++;
 	orphan_bytes_ += r.size();
-	count_uncached(why);
+	record_locked(t);
+	count_uncached_locked(why);
 	publish_gauges_locked();
 	lock_.unlock();
 	raw_ref_of(e, out);
@@ -432,13 +486,14 @@ int Cache::register_uncached(const Request &req, RawRef &out, hmemreg_uncached_r
 	return 0;
 }
 
-int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
+int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint &hint)
 {
 	auto *s = stats_->raw();
-	StatsSlot::add(s->misses, 1);
+	RegTally tally;
+	tally.misses = 1;
 	Range r = extent_of(req);
 	if ((cfg_.max_entry_size && r.size() > cfg_.max_entry_size) || r.size() > cfg_.max_size)
-		return register_uncached(req, out, HMEMREG_UNCACHED_LIMIT);
+		return register_uncached(req, out, HMEMREG_UNCACHED_LIMIT, tally);
 	Monitor *mon = monitor_for(req.iface);
 	EntryPtr owned = make_entry(req, r);
 	Entry *e = owned.get();
@@ -448,8 +503,9 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 	uint64_t seq0 = notify_seq_.load(std::memory_order_acquire);
 	const int watch = mon ? mon->subscribe(*e) : -HMEMREG_ENOTSUP;
 	e->watched = watch == 0;
-	int rc = do_register(req, r, e->reg);
+	int rc = do_register(req, r, e->reg, tally);
 	if (rc) {
+		record(tally);
 		if (e->watched)
 			mon->unsubscribe(*e);
 		return rc;
@@ -458,13 +514,14 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 	EntryList released; // entries to release after unlocking
 	const ThreadState &ts = thread_state();
 	lock_.lock();
+	record_locked(tally);
 	Entry *other = clock_.load(std::memory_order_relaxed) == clock0
 			       ? nullptr
 			       : find_cover_locked(req.iface, req.device, r.start, r.end);
 	if (other) {
 		// Another thread registered a covering range meanwhile: use it.
 		other->add_count(ts, 1);
-		StatsSlot::add(s->races, 1);
+		StatsSlot::add_locked(s->races, 1);
 		lock_.unlock();
 		if (e->watched)
 			mon->unsubscribe(*e);
@@ -479,20 +536,26 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 								: HMEMREG_UNCACHED_RACED;
 	bool cache_it = e->watched && !raced_locked(seq0, req.iface, r);
 	bool settle_now = false;
+	Entry *successor = kNoSuccessor; // where e goes in the index
 	if (cache_it) {
 		// Replaced entries settle now (tests and callers expect their
 		// release); evictions are batched (one heavy fence per batch).
-		settle_now = unlink_nested_locked(req.iface, req.device, r.start, r.end) > 0;
+		// The lookup's search still holds if the index did not change since.
+		const bool same = hint.valid && hint.changes == index_.changes();
+		settle_now = unlink_nested_locked(req.iface, req.device, r.start, r.end, successor,
+						  same ? hint.before : kNoSuccessor) > 0;
 		while (count_ + 1 > cfg_.max_count || bytes_ + r.size() > cfg_.max_size) {
 			Entry *v = lru_pick_locked();
 			if (!v)
 				break;
+			if (v == successor)
+				successor = EntryIndex::next(v); // leaving: the next key after it is
 			unlink_locked(v, Cause::evicted);
 		}
 		cache_it = count_ + 1 <= cfg_.max_count && bytes_ + r.size() <= cfg_.max_size;
 		why = HMEMREG_UNCACHED_LIMIT;
 	}
-	uint64_t tick = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
+	const uint64_t tick = tick_locked();
 	if (settle_now || unsettled_count_ >= settle_batch_)
 		settle_locked();
 	if (cache_it) {
@@ -500,7 +563,10 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 		e->inserted = tick;
 		// Published: memo_hit may take it.
 		e->set_state(e->life());
-		index_.insert(owned.release()); // the cache's until released
+		if (successor == kNoSuccessor)
+			index_.insert(owned.release()); // the cache's until released
+		else
+			index_.insert_before(successor, owned.release());
 		lru_append_locked(e, tick);
 		count_++;
 		bytes_ += r.size();
@@ -513,7 +579,7 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0)
 		orphans_.push_back(owned.release());
 		orphan_count_++;
 		orphan_bytes_ += r.size();
-		count_uncached(why);
+		count_uncached_locked(why);
 	}
 	// What reap() would take, in the same critical section.
 	released.swap(dead_);
@@ -593,9 +659,9 @@ void Cache::unlink_locked(Entry *e, Cause cause)
 	unsettled_bytes_ += e->range.size();
 	auto ci = static_cast<uint32_t>(cause);
 	if (ci < HMEMREG_INVAL_MAX)
-		StatsSlot::add(stats_->raw()->invalidations[ci], 1);
+		StatsSlot::add_locked(stats_->raw()->invalidations[ci], 1);
 	else
-		StatsSlot::add(stats_->raw()->evictions, 1);
+		StatsSlot::add_locked(stats_->raw()->evictions, 1);
 }
 
 // Decide for every unlinked entry whether it is still held (orphans_,
@@ -657,21 +723,52 @@ int Cache::unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Caus
 	return n;
 }
 
+// The first of the entries with e's iface, device and start (they differ
+// by serial: a replaced one still in the index beside its replacement).
+Entry *Cache::first_starting_at(Entry *e)
+{
+	for (Entry *p = EntryIndex::prev(e); p && p->iface == e->iface && p->device == e->device &&
+					     p->range.start == e->range.start;
+	     p = EntryIndex::prev(p))
+		e = p;
+	return e;
+}
+
 // Entries of (iface, device) inside [s, e): what a registration of [s, e)
 // replaces. Only entries starting at or after s can be inside, so this is
-// one search.
-int Cache::unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e)
+// one search. successor: the first entry left whose start is past s, or
+// null if none (what insert_before() takes for a new entry starting at
+// s); kNoSuccessor where an entry starting at s stays (a race: the
+// caller then inserts with a search).
+int Cache::unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Entry *&successor,
+				Entry *before)
 {
 	int n = 0;
-	Entry *cur = index_.first_at_or_after(IndexKey{static_cast<uint32_t>(iface), device, s, 0});
+	// before (unless kNoSuccessor): the last entry at or before (s, any
+	// serial), from a search of this same index, or null if none is.
+	Entry *cur;
+	if (before == kNoSuccessor)
+		cur = index_.first_at_or_after(IndexKey{static_cast<uint32_t>(iface), device, s, 0});
+	else if (!before)
+		cur = index_.first();
+	else if (before->iface == iface && before->device == device && before->range.start == s)
+		cur = first_starting_at(before); // entries starting at s may be inside
+	else
+		cur = EntryIndex::next(before);
+	Entry *kept = kNoSuccessor; // the first entry of the walk left in the index
 	while (cur && cur->iface == iface && cur->device == device && cur->range.start < e) {
 		Entry *nx = EntryIndex::next(cur);
 		if (cur->range.end <= e) {
 			unlink_locked(cur, Cause::replaced);
 			n++;
+		} else if (kept == kNoSuccessor) {
+			kept = cur;
 		}
 		cur = nx;
 	}
+	if (kept == kNoSuccessor)
+		kept = cur; // past the walk (another device or kind, or none)
+	successor = kept && kept->iface == iface && kept->device == device && kept->range.start == s ? kNoSuccessor : kept;
 	return n;
 }
 
@@ -701,7 +798,7 @@ void Cache::notify(Iface iface, uintptr_t s, uintptr_t e, Cause cause)
 	lock_.lock();
 	note_invalidation_locked(iface, s, e);
 	if (unlink_overlapping_locked(iface, s, e, cause))
-		clock_.fetch_add(1, std::memory_order_relaxed);
+		tick_locked();
 	settle_locked();
 	publish_gauges_locked();
 	lock_.unlock();
@@ -760,7 +857,7 @@ uint64_t Cache::drop_device(Iface iface, uint64_t device, Cause cause)
 		e = nx;
 	}
 	if (any)
-		clock_.fetch_add(1, std::memory_order_relaxed);
+		tick_locked();
 	settle_locked();
 	uint64_t held = 0;
 	for (Entry *e = orphans_.front(); e; e = EntryList::next(e))
@@ -824,18 +921,22 @@ void Cache::reap()
 	release_entries(out);
 }
 
-// No lock held: unsubscribe, deregister, back to the pool.
+// No lock held: unsubscribe, deregister, back to the pool (all at once:
+// one pool lock, one count).
 void Cache::release_entries(EntryList &list)
 {
-	while (Entry *e = list.pop_front()) {
-		EntryPtr owned(e, EntryDeleter{&pool_}); // returns it to the pool
+	if (list.empty())
+		return;
+	int64_t n = 0;
+	for (Entry *e = list.front(); e; e = EntryList::next(e), n++) {
 		if (e->watched) {
 			if (Monitor *m = monitor_for(e->iface))
 				m->unsubscribe(*e);
 		}
 		registrar_->dereg(e->reg);
-		StatsSlot::add(stats_->raw()->deregistrations, 1);
 	}
+	StatsSlot::add(stats_->raw()->deregistrations, n);
+	pool_.release_all(list);
 }
 
 void Cache::publish_gauges_locked()
@@ -856,8 +957,10 @@ void Cache::before_fork()
 	if (cfg_.purge_on_fork && !forked_.load()) {
 		int n = flush();
 		// flush() counted them as evictions; they are fork purges.
-		StatsSlot::add(stats_->raw()->evictions, -n);
-		StatsSlot::add(stats_->raw()->invalidations[HMEMREG_INVAL_FORK], n);
+		lock_.lock();
+		StatsSlot::add_locked(stats_->raw()->evictions, -n);
+		StatsSlot::add_locked(stats_->raw()->invalidations[HMEMREG_INVAL_FORK], n);
+		lock_.unlock();
 	}
 	lock_.lock(); // no thread may be inside the cache at fork()
 }

@@ -171,18 +171,39 @@ private:
 	void drop_stale(Entry *c, unsigned shard);
 	int put_slow(Entry *e, unsigned shard);
 	static bool uncount(Entry *e, unsigned hint, uint32_t now, const ThreadState &ts);
-	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, const ThreadState &ts);
+	// Where a failed lookup's search ended (miss() starts there if the
+	// index did not change since).
+	struct MissHint {
+		uint64_t changes = 0;
+		Entry *before = nullptr;
+		bool valid = false;
+	};
+	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, const ThreadState &ts, MissHint &hint);
+	void prefetch_victim(const Entry *v, const ThreadState &ts);
+	static Entry *first_starting_at(Entry *e);
 	static void raw_ref_of(Entry *c, RawRef &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
-	int miss(const Request &req, RawRef &out, uint64_t clock0);
+	int miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint &hint);
 	int register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why);
-	void count_uncached(hmemreg_uncached_reason why);
-	int do_register(const Request &req, Range r, Registration &out);
+	struct RegTally;
+	int register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why, RegTally t);
+	void count_uncached_locked(hmemreg_uncached_reason why);
+	// What registering cost, counted in the stats under lock_ by the caller
+	// (record_locked), or by record() on a path that does not take it.
+	struct RegTally {
+		uint64_t ns = 0;
+		uint32_t ok = 0, failed = 0, misses = 0;
+		unsigned buckets[2] = {};
+		unsigned timed = 0;
+	};
+	int do_register(const Request &req, Range r, Registration &out, RegTally &t);
+	void record_locked(const RegTally &t);
+	void record(const RegTally &t);
 	EntryPtr make_entry(const Request &req, Range r);
 	void unlink_locked(Entry *e, Cause cause);
 	void settle_locked();
 	int unlink_overlapping_locked(Iface iface, uintptr_t s, uintptr_t e, Cause cause);
-	int unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
+	int unlink_nested_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, Entry *&successor, Entry *before);
 	Entry *lru_pick_locked();
 	void lru_remove_locked(Entry *e);
 	void lru_append_locked(Entry *e, uint64_t stamp);
@@ -197,6 +218,14 @@ private:
 	Range extent_of(const Request &req) const;
 
 	void note_invalidation_locked(Iface iface, uintptr_t s, uintptr_t e);
+	// Ticks the clock: only lock_'s holder writes it, so a load and a
+	// store (a locked add waited for every store the miss had made).
+	uint64_t tick_locked()
+	{
+		const uint64_t t = clock_.load(std::memory_order_relaxed) + 1;
+		clock_.store(t, std::memory_order_relaxed);
+		return t;
+	}
 	bool raced_locked(uint64_t seq0, Iface iface, Range r) const;
 };
 

@@ -67,7 +67,6 @@ struct CacheState {
 		uint32_t iface;
 		uintptr_t start, end;
 	} recent_[kRecent] = {};
-	std::atomic<uint64_t> next_serial_{1};
 	pid_t pid_;
 	uint32_t id_ = 0;                  // unique per process (ChunkHeader::owner)
 	uint64_t header_word_ = 0;         // ChunkHeader{kEntryMagic, id_}.word()

@@ -9,6 +9,7 @@
 
 #include "settings/settings.hpp"
 #include "mrcache/count_fence.hpp"
+#include "mrcache/reader_lock.hpp"
 
 namespace hmemreg::mr {
 
@@ -50,6 +51,16 @@ void heavy_fence()
 	// seq_cst mode: counts, state changes and the sums' loads are all
 	// seq_cst, so they are totally ordered already (no fence needed).
 	if (count_fence() != CountFence::membarrier)
+		return;
+	// Only this thread counts with plain stores (no other thread owns a
+	// shard): its own stores are ordered for it already, and the other
+	// threads' counts are seq_cst read-modify-writes. A thread claiming a
+	// shard right now does so with a seq_cst CAS that this seq_cst load
+	// did not see: then the caller's seq_cst state change (made before
+	// calling) precedes that CAS, and so that thread's first state load,
+	// which sees kOrphan. (A membarrier is 1.6 us on a 2-core VM; a miss
+	// of a single-threaded process paid one every 16-64 evictions.)
+	if (!other_thread_owns_a_shard())
 		return;
 	if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
 		return;

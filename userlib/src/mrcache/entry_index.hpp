@@ -45,9 +45,13 @@ public:
 
 	bool empty() const { return root_ == nullptr; }
 	uint64_t size() const { return n_; }
+	// Bumped by every insert and erase: unchanged, an entry found by an
+	// earlier search (under either side of the cache lock) is still here
+	// and still where it was.
+	uint64_t changes() const { return changes_; }
 
 	Entry *first() const { return root_ ? leftmost(root_) : nullptr; }
-	Entry *last() const { return root_ ? rightmost(root_) : nullptr; }
+	Entry *last() const { return last_; }
 	static Entry *next(const Entry *e)
 	{
 		if (e->ix_right)
@@ -117,15 +121,51 @@ public:
 			root_ = e;
 		else
 			(left ? parent->ix_left : parent->ix_right) = e;
+		if (!last_ || key_of(*last_) < k)
+			last_ = e;
 		const uint64_t pe = priority(e);
 		while (e->ix_parent && pe > priority(e->ix_parent))
 			rotate_up(e);
 		n_++;
+		changes_++;
+	}
+
+	// insert(e) where the caller knows e's successor: pos, the first entry
+	// whose key is greater than e's (null: none is), found by a search it
+	// made anyway (a miss's unlink_nested_locked), so no second descent.
+	void insert_before(Entry *pos, Entry *e)
+	{
+		Entry *parent;
+		bool left;
+		if (!pos) {
+			parent = last_; // e is the new last
+			left = false;
+			last_ = e;
+		} else if (!pos->ix_left) {
+			parent = pos;
+			left = true;
+		} else {
+			parent = rightmost(pos->ix_left); // e's predecessor: e becomes its right child
+			left = false;
+		}
+		e->ix_parent = parent;
+		e->ix_left = e->ix_right = nullptr;
+		if (!parent)
+			root_ = e;
+		else
+			(left ? parent->ix_left : parent->ix_right) = e;
+		const uint64_t pe = priority(e);
+		while (e->ix_parent && pe > priority(e->ix_parent))
+			rotate_up(e);
+		n_++;
+		changes_++;
 	}
 
 	// e is in this index.
 	void erase(Entry *e)
 	{
+		if (e == last_)
+			last_ = prev(e);
 		// Rotate it down until it has one child at most, then splice it out.
 		while (e->ix_left && e->ix_right)
 			rotate_up(priority(e->ix_left) > priority(e->ix_right) ? e->ix_left : e->ix_right);
@@ -139,13 +179,15 @@ public:
 			(p->ix_left == e ? p->ix_left : p->ix_right) = child;
 		e->ix_parent = e->ix_left = e->ix_right = nullptr;
 		n_--;
+		changes_++;
 	}
 
 	// Forget every entry without touching them (their links are stale).
 	void forget_all()
 	{
-		root_ = nullptr;
+		root_ = last_ = nullptr;
 		n_ = 0;
+		changes_++;
 	}
 
 private:
@@ -193,7 +235,9 @@ private:
 	}
 
 	Entry *root_ = nullptr;
+	Entry *last_ = nullptr; // the greatest key (misses at rising addresses insert after it)
 	uint64_t n_ = 0;
+	uint64_t changes_ = 0;
 };
 
 // A doubly linked list of entries through their link_* fields: the LRU

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mrcache/entry.hpp"
+#include "mrcache/entry_index.hpp"
 
 namespace hmemreg::mr {
 
@@ -42,10 +43,21 @@ public:
 		Entry *e;
 		{
 			std::lock_guard g(mu_);
-			if (free_.empty())
-				grow();
-			e = free_.back();
-			free_.pop_back();
+			e = take_locked();
+		}
+		e->recycle(serial);
+		return EntryPtr(e, EntryDeleter{this});
+	}
+	// The same with the pool's next serial (unique per pool: the cache's
+	// entries), counted under the lock it takes anyway (no atomic add).
+	EntryPtr make_next()
+	{
+		Entry *e;
+		uint64_t serial;
+		{
+			std::lock_guard g(mu_);
+			e = take_locked();
+			serial = next_serial_++;
 		}
 		e->recycle(serial);
 		return EntryPtr(e, EntryDeleter{this});
@@ -55,6 +67,15 @@ public:
 		e->state().fetch_or(kOrphan, std::memory_order_seq_cst); // already so, unless never published
 		std::lock_guard g(mu_);
 		free_.push_back(e); // capacity reserved in grow(): never allocates
+	}
+	// release() of every entry of list (emptied), under one lock.
+	void release_all(EntryList &list) noexcept
+	{
+		for (Entry *e = list.front(); e; e = EntryList::next(e))
+			e->state().fetch_or(kOrphan, std::memory_order_seq_cst);
+		std::lock_guard g(mu_);
+		while (Entry *e = list.pop_front())
+			free_.push_back(e);
 	}
 
 private:
@@ -98,6 +119,14 @@ private:
 		Entry *entries_ = nullptr;
 	};
 
+	Entry *take_locked()
+	{
+		if (free_.empty())
+			grow();
+		Entry *e = free_.back();
+		free_.pop_back();
+		return e;
+	}
 	void grow()
 	{
 		chunks_.push_back(std::make_unique<Chunk>(owner_)); // every entry constructed, state orphan
@@ -107,6 +136,7 @@ private:
 			free_.push_back(&c[i]);
 	}
 	std::mutex mu_;
+	uint64_t next_serial_ = 1;
 	uint32_t owner_ = 0;
 	std::vector<std::unique_ptr<Chunk>> chunks_;
 	std::vector<Entry *> free_;

@@ -41,7 +41,9 @@ struct ThreadSlot {
 			if (!free)
 				break;
 			unsigned s = static_cast<unsigned>(__builtin_ctz(free));
-			if (g_owned_shards.compare_exchange_weak(m, m | (1u << s), std::memory_order_acquire,
+			// seq_cst (acquire would do for the counters): heavy_fence()
+			// skips the barrier when it sees no other claim.
+			if (g_owned_shards.compare_exchange_weak(m, m | (1u << s), std::memory_order_seq_cst,
 								 std::memory_order_relaxed)) {
 				shard = s;
 				break;
@@ -76,6 +78,12 @@ ThreadState &claim_thread_state()
 	tl_state.light = tl_state.owned && asym;
 	tl_state.ready = 1;
 	return tl_state;
+}
+
+bool other_thread_owns_a_shard()
+{
+	const uint32_t mine = tl_state.owned ? 1u << tl_state.shard : 0;
+	return (g_owned_shards.load(std::memory_order_seq_cst) & ~mine) != 0;
 }
 
 void ThreadState::set_shard(unsigned s)

@@ -40,6 +40,10 @@ struct ThreadState {
 inline thread_local ThreadState tl_state __attribute__((tls_model("initial-exec"))) = {nullptr, 0, kSharedShard, 0, 0, 0, 0};
 // Claims a slot and a shard for this thread (first use; released at exit).
 ThreadState &claim_thread_state();
+// Does a live thread other than the caller own a count shard now (and so
+// may count with plain stores)? A seq_cst load of the owned-shard word,
+// whose claims are seq_cst: see heavy_fence().
+bool other_thread_owns_a_shard();
 inline ThreadState &thread_state()
 {
 	if (tl_state.ready) [[likely]]

@@ -138,35 +138,76 @@ void UffdMonitor::detach(MonitorSink &c) noexcept
 			slot = nullptr;
 }
 
+bool UffdMonitor::known_registered(uintptr_t s, uintptr_t e) const
+{
+	// Every load acquire: the closing load of wide_ver_ stays last (as
+	// the memo's seqlock, memo.hpp).
+	constexpr auto acq = std::memory_order_acquire;
+	const uint64_t v = wide_ver_.load(acq);
+	if ((v & 1) || unmap_gen_.load(acq) != wide_gen_.load(acq))
+		return false;
+	const unsigned n = wide_n_.load(acq);
+	bool found = false;
+	for (unsigned i = 0; i < n && !found; i++)
+		found = wide_start_[i].load(acq) <= s && e <= wide_end_[i].load(acq);
+	return found && wide_ver_.load(acq) == v;
+}
+
+// Caller holds reg_mu_. gen: unmap_gen_ when it took it; a different
+// wide_gen_ empties the table first.
+void UffdMonitor::remember_locked(uintptr_t s, uintptr_t e, uint64_t gen)
+{
+	constexpr auto rel = std::memory_order_release;
+	const uint64_t v = wide_ver_.load(std::memory_order_relaxed);
+	// Odd first; every store after it is a release, so a reader that
+	// sees any of them sees the odd version at its closing load too.
+	wide_ver_.store(v + 1, std::memory_order_relaxed);
+	unsigned n = wide_n_.load(std::memory_order_relaxed);
+	if (wide_gen_.load(std::memory_order_relaxed) != gen) {
+		n = 0;
+		wide_next_ = 0;
+		wide_gen_.store(gen, rel);
+	}
+	if (e != s) {
+		unsigned i = n < kWide ? n++ : wide_next_++ % kWide;
+		wide_start_[i].store(s, rel);
+		wide_end_[i].store(e, rel);
+	}
+	wide_n_.store(n, rel);
+	wide_ver_.store(v + 2, rel);
+}
+
 int UffdMonitor::subscribe(Entry &e)
 {
 	if (e.iface != Iface::host)
 		return -HMEMREG_ENOTSUP;
-	uintptr_t s = e.range.start, end = e.range.end;
+	const uintptr_t s = e.range.start, end = e.range.end;
+	if (known_registered(s, end))
+		return 0; // registered and private anonymous, nothing replaced since
 	std::lock_guard g(reg_mu_);
-	uint64_t gen = unmap_gen_.load(std::memory_order_acquire);
-	if (gen != registered_gen_) {
-		registered_.clear();
-		registered_exact_.clear();
-		registered_gen_ = gen;
-	}
-	if (auto x = registered_exact_.find(s); x != registered_exact_.end() && x->second >= end)
-		return 0; // registered and private anonymous, nothing replaced since
-	auto it = registered_.upper_bound(s);
-	if (it != registered_.begin() && std::prev(it)->second >= end)
-		return 0; // registered and private anonymous, nothing replaced since
+	const uint64_t gen = unmap_gen_.load(std::memory_order_acquire);
+	if (gen != wide_gen_.load(std::memory_order_relaxed))
+		remember_locked(0, 0, gen); // all forgotten
+	else if (known_registered(s, end))
+		return 0; // another thread registered it meanwhile
 	// Registering an already registered range with the same uffd changes
-	// nothing. Ranges are never unregistered (another entry may share the
-	// VMA): the registration ends with the mapping.
-	uffdio_register r{};
-	r.range.start = s;
-	r.range.len = end - s;
-	r.mode = UFFDIO_REGISTER_MODE_WP;
-	const bool registered = ::ioctl(uffd_.get(), UFFDIO_REGISTER, &r) == 0;
-	// Then look at what is mapped (after registering: a mapping replaced
-	// in between was registered, so its unmap raced with this miss and the
-	// cache does not keep the entry).
-	switch (probe_backing(s, end)) {
+	// nothing. Ranges are never unregistered (other entries may live in
+	// the same mapping): the registration ends with the mapping.
+	auto register_range = [this](uintptr_t a, uintptr_t b) {
+		uffdio_register r{};
+		r.range.start = a;
+		r.range.len = b - a;
+		r.mode = UFFDIO_REGISTER_MODE_WP;
+		return ::ioctl(uffd_.get(), UFFDIO_REGISTER, &r) == 0;
+	};
+	// Learn the mappings under the range, register them whole, then look
+	// again: the rule is register, then probe (a mapping replaced in
+	// between was registered, so its unmap raced with this miss and the
+	// cache does not keep the entry). The first probe only finds bounds;
+	// memory it calls shared or file-backed, or a hole, is not cached
+	// either way.
+	MappingSpan span;
+	switch (probe_backing(s, end, &span)) {
 	case Backing::private_anon:
 		break;
 	case Backing::shared_or_file:
@@ -174,21 +215,23 @@ int UffdMonitor::subscribe(Entry &e)
 	case Backing::unmapped:
 		return -HMEMREG_ENOTSUP; // a hole: the registrar will say what is wrong
 	}
-	if (!registered)
-		return -HMEMREG_ENOTSUP;
-	uintptr_t &known = registered_exact_[s];
-	known = std::max(known, end);
-	// Merge [s, end) into the disjoint set.
-	it = registered_.upper_bound(s);
-	if (it != registered_.begin() && std::prev(it)->second >= s)
-		--it;
-	while (it != registered_.end() && it->first <= end) {
-		s = std::min(s, it->first);
-		end = std::max(end, it->second);
-		it = registered_.erase(it);
+	if (span.start <= s && span.end >= end && register_range(span.start, span.end) &&
+	    probe_backing(span.start, span.end) == Backing::private_anon) {
+		remember_locked(span.start, span.end, gen);
+		return 0;
 	}
-	registered_.emplace(s, end);
-	return 0;
+	// Changed under us, or refused whole: the range alone (splits the
+	// mapping; not remembered, so the next miss here asks again).
+	const bool registered = register_range(s, end);
+	switch (probe_backing(s, end)) {
+	case Backing::private_anon:
+		return registered ? 0 : -HMEMREG_ENOTSUP;
+	case Backing::shared_or_file:
+		return kUnwatchable;
+	case Backing::unmapped:
+		break;
+	}
+	return -HMEMREG_ENOTSUP;
 }
 
 void UffdMonitor::sync(MonitorSink &)
@@ -218,10 +261,10 @@ void UffdMonitor::run()
 		if (::poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			return;
+			break;
 		}
 		if (p[1].revents)
-			return;
+			break;
 		// Raise busy before read(): the unmapper is released by the read,
 		// and must find busy set until its range is invalidated. (A count:
 		// an interposed call may hold it too.)
@@ -252,6 +295,12 @@ void UffdMonitor::run()
 		}
 		busy_.fetch_sub(1, std::memory_order_release);
 	}
+	// Close the userfaultfd before this thread ends: that unregisters every
+	// range. Whole mappings are registered, so they may hold memory this
+	// thread's own exit releases (its stack or TLS, an allocator's
+	// per-thread cache, a sanitizer's); an event from there would wait
+	// for this thread to read it, for ever.
+	uffd_.reset();
 }
 
 std::shared_ptr<UffdMonitor> UffdMonitor::running()

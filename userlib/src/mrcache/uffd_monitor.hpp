@@ -19,18 +19,32 @@
 //   event: libhmemreg defines both (mapping_hooks.cpp) and reports the
 //   range through replaced(); a raw system call bypasses that;
 // - the mapping such a call left is not registered with the userfaultfd:
-//   the ranges known registered (and private anonymous) are forgotten at
+//   the mappings known registered (and private anonymous) are forgotten at
 //   every unmap or remap event and at every interposed call, so the next
 //   subscribe there registers and checks again.
+//
+// Whole mappings: the first miss inside a private anonymous mapping
+// registers the whole mapping (the bounds the probe learns), not the
+// entry's range; later misses anywhere in it need neither ioctl nor probe,
+// one look at a small table (no lock). Registering a part would split the
+// VMA: past about vm.max_map_count/2 cached ranges the ioctl failed, gets
+// became uncached and the cache had eaten the application's mapping
+// budget. The price: the kernel reports every munmap, mremap and
+// madvise(DONTNEED/REMOVE/FREE) anywhere in such a mapping, also of pages
+// no entry covers; each blocks the unmapping thread until this thread has
+// read the event (and applied it: an index search per cache, nothing
+// unlinked when no entry overlaps), and an unmap or remap makes the next
+// miss register and probe again. Such a mapping may hold memory of others
+// (anonymous neighbours merge into one VMA: an allocator's, a sanitizer's,
+// a thread's stack), so this thread must never unmap or discard memory
+// itself while the userfaultfd is open: it closes it before it ends.
 #pragma once
 
 #include <array>
-#include <map>
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 
 #include "mrcache/monitor.hpp"
 #include "unique_fd.hpp"
@@ -70,18 +84,22 @@ private:
 	std::atomic<uint64_t> busy_{0};
 	std::mutex cb_mu_; // guards caches_ against dispatch
 	std::array<MonitorSink *, kMaxCaches> caches_{};
-	// Ranges registered with the userfaultfd and found private anonymous
-	// since the last unmap/remap event or interposed call: a miss there
-	// (after an eviction) skips the ioctl and the probe. Only those can
-	// change what is mapped there, and each bumps unmap_gen_ (the reader
-	// thread never takes reg_mu_); the next subscribe forgets the set.
+	// Mappings registered whole with the userfaultfd and found private
+	// anonymous since the last unmap/remap event or interposed call (each
+	// bumps unmap_gen_; the reader thread never takes reg_mu_). Read
+	// without a lock, as a seqlock (wide_ver_ odd while reg_mu_'s holder
+	// writes); at most kWide, replaced in turn when full. A gen other than
+	// wide_gen_ means all of them may be gone: the next registering
+	// subscribe forgets them.
+	bool known_registered(uintptr_t s, uintptr_t e) const;
+	void remember_locked(uintptr_t s, uintptr_t e, uint64_t gen);
+	static constexpr unsigned kWide = 64;
 	std::mutex reg_mu_;
-	std::map<uintptr_t, uintptr_t> registered_; // start -> end, disjoint
-	// The same ranges as subscribed (start -> furthest end), unmerged: a
-	// miss on a range registered before (the usual case after an
-	// eviction) is one hash probe instead of a search of registered_.
-	std::unordered_map<uintptr_t, uintptr_t> registered_exact_;
-	uint64_t registered_gen_ = 0;
+	std::atomic<uint64_t> wide_ver_{0};
+	std::atomic<uint64_t> wide_gen_{0};
+	std::atomic<unsigned> wide_n_{0};
+	unsigned wide_next_ = 0; // the slot the next mapping replaces when full
+	std::array<std::atomic<uintptr_t>, kWide> wide_start_{}, wide_end_{};
 	std::atomic<uint64_t> unmap_gen_{0};
 	std::thread thread_;
 	pid_t owner_; // the process whose thread serves this monitor

@@ -58,7 +58,7 @@ ProbeState &state()
 
 // Every mapping in [s, e): private_anon if all are, else the first other.
 // 1 when PROCMAP_QUERY is not there (the caller reads maps instead).
-int query_backing(int fd, uintptr_t s, uintptr_t e, Backing &out)
+int query_backing(int fd, uintptr_t s, uintptr_t e, Backing &out, MappingSpan &span)
 {
 	uintptr_t at = s;
 	while (at < e) {
@@ -80,7 +80,10 @@ int query_backing(int fd, uintptr_t s, uintptr_t e, Backing &out)
 			out = Backing::shared_or_file;
 			return 0;
 		}
+		if (at == s)
+			span.start = static_cast<uintptr_t>(q.vma_start);
 		at = static_cast<uintptr_t>(q.vma_end);
+		span.end = at;
 	}
 	out = Backing::private_anon;
 	return 0;
@@ -100,7 +103,7 @@ bool parse_line(const char *l, uintptr_t &start, uintptr_t &end, bool &anon_priv
 	return true;
 }
 
-Backing maps_backing(uintptr_t s, uintptr_t e)
+Backing maps_backing(uintptr_t s, uintptr_t e, MappingSpan &span)
 {
 	UniqueFd fd(::open("/proc/self/maps", O_RDONLY | O_CLOEXEC));
 	if (fd.get() < 0)
@@ -127,7 +130,10 @@ Backing maps_backing(uintptr_t s, uintptr_t e)
 				return Backing::unmapped;
 			if (!anon)
 				return Backing::shared_or_file;
+			if (at == s)
+				span.start = vs;
 			at = ve;
+			span.end = ve;
 			if (at >= e)
 				return Backing::private_anon;
 		}
@@ -140,8 +146,10 @@ Backing maps_backing(uintptr_t s, uintptr_t e)
 
 } // namespace
 
-Backing probe_backing(uintptr_t s, uintptr_t e)
+Backing probe_backing(uintptr_t s, uintptr_t e, MappingSpan *span)
 {
+	MappingSpan ignored;
+	MappingSpan &sp = span ? *span : ignored;
 	ProbeState &st = state();
 	std::lock_guard g(st.mu);
 	if (!st.no_query) {
@@ -151,7 +159,7 @@ Backing probe_backing(uintptr_t s, uintptr_t e)
 			st.pid = me;
 		}
 		Backing b;
-		if (st.fd.get() >= 0 && query_backing(st.fd.get(), s, e, b) == 0) {
+		if (st.fd.get() >= 0 && query_backing(st.fd.get(), s, e, b, sp) == 0) {
 			st.name = "procmap_query";
 			return b;
 		}
@@ -159,7 +167,7 @@ Backing probe_backing(uintptr_t s, uintptr_t e)
 		st.fd = UniqueFd();
 	}
 	st.name = "maps";
-	return maps_backing(s, e);
+	return maps_backing(s, e, sp);
 }
 
 const char *backing_probe_name()

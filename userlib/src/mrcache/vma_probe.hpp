@@ -19,9 +19,16 @@ enum class Backing {
 	unmapped,       // a hole in the range, or the probe failed
 };
 
+// The mappings a probe walked: from the start of the first one under the
+// range to the end of the last (private_anon only; else unset).
+struct MappingSpan {
+	uintptr_t start = 0, end = 0;
+};
+
 // PROCMAP_QUERY (Linux 6.11+): one ioctl per mapping in the range; older
-// kernels: /proc/self/maps read up to the range's end.
-Backing probe_backing(uintptr_t start, uintptr_t end);
+// kernels: /proc/self/maps read up to the range's end. span, if given,
+// receives the bounds of the mappings under a private_anon range.
+Backing probe_backing(uintptr_t start, uintptr_t end, MappingSpan *span = nullptr);
 
 // "procmap_query" or "maps": which probe this kernel gave (after a probe).
 const char *backing_probe_name();

@@ -17,7 +17,7 @@ extern char **environ;
 
 namespace {
 
-constexpr std::array<hmemreg_setting, 26> kSettings = {{
+constexpr std::array<hmemreg_setting, 27> kSettings = {{
 	{"HMEMREG_LOG_LEVEL", "warn", "log", "none|error|warn|info|debug",
 	 "messages on stderr at this level and more severe ones"},
 	{"HMEMREG_MR_CACHE_MAX_COUNT", "1024", "cache", "number", "entries per cache before the LRU evicts"},
@@ -48,6 +48,8 @@ constexpr std::array<hmemreg_setting, 26> kSettings = {{
 	{"HMEMREG_NCCL_MAX_WRITE", "0 (engine's)", "nccl", "size", "largest single RDMA write"},
 	{"HMEMREG_NCCL_NOTIFY", "auto", "nccl", "auto|immediate|message", "how the receiver learns a write landed"},
 	{"HMEMREG_NCCL_EAGER_MAX", "512k", "nccl", "size", "largest send copied through an eager slot (0: off)"},
+	{"HMEMREG_NCCL_EAGER_BUSY_MAX", "64k", "nccl", "size",
+	 "largest eager send while the comm has sends outstanding"},
 	{"HMEMREG_NCCL_PEER_TIMEOUT_MS", "the engine's", "nccl", "number",
 	 "the plugin's engine's peer timeout (0: never)"},
 	{"HMEMREG_NCCL_EAGER_SLOTS", "16", "nccl", "number", "eager slots per receive comm"},
