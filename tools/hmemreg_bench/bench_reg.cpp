@@ -3,7 +3,8 @@
 // and size: "cold" = fi_mr_regattr + fi_close straight on the domain (the
 // provider's own cache is off: libhmemreg disables its monitors at load),
 // "miss" = a cache get that registers (after an explicit invalidate, so it
-// includes watching and deregistering), "hit" = a cached get+put.
+// includes watching and deregistering), "hit" = a cached get+put (the
+// median of several batches: bench_reg.hpp).
 // speedup = cold / hit, from the same run. With --mem cuda: CUDA memory
 // (bench_reg_cuda.cpp).
 #include <cerrno>
@@ -37,7 +38,8 @@ int bench_reg(int argc, char **argv)
 		->check(CLI::IsMember({"host", "cuda", "export"}));
 	p.texts("--provider", o.providers, "libfabric providers (host: each in turn; cuda: the first)");
 	p.sizes("--sizes", o.sizes, "buffer sizes (default host 4k,64k,1m,16m; cuda 2m,64m,1g)");
-	p.count("--iters", o.iters, "operations per case (default 200 cold/miss, 100x that for hits)")
+	p.count("--iters", o.iters,
+		"operations per case (default 200 cold/miss; hits: 100x that a batch, the median of 5 batches)")
 		->default_str("200");
 	if (int rc = p.parse(argc, argv); rc >= 0)
 		return rc;
