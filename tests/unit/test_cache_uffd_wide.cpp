@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cache_test_util.hpp"
 #include "mrcache/uffd_monitor.hpp"
@@ -138,4 +140,38 @@ Test(cache_uffd_wide, unmap_inside_a_wide_mapping_invalidates_exactly_what_it_co
 	cr_assert_eq(stats(*c).invalidations[HMEMREG_INVAL_UNMAP], 2);
 	c.reset();
 	::munmap(p, len);
+}
+
+// A fork child inherits the monitor's userfaultfd. Had it kept its copy,
+// the parent's whole-mapping registrations would outlive the parent's
+// monitor (closing the parent's descriptor would not release them), and
+// the parent's next munmap there would wait for ever for a reader: the
+// test's timeout fails it.
+Test(cache_uffd_wide, a_fork_child_does_not_keep_the_registrations_alive, .timeout = 30)
+{
+	const size_t pg = page(), len = 16 * pg;
+	auto *p = static_cast<char *>(::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	cr_assert_neq(p, MAP_FAILED);
+	int go[2];
+	cr_assert_eq(::pipe(go), 0);
+	pid_t child = -1;
+	{
+		auto c = make_uffd_cache(64);
+		getput(*c, p, pg); // the mapping is registered whole
+		child = ::fork();
+		cr_assert_geq(child, 0);
+		if (child == 0) {
+			char b;
+			::close(go[1]);
+			while (::read(go[0], &b, 1) < 0 && errno == EINTR) {
+			}
+			::_exit(0);
+		}
+	} // the last cache goes, and with it the monitor and its userfaultfd
+	cr_assert_eq(::munmap(p, len), 0, "munmap: %s", std::strerror(errno));
+	::close(go[0]);
+	::close(go[1]); // the child's read ends
+	int status = 0;
+	cr_assert_eq(::waitpid(child, &status, 0), child);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }

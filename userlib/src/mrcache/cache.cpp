@@ -411,7 +411,10 @@ int Cache::do_register(const Request &req, Range r, Registration &out, RegTally 
 	for (int attempt = 0;; attempt++) {
 		const uint64_t t0 = reg_clock::ticks(clk);
 		int rc = registrar_->reg(req, r, out);
-		const uint64_t took = reg_clock::to_ns(clk, reg_clock::ticks(clk) - t0);
+		const uint64_t t1 = reg_clock::ticks(clk);
+		// A counter read on another CPU may be behind (a TSC the kernel
+		// later found unstable): no negative time, no wrapped sum.
+		const uint64_t took = t1 > t0 ? reg_clock::to_ns(clk, t1 - t0) : 0;
 		t.ns += took;
 		const unsigned bucket = took ? static_cast<unsigned>(63 - __builtin_clzll(took)) : 0;
 		t.buckets[t.timed++] = std::min<unsigned>(bucket, HMEMREG_STATS_REG_HIST_BUCKETS - 1);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -27,6 +28,21 @@ std::mutex g_mu;
 std::weak_ptr<UffdMonitor> g_instance;
 pid_t g_instance_pid;
 const char *g_reason = "not tried";
+// The monitor this process runs, for the fork child handler, which must not
+// take g_mu (a parent thread may have held it at fork()).
+std::atomic<UffdMonitor *> g_live{nullptr};
+
+// pthread_atfork child: the copy of the monitor's userfaultfd is closed at
+// once. Kept open, it would keep the parent's registrations (whole
+// mappings: its heap, its stacks) alive after the parent's monitor thread
+// stopped and closed its own, and the parent's next munmap there would wait
+// for ever for a reader. The child never uses it: its caches are forked
+// (uncached) and a new cache there opens a monitor of its own.
+void close_inherited_uffd() noexcept
+{
+	if (UffdMonitor *m = g_live.exchange(nullptr))
+		m->close_in_fork_child();
+}
 
 int open_uffd()
 {
@@ -75,6 +91,8 @@ int UffdMonitor::instance(std::shared_ptr<Monitor> &out)
 		out = cur;
 		return 0;
 	}
+	static std::once_flag atfork;
+	std::call_once(atfork, [] { pthread_atfork(nullptr, nullptr, close_inherited_uffd); });
 	int fd = open_uffd();
 	if (fd < 0)
 		return -HMEMREG_ENOTSUP;
@@ -95,10 +113,13 @@ UffdMonitor::UffdMonitor(UniqueFd uffd, UniqueFd stop)
 {
 	pending_ = &busy_;
 	thread_ = std::thread([this] { run(); });
+	g_live.store(this);
 }
 
 UffdMonitor::~UffdMonitor()
 {
+	UffdMonitor *self = this;
+	g_live.compare_exchange_strong(self, nullptr);
 	release_backing_probe();
 	if (::getpid() != owner_) {
 		// A fork child's copy: the thread is the parent's and the eventfd

@@ -32,8 +32,10 @@
 // budget. The price: the kernel reports every munmap, mremap and
 // madvise(DONTNEED/REMOVE/FREE) anywhere in such a mapping, also of pages
 // no entry covers; each blocks the unmapping thread until this thread has
-// read the event (and applied it: an index search per cache, nothing
-// unlinked when no entry overlaps), and an unmap or remap makes the next
+// read the event (gets then wait until it is applied: an index search per
+// cache, nothing unlinked when no entry overlaps); the whole mapping is
+// armed (no mTHP at fault, no khugepaged collapse, the application's own
+// UFFDIO_REGISTER there gets EBUSY); and an unmap or remap makes the next
 // miss register and probe again. Such a mapping may hold memory of others
 // (anonymous neighbours merge into one VMA: an allocator's, a sanitizer's,
 // a thread's stack), so this thread must never unmap or discard memory
@@ -74,6 +76,9 @@ public:
 	void hold() { busy_.fetch_add(1, std::memory_order_seq_cst); }
 	void replaced(uintptr_t start, uintptr_t end);
 	void unhold() { busy_.fetch_sub(1, std::memory_order_release); }
+	// In a fork child (the one thread there): close the inherited copy of
+	// the userfaultfd (see close_inherited_uffd in the .cpp).
+	void close_in_fork_child() noexcept { uffd_.reset(); }
 
 private:
 	void run();
