@@ -36,8 +36,8 @@ struct Config {
 	size_t eager_max = 512u << 10;
 	size_t eager_slots = 16;
 	// EAGER_BUSY_MAX: while earlier sends of the comm are still outstanding
-	// (the wire is busy), only sends up to this size go eager; larger ones
-	// wait for their advertisement, which comes while the earlier data
+	// (not yet found done by test()), only sends up to this size go eager;
+	// larger ones wait for their advertisement, which comes while the earlier data
 	// flows (a stream of 256 KiB sends went 42% eager and each such receive
 	// was copied once more: 0.62x aws-ofi-nccl on the H200, where 1 MiB,
 	// never eager, was 1.0x). An idle comm's send still goes eager up to
