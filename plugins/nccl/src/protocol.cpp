@@ -93,19 +93,6 @@ std::vector<uint8_t> encode(const Connect &m)
 	return Writer(Type::Connect).put(m.listen_id).put(m.send_id).bytes(m.address).take();
 }
 
-std::vector<uint8_t> encode(const Cts &m)
-{
-	return Writer(Type::Cts)
-		.put(m.send_id)
-		.put(m.recv_id)
-		.put(m.seq)
-		.put(m.tag)
-		.put(m.size)
-		.put(m.offset)
-		.put(m.done_upto)
-		.bytes(m.descriptor)
-		.take();
-}
 
 void encode_into(const Cts &m, std::span<const uint8_t> descriptor, std::vector<uint8_t> &out)
 {
@@ -118,6 +105,13 @@ void encode_into(const Cts &m, std::span<const uint8_t> descriptor, std::vector<
 		.put(m.offset)
 		.put(m.done_upto)
 		.bytes(descriptor);
+}
+
+std::vector<uint8_t> encode(const Cts &m)
+{
+	std::vector<uint8_t> out;
+	encode_into(m, m.descriptor, out);
+	return out;
 }
 
 std::vector<uint8_t> encode(const Credit &m) { return Writer(Type::Credit).put(m.send_id).put(m.done_upto).take(); }

@@ -115,19 +115,9 @@ public:
 			left = k < key_of(*c);
 			c = left ? c->ix_left : c->ix_right;
 		}
-		e->ix_parent = parent;
-		e->ix_left = e->ix_right = nullptr;
-		if (!parent)
-			root_ = e;
-		else
-			(left ? parent->ix_left : parent->ix_right) = e;
 		if (!last_ || key_of(*last_) < k)
 			last_ = e;
-		const uint64_t pe = priority(e);
-		while (e->ix_parent && pe > priority(e->ix_parent))
-			rotate_up(e);
-		n_++;
-		changes_++;
+		link_leaf(e, parent, left);
 	}
 
 	// insert(e) where the caller knows e's successor: pos, the first entry
@@ -148,17 +138,7 @@ public:
 			parent = rightmost(pos->ix_left); // e's predecessor: e becomes its right child
 			left = false;
 		}
-		e->ix_parent = parent;
-		e->ix_left = e->ix_right = nullptr;
-		if (!parent)
-			root_ = e;
-		else
-			(left ? parent->ix_left : parent->ix_right) = e;
-		const uint64_t pe = priority(e);
-		while (e->ix_parent && pe > priority(e->ix_parent))
-			rotate_up(e);
-		n_++;
-		changes_++;
+		link_leaf(e, parent, left);
 	}
 
 	// e is in this index.
@@ -212,6 +192,22 @@ private:
 		return x ^ (x >> 31);
 	}
 	// x takes its parent's place; the parent becomes x's child.
+	// e becomes parent's left or right leaf (the root when parent is null),
+	// then rises to its place in the heap order.
+	void link_leaf(Entry *e, Entry *parent, bool left)
+	{
+		e->ix_parent = parent;
+		e->ix_left = e->ix_right = nullptr;
+		if (!parent)
+			root_ = e;
+		else
+			(left ? parent->ix_left : parent->ix_right) = e;
+		const uint64_t pe = priority(e);
+		while (e->ix_parent && pe > priority(e->ix_parent))
+			rotate_up(e);
+		n_++;
+		changes_++;
+	}
 	void rotate_up(Entry *x)
 	{
 		Entry *p = x->ix_parent, *g = p->ix_parent;
