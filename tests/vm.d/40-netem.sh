@@ -6,10 +6,10 @@
 set -u
 . "$(dirname "$0")/../lib.sh"
 require_vm
-# Under the debug kernel too where it has sch_netem (no hmemreg.ko here, but
-# the engine drives the kernel's tcp, veth and netem paths that the detectors
-# judge); the debug kernel builds in only tests/debug/vm-modules, which does
-# not list sch_netem (adding it rebuilds that kernel once).
+# Under the debug kernel too (no hmemreg.ko here, but the engine drives the
+# kernel's tcp, veth and netem paths that the detectors judge): it builds in
+# only tests/debug/vm-modules, which lists sch_netem; a debug kernel built
+# before that has none, hence the skip.
 if [ "${HMEMREG_DEBUG_KERNEL:-0}" = 1 ] && ! modprobe sch_netem 2>/dev/null && [ ! -d /sys/module/sch_netem ]; then
 	echo "SKIP: this debug kernel has no sch_netem (not in tests/debug/vm-modules)"
 	exit 77
