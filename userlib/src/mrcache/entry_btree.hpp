@@ -11,6 +11,10 @@
 // neighbour, across trees too, needs the entry and its leaf only: each
 // entry points at its leaf (Entry::ix_leaf), and the tree keeps those
 // pointers right when it moves entries between leaves (splits).
+// A node's starts fill its first two lines and its pointers the next
+// three; the serials (read only where starts are equal) and the count
+// come after, and whether a node is a leaf is the tree's height, so a
+// step down reads the starts and one pointer.
 // Leaves and inner nodes are freed when they empty, never merged (a
 // miss's eviction erases in a leaf without touching any other node);
 // an inner node left with one child stays, the root is then collapsed.
@@ -21,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "mrcache/entry.hpp"
@@ -34,27 +39,40 @@ struct BtreeKey {
 };
 
 inline constexpr unsigned kBtreeKeys = 16; // keys per node: starts fill two lines
+inline constexpr uintptr_t kNoStart = ~uintptr_t{0}; // an unused slot's start
 
-// What leaves and inner nodes share: sorted keys, starts first (what a
-// search reads), serials beside (read where starts are equal).
-struct alignas(64) BtreeNode {
+// Keys whose start is below s, of a node's starts: slots past its count
+// hold kNoStart, never below, so all are read (unrolled: independent
+// compares summed, no branch, no loop).
+inline unsigned count_below(const uintptr_t (&start)[kBtreeKeys], uintptr_t s)
+{
+	return [&]<size_t... I>(std::index_sequence<I...>) {
+		return (0u + ... + static_cast<unsigned>(start[I] < s));
+	}(std::make_index_sequence<kBtreeKeys>{});
+}
+
+// What leaves and inner nodes share: n sorted keys, split in starts
+// (first) and serials (after the pointers), and the searches on them.
+template <typename Ptr, unsigned kPtrs>
+struct alignas(64) BtreeNodeOf {
 	uintptr_t start[kBtreeKeys];
+	Ptr ptr[kPtrs]; // leaf: entries; inner: children
 	uint64_t serial[kBtreeKeys];
-	uint32_t n = 0; // keys held
-	bool leaf = false;
+	uint32_t n = 0;
 
-	// Keys whose start is below s (no branch on the keys).
-	unsigned count_below(uintptr_t s) const
+	BtreeNodeOf()
 	{
-		unsigned c = 0;
-		for (unsigned i = 0; i < kBtreeKeys; i++)
-			c += (i < n) & (start[i] < s);
-		return c;
+		for (unsigned i = 0; i < kBtreeKeys; i++) {
+			start[i] = kNoStart;
+			serial[i] = 0;
+		}
+		for (unsigned i = 0; i < kPtrs; i++)
+			ptr[i] = nullptr;
 	}
 	// Keys <= k.
 	unsigned upper(const BtreeKey &k) const
 	{
-		unsigned c = count_below(k.start);
+		unsigned c = count_below(start, k.start);
 		while (c < n && start[c] == k.start && serial[c] <= k.serial)
 			c++;
 		return c;
@@ -62,36 +80,43 @@ struct alignas(64) BtreeNode {
 	// Keys < k.
 	unsigned lower(const BtreeKey &k) const
 	{
-		unsigned c = count_below(k.start);
+		unsigned c = count_below(start, k.start);
 		while (c < n && start[c] == k.start && serial[c] < k.serial)
 			c++;
 		return c;
 	}
 	BtreeKey key(unsigned i) const { return BtreeKey{start[i], serial[i]}; }
-	void set_key(unsigned i, const BtreeKey &k)
+	void set(unsigned i, const BtreeKey &k, Ptr p)
 	{
 		start[i] = k.start;
 		serial[i] = k.serial;
+		ptr[i] = p;
+	}
+	void clear(unsigned i)
+	{
+		start[i] = kNoStart;
+		ptr[i] = nullptr;
 	}
 };
 
-struct BtreeLeaf : BtreeNode {
-	Entry *val[kBtreeKeys];
+struct BtreeLeaf : BtreeNodeOf<Entry *, kBtreeKeys> {
 	BtreeLeaf *prev = nullptr, *next = nullptr; // the index's chain of leaves
 
-	Entry *back() const { return val[n - 1]; }
+	Entry *val(unsigned i) const { return ptr[i]; }
+	Entry *back() const { return ptr[n - 1]; }
 	unsigned slot_of(const Entry *e) const
 	{
-		unsigned i = 0;
-		while (val[i] != e)
+		unsigned i = count_below(start, e->range.start); // then past equal starts
+		while (ptr[i] != e)
 			i++;
 		return i;
 	}
 };
 
-// n keys, n + 1 children; keys in child[i] are >= key(i - 1) and < key(i).
-struct BtreeInner : BtreeNode {
-	BtreeNode *child[kBtreeKeys + 1];
+// n keys, n + 1 children (ptr); keys under child i are >= key(i - 1) and
+// < key(i). A child is a leaf at the tree's last level, else an inner node.
+struct BtreeInner : BtreeNodeOf<void *, kBtreeKeys + 1> {
+	void *child(unsigned i) const { return ptr[i]; }
 };
 
 // The index's chain of leaves, first to last.
@@ -132,16 +157,13 @@ private:
 	template <typename N>
 	static N *take(std::vector<std::unique_ptr<N>> &all, std::vector<N *> &free)
 	{
-		N *x;
 		if (free.empty()) {
 			all.push_back(std::make_unique<N>());
-			x = all.back().get();
-		} else {
-			x = free.back();
-			free.pop_back();
-			*x = N{};
+			return all.back().get();
 		}
-		x->leaf = std::is_same_v<N, BtreeLeaf>;
+		N *x = free.back();
+		free.pop_back();
+		*x = N{};
 		return x;
 	}
 	template <typename N>
@@ -184,27 +206,29 @@ public:
 
 	BtreeLeaf *first_leaf() const
 	{
-		const BtreeNode *x = root_;
-		while (!x->leaf)
-			x = static_cast<const BtreeInner *>(x)->child[0];
-		return static_cast<BtreeLeaf *>(const_cast<BtreeNode *>(x));
+		void *x = root_;
+		for (unsigned h = height_; h; h--)
+			x = static_cast<BtreeInner *>(x)->child(0);
+		return static_cast<BtreeLeaf *>(x);
 	}
 	BtreeLeaf *last_leaf() const
 	{
-		const BtreeNode *x = root_;
-		while (!x->leaf) {
-			auto *in = static_cast<const BtreeInner *>(x);
-			x = in->child[in->n];
+		void *x = root_;
+		for (unsigned h = height_; h; h--) {
+			auto *in = static_cast<BtreeInner *>(x);
+			x = in->child(in->n);
 		}
-		return static_cast<BtreeLeaf *>(const_cast<BtreeNode *>(x));
+		return static_cast<BtreeLeaf *>(x);
 	}
 	// The leaf where k is or would be.
 	BtreeLeaf *leaf_for(const BtreeKey &k) const
 	{
-		const BtreeNode *x = root_;
-		while (!x->leaf)
-			x = static_cast<const BtreeInner *>(x)->child[x->upper(k)];
-		return static_cast<BtreeLeaf *>(const_cast<BtreeNode *>(x));
+		void *x = root_;
+		for (unsigned h = height_; h; h--) {
+			auto *in = static_cast<BtreeInner *>(x);
+			x = in->child(in->upper(k));
+		}
+		return static_cast<BtreeLeaf *>(x);
 	}
 
 	// e is in no index; its key fields are set and stay while it is here.
@@ -212,15 +236,15 @@ public:
 	{
 		const BtreeKey k = btree_key(*e);
 		Path p;
-		BtreeNode *x = root_;
+		void *x = root_;
 		bool rightmost = true; // the last leaf: keys rise there (ascending misses)
-		while (!x->leaf) {
+		for (unsigned h = height_; h; h--) {
 			auto *in = static_cast<BtreeInner *>(x);
 			const unsigned i = in->upper(k);
 			rightmost = rightmost && i == in->n;
 			p.node[p.depth] = in;
 			p.slot[p.depth++] = i;
-			x = in->child[i];
+			x = in->child(i);
 		}
 		auto *l = static_cast<BtreeLeaf *>(x);
 		const unsigned s = l->upper(k);
@@ -244,6 +268,15 @@ public:
 		put(l, s, e);
 		return true;
 	}
+	// insert(e) where e's key is above every key of this tree and l, the
+	// tree's last leaf, has room; false (nothing done) where it is full.
+	static bool append(BtreeLeaf *l, Entry *e)
+	{
+		if (l->n == kBtreeKeys)
+			return false;
+		put(l, l->n, e);
+		return true;
+	}
 
 	// e is in this tree. True when the tree is left empty (and freed).
 	bool erase(Entry *e)
@@ -251,11 +284,9 @@ public:
 		BtreeLeaf *l = leaf_of(e);
 		const unsigned s = l->slot_of(e);
 		const BtreeKey k = btree_key(*e);
-		for (unsigned i = s; i + 1 < l->n; i++) {
-			l->set_key(i, l->key(i + 1));
-			l->val[i] = l->val[i + 1];
-		}
-		l->n--;
+		for (unsigned i = s; i + 1 < l->n; i++)
+			l->set(i, l->key(i + 1), l->ptr[i + 1]);
+		l->clear(--l->n);
 		e->ix_leaf = nullptr;
 		if (l->n)
 			return false;
@@ -263,11 +294,12 @@ public:
 		// which still leads here), and every ancestor it empties.
 		chain_.unlink(l);
 		Path p;
-		for (BtreeNode *x = root_; !x->leaf;) {
+		void *x = root_;
+		for (unsigned h = height_; h; h--) {
 			auto *in = static_cast<BtreeInner *>(x);
 			p.node[p.depth] = in;
 			p.slot[p.depth++] = in->upper(k);
-			x = in->child[in->upper(k)];
+			x = in->child(in->upper(k));
 		}
 		nodes_.give(l);
 		while (p.depth) {
@@ -279,32 +311,35 @@ public:
 			}
 			// Drop child c and the key on its left (its right for child 0).
 			const unsigned kd = c ? c - 1 : 0;
-			for (unsigned i = kd; i + 1 < in->n; i++)
-				in->set_key(i, in->key(i + 1));
+			for (unsigned i = kd; i + 1 < in->n; i++) {
+				in->start[i] = in->start[i + 1];
+				in->serial[i] = in->serial[i + 1];
+			}
 			for (unsigned i = c; i < in->n; i++)
-				in->child[i] = in->child[i + 1];
+				in->ptr[i] = in->ptr[i + 1];
 			in->n--;
+			in->start[in->n] = kNoStart;
+			in->ptr[in->n + 1] = nullptr;
 			collapse_root();
 			return false;
 		}
 		root_ = nullptr;
+		height_ = 0;
 		return true;
 	}
 
-	// Every node back to the store, the entries untouched.
-	void forget() { root_ = nullptr; }
-
-	// Height and shape checks for tests: leaves at one depth, keys in
-	// order inside their bounds, child counts right. Returns the entries.
+	// Shape checks for tests: leaves at one depth, keys in order inside
+	// their bounds, unused slots clear, every entry's leaf link right.
+	// Returns the entries.
 	template <typename Fail>
 	uint64_t check(Fail &&fail) const
 	{
-		int leaf_depth = -1;
-		return check_node(root_, nullptr, nullptr, 0, leaf_depth, fail);
+		return check_node(root_, nullptr, nullptr, 0, fail);
 	}
+	unsigned height() const { return height_; }
 
 private:
-	static constexpr unsigned kMaxDepth = 24; // 17^23 nodes: more than memory holds
+	static constexpr unsigned kMaxDepth = 24; // 9^23 leaves: more than memory holds
 	struct Path {
 		BtreeInner *node[kMaxDepth];
 		unsigned slot[kMaxDepth];
@@ -314,12 +349,9 @@ private:
 	// e into l at slot s (l has room).
 	static void put(BtreeLeaf *l, unsigned s, Entry *e)
 	{
-		for (unsigned i = l->n; i > s; i--) {
-			l->set_key(i, l->key(i - 1));
-			l->val[i] = l->val[i - 1];
-		}
-		l->set_key(s, btree_key(*e));
-		l->val[s] = e;
+		for (unsigned i = l->n; i > s; i--)
+			l->set(i, l->key(i - 1), l->ptr[i - 1]);
+		l->set(s, btree_key(*e), e);
 		l->n++;
 		e->ix_leaf = l;
 	}
@@ -331,9 +363,9 @@ private:
 		BtreeLeaf *r = nodes_.leaf();
 		const unsigned keep = append ? kBtreeKeys : kBtreeKeys / 2;
 		for (unsigned i = keep; i < l->n; i++) {
-			r->set_key(i - keep, l->key(i));
-			r->val[i - keep] = l->val[i];
-			r->val[i - keep]->ix_leaf = r;
+			r->set(i - keep, l->key(i), l->ptr[i]);
+			l->ptr[i]->ix_leaf = r;
+			l->clear(i);
 		}
 		r->n = l->n - keep;
 		l->n = keep;
@@ -342,12 +374,13 @@ private:
 			put(l, s, e);
 		else
 			put(r, s - keep, e);
-		add_child(p, r->key(0), r);
+		add_child(p, r->key(0), r, append);
 	}
 
 	// After a split below p's last node: key k and its right child r go
-	// into the parent, splitting it when full, up to a new root.
-	void add_child(Path &p, BtreeKey k, BtreeNode *r)
+	// into the parent, splitting it when full (at the tree's end r alone
+	// goes right), up to a new root.
+	void add_child(Path &p, BtreeKey k, void *r, bool append)
 	{
 		while (p.depth) {
 			BtreeInner *in = p.node[--p.depth];
@@ -356,50 +389,60 @@ private:
 				insert_key(in, c, k, r);
 				return;
 			}
-			// Split in: the upper half goes to a new node, the middle key up.
 			BtreeKey keys[kBtreeKeys + 1];
-			BtreeNode *kids[kBtreeKeys + 2];
+			void *kids[kBtreeKeys + 2];
 			for (unsigned i = 0, j = 0; i <= kBtreeKeys; i++)
 				keys[i] = i == c ? k : in->key(j++);
 			for (unsigned i = 0, j = 0; i <= kBtreeKeys + 1; i++)
-				kids[i] = i == c + 1 ? r : in->child[j++];
-			const unsigned half = kBtreeKeys / 2;
+				kids[i] = i == c + 1 ? r : in->ptr[j++];
+			// Left keeps keys [0, half) and their children, key half goes up.
+			const unsigned half = append ? kBtreeKeys : kBtreeKeys / 2;
 			BtreeInner *rin = nodes_.inner();
+			*in = BtreeInner{};
 			in->n = half;
-			for (unsigned i = 0; i < half; i++)
-				in->set_key(i, keys[i]);
+			for (unsigned i = 0; i < half; i++) {
+				in->start[i] = keys[i].start;
+				in->serial[i] = keys[i].serial;
+			}
 			for (unsigned i = 0; i <= half; i++)
-				in->child[i] = kids[i];
+				in->ptr[i] = kids[i];
 			rin->n = kBtreeKeys - half;
-			for (unsigned i = 0; i < rin->n; i++)
-				rin->set_key(i, keys[half + 1 + i]);
+			for (unsigned i = 0; i < rin->n; i++) {
+				rin->start[i] = keys[half + 1 + i].start;
+				rin->serial[i] = keys[half + 1 + i].serial;
+			}
 			for (unsigned i = 0; i <= rin->n; i++)
-				rin->child[i] = kids[half + 1 + i];
+				rin->ptr[i] = kids[half + 1 + i];
 			k = keys[half];
 			r = rin;
 		}
 		BtreeInner *root = nodes_.inner();
 		root->n = 1;
-		root->set_key(0, k);
-		root->child[0] = root_;
-		root->child[1] = r;
+		root->start[0] = k.start;
+		root->serial[0] = k.serial;
+		root->ptr[0] = root_;
+		root->ptr[1] = r;
 		root_ = root;
+		height_++;
 	}
-	static void insert_key(BtreeInner *in, unsigned c, const BtreeKey &k, BtreeNode *r)
+	static void insert_key(BtreeInner *in, unsigned c, const BtreeKey &k, void *r)
 	{
 		for (unsigned i = in->n; i > c; i--) {
-			in->set_key(i, in->key(i - 1));
-			in->child[i + 1] = in->child[i];
+			in->start[i] = in->start[i - 1];
+			in->serial[i] = in->serial[i - 1];
+			in->ptr[i + 1] = in->ptr[i];
 		}
-		in->set_key(c, k);
-		in->child[c + 1] = r;
+		in->start[c] = k.start;
+		in->serial[c] = k.serial;
+		in->ptr[c + 1] = r;
 		in->n++;
 	}
 	void collapse_root()
 	{
-		while (!root_->leaf && root_->n == 0) {
+		while (height_ && static_cast<BtreeInner *>(root_)->n == 0) {
 			auto *in = static_cast<BtreeInner *>(root_);
-			root_ = in->child[0];
+			root_ = in->child(0);
+			height_--;
 			nodes_.give(in);
 		}
 	}
@@ -408,56 +451,65 @@ private:
 	{
 		return a.start < b.start || (a.start == b.start && a.serial < b.serial);
 	}
-	template <typename Fail>
-	uint64_t check_node(const BtreeNode *x, const BtreeKey *lo, const BtreeKey *hi, int depth, int &leaf_depth,
-			    Fail &fail) const
+	template <typename N, typename Fail>
+	static void check_keys(const N *x, const BtreeKey *lo, const BtreeKey *hi, unsigned cap, Fail &fail)
 	{
-		if (x->n == 0 && x->leaf)
-			fail("an empty leaf");
-		if (x->n > kBtreeKeys)
+		if (x->n > cap)
 			fail("a node over its size");
+		for (unsigned i = x->n; i < kBtreeKeys; i++)
+			if (x->start[i] != kNoStart)
+				fail("an unused slot that a search would count");
 		for (unsigned i = 0; i < x->n; i++) {
 			if (i && !less(x->key(i - 1), x->key(i)))
 				fail("keys out of order in a node");
 			if ((lo && less(x->key(i), *lo)) || (hi && !less(x->key(i), *hi)))
 				fail("a key outside its node's bounds");
 		}
-		if (x->leaf) {
-			if (leaf_depth < 0)
-				leaf_depth = depth;
-			else if (leaf_depth != depth)
-				fail("leaves at different depths");
+	}
+	template <typename Fail>
+	uint64_t check_node(const void *x, const BtreeKey *lo, const BtreeKey *hi, unsigned depth, Fail &fail) const
+	{
+		if (depth == height_) {
 			auto *l = static_cast<const BtreeLeaf *>(x);
+			if (l->n == 0)
+				fail("an empty leaf");
+			check_keys(l, lo, hi, kBtreeKeys, fail);
 			for (unsigned i = 0; i < l->n; i++)
-				if (l->val[i]->ix_leaf != l || less(btree_key(*l->val[i]), l->key(i)) ||
-				    less(l->key(i), btree_key(*l->val[i])))
+				if (l->val(i)->ix_leaf != l || less(btree_key(*l->val(i)), l->key(i)) ||
+				    less(l->key(i), btree_key(*l->val(i))))
 					fail("an entry whose leaf link or key is wrong");
 			return l->n;
 		}
-		if (depth + 1 >= static_cast<int>(kMaxDepth))
+		if (depth + 1 >= kMaxDepth)
 			fail("too deep");
 		auto *in = static_cast<const BtreeInner *>(x);
+		check_keys(in, lo, hi, kBtreeKeys, fail);
+		if (depth == 0 && height_ && in->n == 0)
+			fail("an inner root of one child");
 		uint64_t total = 0;
 		for (unsigned i = 0; i <= in->n; i++) {
-			const BtreeKey *clo = lo;
 			BtreeKey kl, kh;
+			const BtreeKey *clo = lo, *chi = hi;
 			if (i) {
 				kl = in->key(i - 1);
 				clo = &kl;
 			}
-			const BtreeKey *chi = hi;
 			if (i < in->n) {
 				kh = in->key(i);
 				chi = &kh;
 			}
-			total += check_node(in->child[i], clo, chi, depth + 1, leaf_depth, fail);
+			if (!in->child(i))
+				fail("a missing child");
+			else
+				total += check_node(in->child(i), clo, chi, depth + 1, fail);
 		}
 		return total;
 	}
 
 	BtreeNodes &nodes_;
 	BtreeChain &chain_;
-	BtreeNode *root_ = nullptr;
+	void *root_ = nullptr; // a leaf where height_ is 0
+	unsigned height_ = 0;  // inner levels above the leaves
 };
 
 } // namespace hmemreg::mr

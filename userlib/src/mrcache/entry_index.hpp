@@ -56,22 +56,22 @@ public:
 	// and still where it was.
 	uint64_t changes() const { return changes_; }
 
-	Entry *first() const { return chain_.head ? chain_.head->val[0] : nullptr; }
+	Entry *first() const { return chain_.head ? chain_.head->val(0) : nullptr; }
 	Entry *last() const { return chain_.tail ? chain_.tail->back() : nullptr; }
 	static Entry *next(const Entry *e)
 	{
 		const BtreeLeaf *l = leaf_of(e);
 		const unsigned i = l->slot_of(e);
 		if (i + 1 < l->n)
-			return l->val[i + 1];
-		return l->next ? l->next->val[0] : nullptr;
+			return l->val(i + 1);
+		return l->next ? l->next->val(0) : nullptr;
 	}
 	static Entry *prev(const Entry *e)
 	{
 		const BtreeLeaf *l = leaf_of(e);
 		const unsigned i = l->slot_of(e);
 		if (i)
-			return l->val[i - 1];
+			return l->val(i - 1);
 		return l->prev ? l->prev->back() : nullptr;
 	}
 
@@ -84,7 +84,7 @@ public:
 		if (exact) {
 			l = domains_[d].tree->leaf_for(BtreeKey{k.start, k.serial});
 			if (unsigned i = l->upper(BtreeKey{k.start, k.serial}))
-				return l->val[i - 1];
+				return l->val(i - 1);
 		} else if (d == domains_.size()) {
 			return last();
 		} else {
@@ -100,12 +100,12 @@ public:
 		if (d == domains_.size())
 			return nullptr;
 		if (!exact)
-			return domains_[d].tree->first_leaf()->val[0];
+			return domains_[d].tree->first_leaf()->val(0);
 		const BtreeLeaf *l = domains_[d].tree->leaf_for(BtreeKey{k.start, k.serial});
 		const unsigned i = l->lower(BtreeKey{k.start, k.serial});
 		if (i < l->n)
-			return l->val[i];
-		return l->next ? l->next->val[0] : nullptr;
+			return l->val(i);
+		return l->next ? l->next->val(0) : nullptr;
 	}
 	// The entry with exactly this key, or null.
 	Entry *find(const IndexKey &k) const
@@ -138,7 +138,11 @@ public:
 	// made anyway (a miss's unlink_nested_locked), so mostly no descent.
 	void insert_before(Entry *pos, Entry *e)
 	{
-		if (pos && pos->iface == e->iface && pos->device == e->device && EntryBtree::insert_before(pos, e)) {
+		// Null: e is the new last, at the end of the chain's last leaf
+		// when that is its tree's (misses at rising addresses).
+		const Entry *t = pos ? pos : last();
+		if (t && t->iface == e->iface && t->device == e->device &&
+		    (pos ? EntryBtree::insert_before(pos, e) : EntryBtree::append(chain_.tail, e))) {
 			n_++;
 			changes_++;
 			return;
