@@ -51,11 +51,18 @@ inline unsigned count_below(const uintptr_t (&start)[kBtreeKeys], uintptr_t s)
 	}(std::make_index_sequence<kBtreeKeys>{});
 }
 
+struct BtreeInner;
+
+// Where every node begins: its starts (two lines), then its parent.
+struct alignas(64) BtreeNodeBase {
+	uintptr_t start[kBtreeKeys];
+	BtreeInner *parent = nullptr; // null at the root
+};
+
 // What leaves and inner nodes share: n sorted keys, split in starts
 // (first) and serials (after the pointers), and the searches on them.
 template <typename Ptr, unsigned kPtrs>
-struct alignas(64) BtreeNodeOf {
-	uintptr_t start[kBtreeKeys];
+struct BtreeNodeOf : BtreeNodeBase {
 	Ptr ptr[kPtrs]; // leaf: entries; inner: children
 	uint64_t serial[kBtreeKeys];
 	uint32_t n = 0;
@@ -115,8 +122,8 @@ struct BtreeLeaf : BtreeNodeOf<Entry *, kBtreeKeys> {
 
 // n keys, n + 1 children (ptr); keys under child i are >= key(i - 1) and
 // < key(i). A child is a leaf at the tree's last level, else an inner node.
-struct BtreeInner : BtreeNodeOf<void *, kBtreeKeys + 1> {
-	void *child(unsigned i) const { return ptr[i]; }
+struct BtreeInner : BtreeNodeOf<BtreeNodeBase *, kBtreeKeys + 1> {
+	BtreeNodeBase *child(unsigned i) const { return ptr[i]; }
 };
 
 // The index's chain of leaves, first to last.
@@ -206,29 +213,29 @@ public:
 
 	BtreeLeaf *first_leaf() const
 	{
-		void *x = root_;
+		const BtreeNodeBase *x = root_;
 		for (unsigned h = height_; h; h--)
-			x = static_cast<BtreeInner *>(x)->child(0);
-		return static_cast<BtreeLeaf *>(x);
+			x = static_cast<const BtreeInner *>(x)->child(0);
+		return const_cast<BtreeLeaf *>(static_cast<const BtreeLeaf *>(x));
 	}
 	BtreeLeaf *last_leaf() const
 	{
-		void *x = root_;
+		const BtreeNodeBase *x = root_;
 		for (unsigned h = height_; h; h--) {
-			auto *in = static_cast<BtreeInner *>(x);
+			auto *in = const_cast<BtreeInner *>(static_cast<const BtreeInner *>(x));
 			x = in->child(in->n);
 		}
-		return static_cast<BtreeLeaf *>(x);
+		return const_cast<BtreeLeaf *>(static_cast<const BtreeLeaf *>(x));
 	}
 	// The leaf where k is or would be.
 	BtreeLeaf *leaf_for(const BtreeKey &k) const
 	{
-		void *x = root_;
+		const BtreeNodeBase *x = root_;
 		for (unsigned h = height_; h; h--) {
-			auto *in = static_cast<BtreeInner *>(x);
+			auto *in = const_cast<BtreeInner *>(static_cast<const BtreeInner *>(x));
 			x = in->child(in->upper(k));
 		}
-		return static_cast<BtreeLeaf *>(x);
+		return const_cast<BtreeLeaf *>(static_cast<const BtreeLeaf *>(x));
 	}
 
 	// e is in no index; its key fields are set and stay while it is here.
@@ -236,17 +243,17 @@ public:
 	{
 		const BtreeKey k = btree_key(*e);
 		Path p;
-		void *x = root_;
+		const BtreeNodeBase *x = root_;
 		bool rightmost = true; // the last leaf: keys rise there (ascending misses)
 		for (unsigned h = height_; h; h--) {
-			auto *in = static_cast<BtreeInner *>(x);
+			auto *in = const_cast<BtreeInner *>(static_cast<const BtreeInner *>(x));
 			const unsigned i = in->upper(k);
 			rightmost = rightmost && i == in->n;
 			p.node[p.depth] = in;
 			p.slot[p.depth++] = i;
 			x = in->child(i);
 		}
-		auto *l = static_cast<BtreeLeaf *>(x);
+		auto *l = const_cast<BtreeLeaf *>(static_cast<const BtreeLeaf *>(x));
 		const unsigned s = l->upper(k);
 		if (l->n < kBtreeKeys)
 			put(l, s, e);
@@ -256,14 +263,16 @@ public:
 
 	// insert(e) where e goes just before pos, an entry of this tree found
 	// by the caller's own search; false (nothing done) where that needs a
-	// split or pos is the first of its leaf (then insert(e)).
+	// split (then insert(e)).
 	static bool insert_before(Entry *pos, Entry *e)
 	{
 		BtreeLeaf *l = leaf_of(pos);
+		unsigned s = l->slot_of(pos);
+		if (s == 0 && goes_before(l, btree_key(*e))) {
+			l = l->prev; // e follows its last key
+			s = l->n;
+		}
 		if (l->n == kBtreeKeys)
-			return false;
-		const unsigned s = l->slot_of(pos);
-		if (s == 0) // e may belong to the leaf before: only the inner keys tell
 			return false;
 		put(l, s, e);
 		return true;
@@ -294,9 +303,9 @@ public:
 		// which still leads here), and every ancestor it empties.
 		chain_.unlink(l);
 		Path p;
-		void *x = root_;
+		const BtreeNodeBase *x = root_;
 		for (unsigned h = height_; h; h--) {
-			auto *in = static_cast<BtreeInner *>(x);
+			auto *in = const_cast<BtreeInner *>(static_cast<const BtreeInner *>(x));
 			p.node[p.depth] = in;
 			p.slot[p.depth++] = in->upper(k);
 			x = in->child(in->upper(k));
@@ -346,6 +355,19 @@ private:
 		unsigned depth = 0;
 	};
 
+	// Does k, below every key of l and above every key before l, belong to
+	// the leaf before l? The key between the two leaves tells: the key left
+	// of l's subtree in the lowest ancestor where l is not under the first
+	// child (none: l is the tree's first leaf, k belongs to l).
+	static bool goes_before(const BtreeLeaf *l, const BtreeKey &k)
+	{
+		const BtreeKey first = l->key(0);
+		for (const BtreeInner *p = l->parent; p; p = p->parent)
+			if (const unsigned j = p->upper(first))
+				return less(k, p->key(j - 1));
+		return false;
+	}
+
 	// e into l at slot s (l has room).
 	static void put(BtreeLeaf *l, unsigned s, Entry *e)
 	{
@@ -374,13 +396,14 @@ private:
 			put(l, s, e);
 		else
 			put(r, s - keep, e);
+		r->parent = l->parent;
 		add_child(p, r->key(0), r, append);
 	}
 
 	// After a split below p's last node: key k and its right child r go
 	// into the parent, splitting it when full (at the tree's end r alone
 	// goes right), up to a new root.
-	void add_child(Path &p, BtreeKey k, void *r, bool append)
+	void add_child(Path &p, BtreeKey k, BtreeNodeBase *r, bool append)
 	{
 		while (p.depth) {
 			BtreeInner *in = p.node[--p.depth];
@@ -390,7 +413,7 @@ private:
 				return;
 			}
 			BtreeKey keys[kBtreeKeys + 1];
-			void *kids[kBtreeKeys + 2];
+			BtreeNodeBase *kids[kBtreeKeys + 2];
 			for (unsigned i = 0, j = 0; i <= kBtreeKeys; i++)
 				keys[i] = i == c ? k : in->key(j++);
 			for (unsigned i = 0, j = 0; i <= kBtreeKeys + 1; i++)
@@ -398,21 +421,27 @@ private:
 			// Left keeps keys [0, half) and their children, key half goes up.
 			const unsigned half = append ? kBtreeKeys : kBtreeKeys / 2;
 			BtreeInner *rin = nodes_.inner();
+			BtreeInner *up = in->parent;
 			*in = BtreeInner{};
+			in->parent = rin->parent = up;
 			in->n = half;
 			for (unsigned i = 0; i < half; i++) {
 				in->start[i] = keys[i].start;
 				in->serial[i] = keys[i].serial;
 			}
-			for (unsigned i = 0; i <= half; i++)
+			for (unsigned i = 0; i <= half; i++) {
 				in->ptr[i] = kids[i];
+				kids[i]->parent = in;
+			}
 			rin->n = kBtreeKeys - half;
 			for (unsigned i = 0; i < rin->n; i++) {
 				rin->start[i] = keys[half + 1 + i].start;
 				rin->serial[i] = keys[half + 1 + i].serial;
 			}
-			for (unsigned i = 0; i <= rin->n; i++)
+			for (unsigned i = 0; i <= rin->n; i++) {
 				rin->ptr[i] = kids[half + 1 + i];
+				kids[half + 1 + i]->parent = rin;
+			}
 			k = keys[half];
 			r = rin;
 		}
@@ -422,10 +451,11 @@ private:
 		root->serial[0] = k.serial;
 		root->ptr[0] = root_;
 		root->ptr[1] = r;
+		root_->parent = r->parent = root;
 		root_ = root;
 		height_++;
 	}
-	static void insert_key(BtreeInner *in, unsigned c, const BtreeKey &k, void *r)
+	static void insert_key(BtreeInner *in, unsigned c, const BtreeKey &k, BtreeNodeBase *r)
 	{
 		for (unsigned i = in->n; i > c; i--) {
 			in->start[i] = in->start[i - 1];
@@ -435,6 +465,7 @@ private:
 		in->start[c] = k.start;
 		in->serial[c] = k.serial;
 		in->ptr[c + 1] = r;
+		r->parent = in;
 		in->n++;
 	}
 	void collapse_root()
@@ -442,6 +473,7 @@ private:
 		while (height_ && static_cast<BtreeInner *>(root_)->n == 0) {
 			auto *in = static_cast<BtreeInner *>(root_);
 			root_ = in->child(0);
+			root_->parent = nullptr;
 			height_--;
 			nodes_.give(in);
 		}
@@ -467,8 +499,11 @@ private:
 		}
 	}
 	template <typename Fail>
-	uint64_t check_node(const void *x, const BtreeKey *lo, const BtreeKey *hi, unsigned depth, Fail &fail) const
+	uint64_t check_node(const BtreeNodeBase *x, const BtreeKey *lo, const BtreeKey *hi, unsigned depth,
+			    Fail &fail) const
 	{
+		if (depth == 0 && x->parent)
+			fail("a root with a parent");
 		if (depth == height_) {
 			auto *l = static_cast<const BtreeLeaf *>(x);
 			if (l->n == 0)
@@ -500,6 +535,8 @@ private:
 			}
 			if (!in->child(i))
 				fail("a missing child");
+			else if (in->child(i)->parent != in)
+				fail("a child whose parent link is wrong");
 			else
 				total += check_node(in->child(i), clo, chi, depth + 1, fail);
 		}
@@ -508,7 +545,7 @@ private:
 
 	BtreeNodes &nodes_;
 	BtreeChain &chain_;
-	void *root_ = nullptr; // a leaf where height_ is 0
+	BtreeNodeBase *root_ = nullptr; // a leaf where height_ is 0
 	unsigned height_ = 0;  // inner levels above the leaves
 };
 
