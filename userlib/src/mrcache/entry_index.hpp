@@ -2,7 +2,8 @@
 // The cache's containers of entries, intrusive: each entry carries its
 // link to the index (ix_leaf) and the links of the one list it is on
 // (link_*), so an entry that moves between the index, the LRU and the side
-// lists (orphans, dead, unsettled) allocates nothing and frees nothing.
+// lists (orphans, dead, unsettled) allocates nothing and frees nothing
+// (the index's nodes come from its own store and go back to it).
 // With std::map and node handles, every miss paid about nine tree
 // operations (two of them node moves with rebalancing) and a node
 // allocation; now a miss pays the searches it needs and one insert.
