@@ -14,7 +14,6 @@
 namespace hmemreg::mr {
 
 class Cache;
-struct BtreeLeaf;
 
 // References are counted per shard of threads (kCountShards counters per
 // entry, in per-shard arrays: a thread's counters share cache lines with
@@ -109,14 +108,14 @@ inline constexpr uint64_t life_bits(uint64_t serial)
 // A generation word that never changes: entries whose monitor has none.
 inline const std::atomic<uint64_t> kNoGeneration{0};
 
-// Line 0 is what a slow lookup reads of the entry its index search ends at
-// (leaf link and key, entry_index.hpp). Line 1 is read on hits only for
+// Line 0 is what a slow lookup reads of each entry it passes in the index
+// (links and key, entry_index.hpp). Line 1 is read on hits only for
 // entries that need a check (kHasGen, kValidate), and by C++ callers that
 // use e->reg directly; a memo hit otherwise reads the memo slot (copies of
 // range and registration), the state word and the thread's counter cell.
 struct alignas(64) Entry {
-	// Line 0: the index's link (written under the cache lock) and key.
-	BtreeLeaf *ix_leaf = nullptr; // the index leaf holding it (entry_btree.hpp)
+	// Line 0: the index's links (written under the cache lock) and key.
+	Entry *ix_parent = nullptr, *ix_left = nullptr, *ix_right = nullptr;
 	Range range;
 	uint64_t device = 0;
 	uint64_t serial = 0; // unique per cache, part of the index key
@@ -258,7 +257,7 @@ struct alignas(64) Entry {
 		serial = new_serial;
 		cache = nullptr;
 		lru_stamp = 0;
-		ix_leaf = nullptr;
+		ix_parent = ix_left = ix_right = nullptr;
 		link_prev = link_next = nullptr;
 		on_lru = false;
 		watched = false;
@@ -267,7 +266,7 @@ struct alignas(64) Entry {
 		req = Request{};
 	}
 };
-static_assert(offsetof(Entry, reg) == 64, "line 0 holds the index link and key");
+static_assert(offsetof(Entry, reg) == 64, "line 0 holds the index links and key");
 static_assert(sizeof(Entry) * kEntriesPerChunk == kCellsOffset, "entries fill their part of a chunk");
 static_assert(kCellsOffset + kCountShards * kEntriesPerChunk * sizeof(Cell) <= kStatesOffset, "cells fit");
 static_assert(kChunkMapped <= kChunkAlign);

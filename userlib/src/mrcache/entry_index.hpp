@@ -1,31 +1,24 @@
 // SPDX-License-Identifier: MIT
-// The cache's containers of entries, intrusive: each entry carries its
-// link to the index (ix_leaf) and the links of the one list it is on
-// (link_*), so an entry that moves between the index, the LRU and the side
-// lists (orphans, dead, unsettled) allocates nothing and frees nothing
-// (the index's nodes come from its own store and go back to it).
+// The cache's containers of entries, intrusive: each entry carries the
+// links of the index (ix_*) and of the one list it is on (link_*), so an
+// entry that moves between the index, the LRU and the side lists (orphans,
+// dead, unsettled) allocates nothing, frees nothing and searches nothing.
 // With std::map and node handles, every miss paid about nine tree
 // operations (two of them node moves with rebalancing) and a node
 // allocation; now a miss pays the searches it needs and one insert.
 //
-// EntryIndex is ordered by IndexKey: one B+tree (entry_btree.hpp) per
-// (memory kind, device), keyed by (start, serial), the trees in key order
-// in a small table and all their leaves on one chain, so walks cross from
-// one tree to the next. It replaced a treap (a binary tree through the
-// entries: a search at 1M entries loaded about 28 cold entries to read
-// their keys; a B+tree search reads about 5 nodes, the upper ones warm).
-// Neither container owns its entries: they belong to the cache's
+// EntryIndex is a treap ordered by IndexKey: a binary search tree whose
+// shape is that of a heap on a pseudo-random priority derived from the
+// entry's serial (expected depth about 1.4 log2 n, no balance state to
+// keep). Neither container owns its entries: they belong to the cache's
 // EntryPool, and the cache gives every entry it takes out of them back.
 #pragma once
 
 #include <compare>
 #include <cstdint>
-#include <memory>
 #include <utility>
-#include <vector>
 
 #include "mrcache/entry.hpp"
-#include "mrcache/entry_btree.hpp"
 
 namespace hmemreg::mr {
 
@@ -50,63 +43,59 @@ public:
 	EntryIndex(const EntryIndex &) = delete;
 	EntryIndex &operator=(const EntryIndex &) = delete;
 
-	bool empty() const { return n_ == 0; }
+	bool empty() const { return root_ == nullptr; }
 	uint64_t size() const { return n_; }
 	// Bumped by every insert and erase: unchanged, an entry found by an
 	// earlier search (under either side of the cache lock) is still here
 	// and still where it was.
 	uint64_t changes() const { return changes_; }
 
-	Entry *first() const { return chain_.head ? chain_.head->val(0) : nullptr; }
-	Entry *last() const { return chain_.tail ? chain_.tail->back() : nullptr; }
+	Entry *first() const { return root_ ? leftmost(root_) : nullptr; }
+	Entry *last() const { return last_; }
 	static Entry *next(const Entry *e)
 	{
-		const BtreeLeaf *l = leaf_of(e);
-		const unsigned i = l->slot_of(e);
-		if (i + 1 < l->n)
-			return l->val(i + 1);
-		return l->next ? l->next->val(0) : nullptr;
+		if (e->ix_right)
+			return leftmost(e->ix_right);
+		while (e->ix_parent && e == e->ix_parent->ix_right)
+			e = e->ix_parent;
+		return e->ix_parent;
 	}
 	static Entry *prev(const Entry *e)
 	{
-		const BtreeLeaf *l = leaf_of(e);
-		const unsigned i = l->slot_of(e);
-		if (i)
-			return l->val(i - 1);
-		return l->prev ? l->prev->back() : nullptr;
+		if (e->ix_left)
+			return rightmost(e->ix_left);
+		while (e->ix_parent && e == e->ix_parent->ix_left)
+			e = e->ix_parent;
+		return e->ix_parent;
 	}
 
 	// The last entry whose key is <= k, or null.
 	Entry *last_at_or_before(const IndexKey &k) const
 	{
-		bool exact;
-		const size_t d = domain_at(k, exact);
-		const BtreeLeaf *l;
-		if (exact) {
-			l = domains_[d].tree->leaf_for(BtreeKey{k.start, k.serial});
-			if (unsigned i = l->upper(BtreeKey{k.start, k.serial}))
-				return l->val(i - 1);
-		} else if (d == domains_.size()) {
-			return last();
-		} else {
-			l = domains_[d].tree->first_leaf();
+		Entry *best = nullptr;
+		for (Entry *c = root_; c;) {
+			if (key_of(*c) <= k) {
+				best = c;
+				c = c->ix_right;
+			} else {
+				c = c->ix_left;
+			}
 		}
-		return l->prev ? l->prev->back() : nullptr;
+		return best;
 	}
 	// The first entry whose key is >= k, or null.
 	Entry *first_at_or_after(const IndexKey &k) const
 	{
-		bool exact;
-		const size_t d = domain_at(k, exact);
-		if (d == domains_.size())
-			return nullptr;
-		if (!exact)
-			return domains_[d].tree->first_leaf()->val(0);
-		const BtreeLeaf *l = domains_[d].tree->leaf_for(BtreeKey{k.start, k.serial});
-		const unsigned i = l->lower(BtreeKey{k.start, k.serial});
-		if (i < l->n)
-			return l->val(i);
-		return l->next ? l->next->val(0) : nullptr;
+		Entry *best = nullptr;
+		for (Entry *c = root_; c;) {
+			if (key_of(*c) >= k) {
+				best = c;
+				c = c->ix_left;
+			} else {
+				c = c->ix_right;
+			}
+		}
+		return best;
 	}
 	// The entry with exactly this key, or null.
 	Entry *find(const IndexKey &k) const
@@ -119,45 +108,56 @@ public:
 	void insert(Entry *e)
 	{
 		const IndexKey k = key_of(*e);
-		bool exact;
-		const size_t d = domain_at(k, exact);
-		if (exact) {
-			domains_[d].tree->insert(e);
-		} else {
-			// A new (kind, device): its one leaf goes on the chain after
-			// the previous tree's last leaf.
-			BtreeLeaf *pos = d ? domains_[d - 1].tree->last_leaf() : nullptr;
-			domains_.insert(domains_.begin() + static_cast<ptrdiff_t>(d),
-					Domain{k.iface, k.device, std::make_unique<EntryBtree>(nodes_, chain_, pos, e)});
+		Entry *parent = nullptr;
+		bool left = false;
+		for (Entry *c = root_; c;) {
+			parent = c;
+			left = k < key_of(*c);
+			c = left ? c->ix_left : c->ix_right;
 		}
-		n_++;
-		changes_++;
+		if (!last_ || key_of(*last_) < k)
+			last_ = e;
+		link_leaf(e, parent, left);
 	}
 
 	// insert(e) where the caller knows e's successor: pos, the first entry
 	// whose key is greater than e's (null: none is), found by a search it
-	// made anyway (a miss's unlink_nested_locked), so mostly no descent.
+	// made anyway (a miss's unlink_nested_locked), so no second descent.
 	void insert_before(Entry *pos, Entry *e)
 	{
-		// Null: e is the new last, at the end of the chain's last leaf
-		// when that is its tree's (misses at rising addresses).
-		const Entry *t = pos ? pos : last();
-		if (t && t->iface == e->iface && t->device == e->device &&
-		    (pos ? EntryBtree::insert_before(pos, e) : EntryBtree::append(chain_.tail, e))) {
-			n_++;
-			changes_++;
-			return;
+		Entry *parent;
+		bool left;
+		if (!pos) {
+			parent = last_; // e is the new last
+			left = false;
+			last_ = e;
+		} else if (!pos->ix_left) {
+			parent = pos;
+			left = true;
+		} else {
+			parent = rightmost(pos->ix_left); // e's predecessor: e becomes its right child
+			left = false;
 		}
-		insert(e);
+		link_leaf(e, parent, left);
 	}
 
 	// e is in this index.
 	void erase(Entry *e)
 	{
-		bool exact;
-		const size_t d = domain_at(key_of(*e), exact);
-		if (domains_[d].tree->erase(e))
-			domains_.erase(domains_.begin() + static_cast<ptrdiff_t>(d));
+		if (e == last_)
+			last_ = prev(e);
+		// Rotate it down until it has one child at most, then splice it out.
+		while (e->ix_left && e->ix_right)
+			rotate_up(priority(e->ix_left) > priority(e->ix_right) ? e->ix_left : e->ix_right);
+		Entry *child = e->ix_left ? e->ix_left : e->ix_right;
+		Entry *p = e->ix_parent;
+		if (child)
+			child->ix_parent = p;
+		if (!p)
+			root_ = child;
+		else
+			(p->ix_left == e ? p->ix_left : p->ix_right) = child;
+		e->ix_parent = e->ix_left = e->ix_right = nullptr;
 		n_--;
 		changes_++;
 	}
@@ -165,50 +165,73 @@ public:
 	// Forget every entry without touching them (their links are stale).
 	void forget_all()
 	{
-		domains_.clear();
-		nodes_.give_all();
-		chain_ = BtreeChain{};
+		root_ = last_ = nullptr;
 		n_ = 0;
 		changes_++;
 	}
 
-	// The trees' shapes, for tests (fail is called with what is wrong);
-	// returns the entries they hold.
-	template <typename Fail>
-	uint64_t check(Fail &&fail) const
-	{
-		uint64_t n = 0;
-		for (size_t i = 0; i < domains_.size(); i++) {
-			if (i && !(std::pair{domains_[i - 1].iface, domains_[i - 1].device} <
-				   std::pair{domains_[i].iface, domains_[i].device}))
-				fail("trees out of order");
-			n += domains_[i].tree->check(fail);
-		}
-		return n;
-	}
-	size_t trees() const { return domains_.size(); }
-
 private:
-	// One (memory kind, device) and its tree.
-	struct Domain {
-		uint32_t iface;
-		uint64_t device;
-		std::unique_ptr<EntryBtree> tree;
-	};
-	// The first domain at or after k's (kind, device); exact: it is k's.
-	size_t domain_at(const IndexKey &k, bool &exact) const
+	static Entry *leftmost(Entry *e)
 	{
-		size_t d = 0;
-		while (d < domains_.size() &&
-		       (domains_[d].iface < k.iface || (domains_[d].iface == k.iface && domains_[d].device < k.device)))
-			d++;
-		exact = d < domains_.size() && domains_[d].iface == k.iface && domains_[d].device == k.device;
-		return d;
+		while (e->ix_left)
+			e = e->ix_left;
+		return e;
+	}
+	static Entry *rightmost(Entry *e)
+	{
+		while (e->ix_right)
+			e = e->ix_right;
+		return e;
+	}
+	// A fixed pseudo-random function of the serial (unique per cache).
+	static uint64_t priority(const Entry *e)
+	{
+		uint64_t x = e->serial + 0x9e3779b97f4a7c15ULL;
+		x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+		x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+		return x ^ (x >> 31);
+	}
+	// x takes its parent's place; the parent becomes x's child.
+	// e becomes parent's left or right leaf (the root when parent is null),
+	// then rises to its place in the heap order.
+	void link_leaf(Entry *e, Entry *parent, bool left)
+	{
+		e->ix_parent = parent;
+		e->ix_left = e->ix_right = nullptr;
+		if (!parent)
+			root_ = e;
+		else
+			(left ? parent->ix_left : parent->ix_right) = e;
+		const uint64_t pe = priority(e);
+		while (e->ix_parent && pe > priority(e->ix_parent))
+			rotate_up(e);
+		n_++;
+		changes_++;
+	}
+	void rotate_up(Entry *x)
+	{
+		Entry *p = x->ix_parent, *g = p->ix_parent;
+		if (p->ix_left == x) {
+			p->ix_left = x->ix_right;
+			if (x->ix_right)
+				x->ix_right->ix_parent = p;
+			x->ix_right = p;
+		} else {
+			p->ix_right = x->ix_left;
+			if (x->ix_left)
+				x->ix_left->ix_parent = p;
+			x->ix_left = p;
+		}
+		p->ix_parent = x;
+		x->ix_parent = g;
+		if (!g)
+			root_ = x;
+		else
+			(g->ix_left == p ? g->ix_left : g->ix_right) = x;
 	}
 
-	BtreeNodes nodes_; // before the trees: they give nodes back to it
-	BtreeChain chain_;
-	std::vector<Domain> domains_; // few: a cache sees one kind and a few devices
+	Entry *root_ = nullptr;
+	Entry *last_ = nullptr; // the greatest key (misses at rising addresses insert after it)
 	uint64_t n_ = 0;
 	uint64_t changes_ = 0;
 };
