@@ -15,6 +15,13 @@ if [ "${HMEMREG_DEBUG_KERNEL:-0}" = 1 ] && ! modprobe sch_netem 2>/dev/null && [
 	exit 77
 fi
 modprobe veth && modprobe sch_netem || { echo "FAIL: no veth or sch_netem module in the guest"; exit 1; }
+# The debug kernel's tcp, veth and netem under KASAN and lockdep, emulated:
+# with 2% loss the peer-death lane's 3 s engine peer timeout (and the drain
+# bound of peer timeout + 5 s after each row) ran out on a healthy peer with
+# 256 KiB rows still unfinished (2 of 4 rows). The lane's own timeout instead.
+if [ "${HMEMREG_DEBUG_KERNEL:-0}" = 1 ]; then
+	export HMEMREG_PEER_DEATH_TIMEOUT_MS=${HMEMREG_PEER_TIMEOUT_MS:-180000}
+fi
 export HMEMREG_PEER_DEATH_BENCH=$HMEMREG_BUILD/tools/hmemreg_bench HMEMREG_PEER_DEATH_CASES="netem"
 out=$("$HMEMREG_TOP/tests/host.d/42-peer-death.sh" 2>&1)
 rc=$?
