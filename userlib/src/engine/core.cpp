@@ -60,6 +60,27 @@ void Core::admit(const std::shared_ptr<TransferImpl> &x, bool internal)
 		p.last_progress.store(PeerState::now_ns(), std::memory_order_relaxed);
 }
 
+bool Core::take_back(const std::shared_ptr<TransferImpl> &x) noexcept
+{
+	x->fail(HMEMREG_ENOMEM, "out of memory"); // (short: no allocation)
+	// An Announce that may have been queued resolves nothing (and finishes nothing).
+	x->unresolved.store(0, std::memory_order_relaxed);
+	const bool untold = !x->reported.exchange(true);
+	if (untold) {
+		x->callback = nullptr;
+		if (!x->handshake)
+			x->peer->active--;
+		x->set_status(-HMEMREG_ENOMEM);
+		x->mark_done();
+	}
+	{
+		std::lock_guard l(active_mu);
+		active.erase(x.get());
+	}
+	x->self.reset();
+	return untold;
+}
+
 void Core::report(TransferImpl &x)
 {
 	if (x.reported.exchange(true))
@@ -135,7 +156,12 @@ std::shared_ptr<TransferImpl> Core::send(const std::shared_ptr<PeerState> &peer,
 	auto x = make_send(peer, type, data, rail, std::move(cb));
 	x->handshake = handshake;
 	admit(x, internal);
-	rails[rail]->enqueue_send(x);
+	try {
+		rails[rail]->enqueue_send(x); // one push: queued or not
+	} catch (const std::bad_alloc &) {
+		if (take_back(x))
+			throw;
+	}
 	kick();
 	return x;
 }
@@ -199,12 +225,35 @@ void Core::submit(const std::shared_ptr<TransferImpl> &x, bool internal)
 {
 	admit(x, internal);
 	// The Announce with the writes of its rail: one hand-over (lock).
-	const bool announce_alone = x->immediate && x->plan.rail_writes[x->send_rail].empty();
-	if (announce_alone)
-		rails[x->send_rail]->enqueue_send(x);
-	for (unsigned r = 0; r < rails.size(); r++)
-		if (!x->plan.rail_writes[r].empty())
-			rails[r]->enqueue_writes(x, x->immediate && !announce_alone && r == x->send_rail);
+	// That rail first: an enqueue that throws (out of memory) queued
+	// nothing of its writes, though maybe the Announce with them; the
+	// rails after it nothing at all.
+	const unsigned n = static_cast<unsigned>(rails.size()), first = x->send_rail;
+	const bool announce_alone = x->immediate && x->plan.rail_writes[first].empty();
+	unsigned handed = 0; // rails first, first + 1, ... given their writes
+	try {
+		if (announce_alone)
+			rails[first]->enqueue_send(x);
+		for (; handed < n; handed++) {
+			const unsigned r = (first + handed) % n;
+			if (!x->plan.rail_writes[r].empty())
+				rails[r]->enqueue_writes(x, x->immediate && !announce_alone && r == first);
+		}
+	} catch (const std::bad_alloc &) {
+		if (handed == 0) { // no rail holds a write of x
+			if (take_back(x))
+				throw;
+			return;
+		}
+		// Rails hold parts of x: they fail them and finish x (its callback
+		// says ENOMEM); the segments never queued resolve here.
+		x->fail(HMEMREG_ENOMEM, "out of memory");
+		uint32_t left = 0;
+		for (unsigned k = handed; k < n; k++)
+			left += static_cast<uint32_t>(x->plan.rail_writes[(first + k) % n].size());
+		if (x->unresolved.fetch_sub(left) == left && take_back(x))
+			throw; // those rails were done with x already
+	}
 	kick();
 }
 

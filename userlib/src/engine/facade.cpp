@@ -126,7 +126,12 @@ TransferRef Engine::Impl::write_direct(const std::shared_ptr<PeerState> &p, std:
 	if (!immediate.prepare(*x))
 		message.prepare(*x);
 	core.submit(x, false);
-	immediate.submitted(p);
+	// x is on its way and its callback will come: nothing may throw now.
+	// (A failed retry of the index handshake is tried again later.)
+	try {
+		immediate.submitted(p);
+	} catch (const std::exception &) {
+	}
 	return x;
 }
 
