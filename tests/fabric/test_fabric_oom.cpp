@@ -126,3 +126,38 @@ Test(oom, a_write_that_runs_out_of_memory_throws_without_callback_or_calls_back_
 {
 	write_out_of_memory(Config::Notify::Message, "shm");
 }
+
+// Out of memory as a progress turn sets up (its per-thread event lists,
+// the first turn on a thread): the turn throws, and this thread is not
+// left marked as inside one of the engine's turns (drain() from there
+// then said "called from a callback of this engine").
+Test(oom, a_turn_that_runs_out_of_memory_leaves_the_thread_outside_the_engine, .timeout = 120)
+{
+	Config c = loopback("tcp;ofi_rxm", 0);
+	Pair p(c, c);
+	bool threw_once = false;
+	for (long k = 0; k < 50; k++) {
+		bool threw = false, drained = false;
+		std::string why;
+		std::thread([&] { // a fresh thread: its first turn allocates
+			t_fail_in = k;
+			try {
+				p.a.progress();
+			} catch (const std::bad_alloc &) {
+				threw = true;
+			}
+			t_fail_in = -1;
+			try {
+				drained = p.a.drain(p.b_at_a, 1s);
+			} catch (const hmemreg::Error &e) {
+				why = e.what();
+			}
+		}).join();
+		cr_assert(why.empty(), "k=%ld: drain after a turn that threw: %s", k, why.c_str());
+		cr_assert(drained, "k=%ld", k);
+		threw_once = threw_once || threw;
+		if (!threw)
+			break;
+	}
+	cr_assert(threw_once, "no allocation failed in a turn");
+}

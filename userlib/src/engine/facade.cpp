@@ -44,13 +44,15 @@ Engine::Impl::Impl(const Config &c)
 
 size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 {
-	const Impl *outer = in_turn;
-	in_turn = this;
 	TurnEvents *te = thread_scratch<TurnEvents>();
 	Events own; // only once this thread's scratch is gone (at exit)
 	if (te && te->by_depth.size() <= te->depth)
-		te->by_depth.push_back(std::make_unique<Events>());
+		te->by_depth.push_back(std::make_unique<Events>()); // may throw: nothing to undo yet
 	Events &ev = te ? *te->by_depth[te->depth++] : own;
+	// Set only here, where restore (which nothing can stop being made)
+	// takes it back however the turn ends.
+	const Impl *outer = in_turn;
+	in_turn = this;
 	struct Restore {
 		const Impl *outer;
 		Events &ev;
