@@ -182,11 +182,7 @@ std::shared_ptr<TransferImpl> Core::plan(const std::shared_ptr<PeerState> &p, st
 					 bool internal)
 {
 	auto x = pool->take();
-	x->kind = TransferImpl::Kind::Write;
-	x->peer = p;
-	x->tag = tag;
-	x->chunks = static_cast<uint32_t>(chunks.size());
-	x->callback = std::move(done);
+	x->start_write(p, tag, chunks.size(), std::move(done));
 	x->notify = !internal;
 	// Per thread, reused: planning allocates nothing once warm.
 	std::vector<PlanChunk> own;
