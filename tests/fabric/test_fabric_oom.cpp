@@ -127,6 +127,67 @@ Test(oom, a_write_that_runs_out_of_memory_throws_without_callback_or_calls_back_
 	write_out_of_memory(Config::Notify::Message, "shm");
 }
 
+// The same for a control message (the plugin's small sends).
+static void send_out_of_memory(const std::string &prov)
+{
+	for (long k = 0;; k++) {
+		cr_assert_lt(k, 400, "a send allocating more than 400 times");
+		Config c = loopback(prov);
+		c.max_transfers = 1;
+		Pair p(c, c);
+		const std::vector<uint8_t> msg(64, 7);
+		auto calls = std::make_shared<std::atomic<int>>(0);
+		bool threw = false;
+		TransferRef t;
+		t_failed = false;
+		t_fail_in = k;
+		try {
+			t = p.a.send(p.b_at_a, msg, [calls](const Transfer &) { calls->fetch_add(1); });
+		} catch (const std::bad_alloc &) {
+			threw = true;
+		} catch (const hmemreg::Error &e) {
+			cr_assert_eq(e.code(), HMEMREG_ENOMEM, "k=%ld: %s", k, e.what());
+			threw = true;
+		}
+		t_fail_in = -1;
+		if (!threw) {
+			cr_assert(p.a.wait(*t, 30s), "k=%ld: the send never completed", k);
+			cr_assert(eventually([&] { return calls->load() == 1; }, 10s), "k=%ld: callback never came", k);
+		}
+		TransferRef u;
+		const bool went = eventually(
+			[&] {
+				try {
+					u = p.a.send(p.b_at_a, msg);
+					return true;
+				} catch (const hmemreg::Error &e) {
+					if (e.code() != HMEMREG_EAGAIN)
+						throw;
+					return false;
+				}
+			},
+			5s);
+		cr_assert(went, "k=%ld: the engine kept the failed send (max_transfers full)", k);
+		cr_assert(p.a.wait(*u, 30s) && u->status() == 0, "k=%ld: %s", k, u->error().c_str());
+		std::this_thread::sleep_for(20ms);
+		cr_assert_eq(calls->load(), threw ? 0 : 1, "k=%ld: %d callbacks of a send that %s", k, calls->load(),
+			     threw ? "threw" : "returned");
+		if (!t_failed) {
+			cr_log_info("%s: a send allocates %ld times here; every one failed once", prov.c_str(), k);
+			break;
+		}
+	}
+}
+
+Test(oom, a_send_that_runs_out_of_memory_throws_without_callback_or_calls_back_once_tcp, .timeout = 400)
+{
+	send_out_of_memory("tcp;ofi_rxm");
+}
+Test(oom, a_send_that_runs_out_of_memory_throws_without_callback_or_calls_back_once_shm, .timeout = 400)
+{
+	send_out_of_memory("shm");
+}
+
 // Out of memory as a progress turn sets up (its per-thread event lists,
 // the first turn on a thread): the turn throws, and this thread is not
 // left marked as inside one of the engine's turns (drain() from there

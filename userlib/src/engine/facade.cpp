@@ -413,7 +413,12 @@ TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, std::span<c
 	const unsigned rail = core.message_rail();
 	auto x = core.make_send(p, wire::MsgType::User, data, rail, std::move(done), body);
 	core.admit(x);
-	core.send_message(x);
+	try {
+		core.send_message(x); // one push: queued or not
+	} catch (const std::bad_alloc &) {
+		if (core.take_back(x))
+			throw; // not queued: no callback comes
+	}
 	return x;
 }
 
