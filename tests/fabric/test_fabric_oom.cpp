@@ -57,8 +57,8 @@ static void write_out_of_memory(Config::Notify mode, const std::string &prov)
 		c.rails = 2;                // writes striped over both: a failure between their queues
 		c.max_write = 64 << 10;     // 8 writes
 		c.max_transfers = 1;
+		Buffer src(kLen), dst(kLen); // outlive the engines: an immediate write may still land as they close
 		Pair p(c, c);
-		Buffer src(kLen), dst(kLen);
 		auto rs = p.a.register_region(src.data(), src.len);
 		auto rd = p.b.register_region(dst.data(), dst.len);
 		const Bytes desc = p.b.descriptor(*rd);
