@@ -210,7 +210,8 @@ void Core::submit(const std::shared_ptr<TransferImpl> &x, bool internal)
 
 size_t Core::progress_rail(unsigned r, Events &ev)
 {
-	rails[r]->progress(ev);
+	if (!rails[r]->progress(ev))
+		return 0; // another thread's turn is on it: not a quiet turn
 	const size_t got = ev.handled + ev.messages.size() + ev.finished.size();
 	if (got)
 		rail_quiet_[r].store(0, std::memory_order_relaxed);

@@ -102,7 +102,8 @@ struct Core {
 	// Announce on x->send_rail) on the rails.
 	void submit(const std::shared_ptr<TransferImpl> &x, bool internal);
 
-	// One rail's progress turn: returns the events it handled.
+	// One rail's progress turn: returns the events it handled (0 when
+	// another thread's turn was on the rail).
 	size_t progress_rail(unsigned r, Events &ev);
 	// The rails a caller's turn polls (Config::sends_on_first_rail); ids
 	// has room for every rail.
