@@ -36,6 +36,7 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 	placement_[t] = topo_.pin_thread_near(near);
 	started_.fetch_add(1, std::memory_order_acq_rel);
 	unsigned idle = 0;
+	unsigned naps = 0;	  // sleeps since this thread last found work
 	uint64_t caller_seen = 0; // caller_turns_ when this thread last looked
 	while (!stop_.load(std::memory_order_acquire)) {
 		const uint64_t caller = caller_backoff_ns_ ? caller_turns_.load(std::memory_order_relaxed) : 0;
@@ -49,7 +50,7 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 			continue;
 		}
 		if (turn_(groups_[t]) > 0 || kicked_.exchange(false, std::memory_order_acq_rel)) {
-			idle = 0;
+			idle = naps = 0;
 			continue;
 		}
 		if (++idle < idle_spin_) {
@@ -61,7 +62,14 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 				std::this_thread::yield();
 			continue;
 		}
-		std::this_thread::sleep_for(std::chrono::microseconds(idle_sleep_us_));
+		// Each sleep of a quiet spell twice the last, up to kMaxNapDoublings
+		// doublings (50 us -> 800 us): a thread of a rail that stays quiet
+		// (its peer idle, or the caller doing the work) wakes a thousand or
+		// so times a second instead of twenty thousand, each a context
+		// switch; work or a kick starts the next spell at idle_sleep_us again.
+		std::this_thread::sleep_for(
+			std::chrono::microseconds(int64_t(idle_sleep_us_) << std::min(naps, kMaxNapDoublings)));
+		naps++;
 	}
 }
 
