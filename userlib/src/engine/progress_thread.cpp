@@ -37,7 +37,14 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 	started_.fetch_add(1, std::memory_order_acq_rel);
 	unsigned idle = 0;
 	unsigned naps = 0;	  // sleeps since this thread last found work
+	unsigned backoffs = 0;	  // back-offs since the caller was last found away
 	uint64_t caller_seen = 0; // caller_turns_ when this thread last looked
+	// Rail 0 alone is polled by every caller turn and is never bulk-only:
+	// its thread backs off longer while the caller stays (up to 8x), so it
+	// wakes about 125 times a second, not 1000, each a context switch. A
+	// thread with other rails looks every caller_backoff_us: bulk traffic
+	// there needs it polling soon.
+	const unsigned max_backoff_doublings = groups_[t].size() == 1 && groups_[t][0] == 0 ? 3 : 0;
 	while (!stop_.load(std::memory_order_acquire)) {
 		const uint64_t caller = caller_backoff_ns_ ? caller_turns_.load(std::memory_order_relaxed) : 0;
 		const bool caller_active = caller != caller_seen;
@@ -46,9 +53,12 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 			// A caller polls every rail itself: stay out of its way (and
 			// off the CPU: waking every idle_sleep_us costs a core's worth
 			// of context switches with a few threads).
-			std::this_thread::sleep_for(std::chrono::nanoseconds(caller_backoff_ns_));
+			std::this_thread::sleep_for(
+				std::chrono::nanoseconds(caller_backoff_ns_ << std::min(backoffs, max_backoff_doublings)));
+			backoffs++;
 			continue;
 		}
+		backoffs = 0;
 		if (turn_(groups_[t]) > 0 || kicked_.exchange(false, std::memory_order_acq_rel)) {
 			idle = naps = 0;
 			continue;

@@ -5,7 +5,8 @@
 // twice as long each time after (up to 16x), until work shows up or kick()
 // is called (new work queued by a caller). While a caller
 // drives progress itself (caller_turn() since a thread last looked, at most
-// `caller_backoff_us` ago), the threads sleep between turns instead of polling.
+// `caller_backoff_us` ago; for the thread of rail 0 alone, up to 8x that once
+// the caller stayed), the threads sleep between turns instead of polling.
 #pragma once
 
 #include <atomic>
