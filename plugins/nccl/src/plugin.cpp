@@ -130,7 +130,7 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	// with it (a rail polled one turn in 16; not understood yet).
 	if (cfg.progress_threads > 0)
 		ec.flags |= HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL;
-	ec.first_rail_write_max = 64u << 10; // and small writes (one piece each, below max_write)
+	ec.first_rail_write_max = cfg.first_rail_max; // and small writes (FIRST_RAIL_MAX)
 	// The plugin's 0 is never; the engine's 0 its default.
 	if (cfg.peer_timeout_ms != Config::kEngineDefault)
 		ec.peer_timeout_ms = cfg.peer_timeout_ms == 0 ? EngineConfig::kPeerTimeoutNever

@@ -255,7 +255,8 @@ void Core::submit(const std::shared_ptr<TransferImpl> &x, bool internal)
 
 size_t Core::progress_rail(unsigned r, Events &ev)
 {
-	rails[r]->progress(ev);
+	if (!rails[r]->progress(ev))
+		return 0; // another thread's turn is on it: not a quiet turn
 	const size_t got = ev.handled + ev.messages.size() + ev.finished.size();
 	if (got)
 		rail_quiet_[r].store(0, std::memory_order_relaxed);
@@ -281,7 +282,7 @@ bool Core::caller_covers(std::span<const unsigned> ids) const
 // A caller's turn. With sends_on_first_rail: rail 0 (control messages),
 // rails with work of ours, rails where something arrived within the last
 // kActiveTurns turns, and the others one turn in kSparseTurn.
-std::span<const unsigned> Core::caller_rails(unsigned *ids)
+std::span<const unsigned> Core::caller_rails(unsigned *ids, uint32_t also)
 {
 	constexpr uint32_t kSparseTurn = 16;
 	if (!cfg.sends_on_first_rail || rails.size() == 1 || rails.size() > kMaxCallerRails)
@@ -289,7 +290,7 @@ std::span<const unsigned> Core::caller_rails(unsigned *ids)
 	const uint32_t t = caller_turns_.fetch_add(1, std::memory_order_relaxed);
 	size_t n = 0;
 	for (unsigned r = 0; r < rails.size(); r++)
-		if (r == 0 || t % kSparseTurn == 0 || rails[r]->busy() ||
+		if (r == 0 || t % kSparseTurn == 0 || (also >> std::min(r, 31u)) & 1 || rails[r]->busy() ||
 		    rail_quiet_[r].load(std::memory_order_relaxed) < kActiveTurns)
 			ids[n++] = r;
 	return {ids, n};

@@ -108,11 +108,13 @@ struct Core {
 	// is reported through x (status, callback) instead.
 	void submit(const std::shared_ptr<TransferImpl> &x, bool internal);
 
-	// One rail's progress turn: returns the events it handled.
+	// One rail's progress turn: returns the events it handled (0 when
+	// another thread's turn was on the rail).
 	size_t progress_rail(unsigned r, Events &ev);
-	// The rails a caller's turn polls (Config::sends_on_first_rail); ids
-	// has room for every rail.
-	std::span<const unsigned> caller_rails(unsigned *ids);
+	// The rails a caller's turn polls (Config::sends_on_first_rail), and
+	// those of `also` (bit r: rail r; bit 31 for rails 31 and up); ids has
+	// room for every rail.
+	std::span<const unsigned> caller_rails(unsigned *ids, uint32_t also = 0);
 	bool caller_covers(std::span<const unsigned> rail_ids) const;
 	std::vector<unsigned> all_rails; // 0..rails-1
 	static constexpr size_t kMaxCallerRails = 64;

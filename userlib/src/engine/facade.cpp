@@ -101,13 +101,15 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 
 size_t Engine::Impl::caller_turn()
 {
-	// Writes on their way here (announced, not all in place): every rail,
-	// since a quiet rail, polled only now and then, may be the one whose
-	// data must be read for them to land (tcp). Else the core's choice.
-	if (immediate.expecting())
+	// Writes on their way here (announced, not all in place): the core's
+	// choice and every rail they take, since a quiet rail, polled only now
+	// and then, may be the one whose data must be read for them to land
+	// (tcp); all rails where their Announce did not say (or is still to come).
+	const uint32_t expected = immediate.expecting_rails();
+	if (expected == ImmediateNotifier::kAnyRail)
 		return turn(core.all_rails);
 	unsigned ids[Core::kMaxCallerRails];
-	return turn(core.caller_rails(ids));
+	return turn(core.caller_rails(ids, expected));
 }
 
 void Engine::Impl::settle()
@@ -154,10 +156,13 @@ Engine::Engine(const Config &config) : impl_(std::make_unique<Impl>(config))
 		config.progress_threads, infos, core.topo, config.idle_spin, config.idle_sleep_us, config.caller_backoff_us,
 		[im](std::span<const unsigned> ids) { return im->turn(ids); },
 		[im](std::span<const unsigned> ids) {
-			// Writes on their way: rails other than 0 keep their poller
-			// (bulk data is read on several cores).
-			const bool other = ids.size() > 1 || (!ids.empty() && ids[0] != 0);
-			return !(other && im->immediate.expecting()) && im->core.caller_covers(ids);
+			// Writes on their way on rails other than 0: those keep their
+			// poller (bulk data is read on several cores).
+			const uint32_t expected = im->immediate.expecting_rails();
+			for (unsigned r : ids)
+				if (r != 0 && (r >= 32 ? expected != 0 : (expected >> r) & 1))
+					return false;
+			return im->core.caller_covers(ids);
 		});
 	core.caps.progress = core.threads->describe();
 }
