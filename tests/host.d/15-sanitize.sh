@@ -36,7 +36,7 @@ run_checked() {
 		bad=$((bad + 1))
 	fi
 }
-asan="test_api test_transfer_pool test_write_plan test_cache_core test_cache_index test_cache_api test_cache_uffd test_cache_uffd_wide test_cache_changes test_cache_concurrency test_cache_memo test_cache_fence"
+asan="test_api test_transfer_pool test_write_plan test_cache_core test_cache_index test_cache_api test_cache_uffd test_cache_uffd_wide test_cache_uffd_faults test_cache_changes test_cache_concurrency test_cache_memo test_cache_fence"
 # shellcheck disable=SC2086
 configure "$HMEMREG_TOP/build-asan" address,undefined $asan
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Transfer engine over real libfabric providers: tcp;ofi_rxm and shm on
 # loopback (writes, immediate notification with 8- and 4-byte keys, control
-# messages, peers, queue pressure, bad input, C API,
+# messages, peers, queue pressure, bad input, C API, out of memory,
 # a peer process killed mid-transfer), then two network namespaces joined by a
 # veth pair: the netns suite, and hmemreg_bench xfer's server and client
 # (needs root and ip netns; skipped otherwise, with the reason).
@@ -10,7 +10,7 @@ set -u
 b="$HMEMREG_BUILD/tests/fabric"
 bad=0
 run_suites "$b/test_fabric_write" "$b/test_fabric_notify" "$b/test_fabric_control" "$b/test_fabric_badinput" \
-	"$b/test_fabric_capi" "$b/test_fabric_process" || bad=1
+	"$b/test_fabric_capi" "$b/test_fabric_process" "$b/test_fabric_oom" || bad=1
 
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
 	echo "SKIP netns suite: needs root and iproute2 (ip netns)"

@@ -25,17 +25,21 @@ HMEMREG_NCCL_INLINE_MAX=0 "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|c
 # under tests/nccl/malloc_count.so, twice, with 10000 messages between the
 # runs; both ranks together. The engine recycles its transfers and the
 # plugin's sends need no std::function or handle: 5 at 4 KiB (Inline) and
-# 8 at 256 KiB (write + Cts) here, where it was 18 and 48.
+# 8 at 256 KiB (write + Cts) here, where it was 18 and 48. The gate is what
+# was measured (4k: 5-6, 256k: 8; 2026-12-01, two runs each) plus one or two
+# for run-to-run noise (a rehash, a vector growing): a new allocation per
+# message fails it, where the old bound of 12 let 4 KiB double unnoticed.
 bench=$HMEMREG_BUILD/tools/hmemreg_bench
 count=$HMEMREG_BUILD/tests/nccl/malloc_count.so
 allocs() { # SIZE ITERS
 	LD_PRELOAD=$count "$bench" nccl --no-ref --no-lat --sizes "$1" --iters "$2" --repeat 1 2>&1 |
 		awk '/^malloc_count/ { n += $4; k++ } END { if (k == 3) print n; else print "none" }'
 }
-for size in 4k 256k; do
+for gate in 4k:7 256k:10; do
+	size=${gate%:*} max=${gate#*:}
 	a=$(allocs $size 2000) b=$(allocs $size 12000)
 	[ "$a" != none ] && [ "$b" != none ] || { echo "FAIL: no allocation counts at $size (bench failed?)"; exit 1; }
 	per=$(( (b - a) / 10000 ))
-	echo "$size: $per heap allocations per message (both ranks)"
-	[ "$per" -le 12 ] || { echo "FAIL: $per allocations per $size message (at most 12)"; exit 1; }
+	echo "$size: $per heap allocations per message (both ranks; at most $max)"
+	[ "$per" -le "$max" ] || { echo "FAIL: $per allocations per $size message (at most $max)"; exit 1; }
 done

@@ -175,3 +175,39 @@ Test(cache_uffd_wide, a_fork_child_does_not_keep_the_registrations_alive, .timeo
 	cr_assert_eq(::waitpid(child, &status, 0), child);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
+
+// More mappings registered whole than the monitor's table of known ones
+// holds (64: replaced in turn): the ones it forgot are registered again at
+// their next miss (harmless), and every one of them still reports its
+// unmaps, since the registration lives in the kernel, not in the table.
+Test(cache_uffd_wide, more_wide_mappings_than_the_table_holds_still_report_every_unmap)
+{
+	constexpr size_t kMaps = 100, kPages = 4; // mapping i: pages [5i, 5i + 4), a PROT_NONE page between
+	const size_t pg = page(), len = kMaps * (kPages + 1) * pg;
+	auto *base = static_cast<char *>(::mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	cr_assert_neq(base, MAP_FAILED);
+	auto at = [&](size_t i, size_t pgno) { return base + (i * (kPages + 1) + pgno) * pg; };
+	for (size_t i = 0; i < kMaps; i++)
+		cr_assert_eq(::mprotect(at(i, 0), kPages * pg, PROT_READ | PROT_WRITE), 0);
+	auto c = make_uffd_cache(1024);
+	for (size_t round = 0; round < 2; round++) // page 0 of each, then page 1 of each
+		for (size_t i = 0; i < kMaps; i++)
+			getput(*c, at(i, round), pg);
+	auto s = stats(*c);
+	cr_assert_eq(s.entries, 2 * kMaps);
+	cr_assert_eq(s.uncached_registrations, 0);
+	cr_assert_eq(s.monitor_fallbacks, 0, "every mapping was registered whole");
+	// Page 0 of every mapping, then page 1: each unmap drops its entry.
+	for (size_t round = 0; round < 2; round++) {
+		for (size_t i = 0; i < kMaps; i++)
+			cr_assert_eq(::munmap(at(i, round), pg), 0);
+		getput(*c, at(0, 3), pg); // applies what the monitor saw
+		s = stats(*c);
+		cr_assert_eq(s.invalidations[HMEMREG_INVAL_UNMAP], (round + 1) * kMaps,
+			     "round %zu: %llu unmaps seen of %zu", round,
+			     static_cast<unsigned long long>(s.invalidations[HMEMREG_INVAL_UNMAP]), (round + 1) * kMaps);
+	}
+	cr_assert_eq(s.entries, 1); // the last getput's
+	c.reset();
+	::munmap(base, len);
+}

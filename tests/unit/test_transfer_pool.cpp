@@ -158,3 +158,46 @@ Test(transfer_pool, a_taken_transfer_can_be_waited_on)
 	x->mark_done();
 	cr_assert(x->wait_for(std::chrono::milliseconds(1)));
 }
+
+// What stays cached is bounded: a transfer that grew large (a write of
+// many chunks, a big message) is not kept, and a burst's transfers go
+// once two busy spells (every transfer back in between) passed without one.
+Test(transfer_pool, a_large_transfer_is_not_kept)
+{
+	auto pool = TransferPool::create(8);
+	{
+		auto x = pool->take();
+		x->message.assign(TransferPool::kKeepBytes + 1, 1);
+	}
+	auto s = pool->stats();
+	cr_assert_eq(s.free, 0u, "a transfer holding %zu bytes was kept", TransferPool::kKeepBytes + 1);
+	cr_assert_eq(s.oversized, 1u);
+	{
+		auto x = pool->take();
+		x->message.assign(100, 1);
+	}
+	cr_assert_eq(pool->stats().free, 1u, "a small one is kept");
+}
+
+Test(transfer_pool, a_bursts_transfers_go_after_two_quiet_spells)
+{
+	constexpr size_t kBurst = 3 * TransferPool::kFloor;
+	auto pool = TransferPool::create(1024);
+	auto spell = [&](size_t n) {
+		std::vector<std::shared_ptr<TransferImpl>> xs;
+		for (size_t i = 0; i < n; i++)
+			xs.push_back(pool->take());
+	};
+	spell(kBurst);
+	cr_assert_eq(pool->stats().free, kBurst, "the burst's transfers are kept");
+	spell(1);
+	cr_assert_eq(pool->stats().free, kBurst, "and stay through one quiet spell");
+	spell(kBurst);
+	spell(1);
+	cr_assert_eq(pool->stats().free, kBurst, "bursts that come back keep them");
+	spell(1);
+	auto s = pool->stats();
+	cr_assert_eq(s.free, TransferPool::kFloor, "two quiet spells: back to the floor");
+	cr_assert_eq(s.trimmed, kBurst - TransferPool::kFloor);
+	cr_assert_eq(s.reused, s.taken - kBurst, "only the first burst made transfers");
+}

@@ -122,34 +122,30 @@ double op_clock_ns()
 	return std::chrono::duration<double, std::nano>(Clock::now().time_since_epoch()).count();
 }
 
-Result run_hit(Impl &impl, char *base, long n, int threads, long iters, double max_seconds)
+// `threads` threads, started together once each has run prepare(t) (its
+// state), each running step(state, from, count) over [0, iters) in blocks
+// of kDeadlineCheck. Every thread stops at the first one's deadline, so the
+// rest do not run alone (and faster) at the end. The mean ns per iteration.
+template <class Prepare, class Step>
+Result timed_threads(int threads, long iters, double max_seconds, Prepare prepare, Step step)
 {
-	if (!impl.open(std::max<long>(2 * n, 64)))
-		return {};
-	for (long i = 0; i < n; i++) // warm: every region cached
-		if (!impl.getput(base + i * kStride))
-			return {};
 	std::atomic<int> ready{0};
-	std::atomic<bool> go{false}, ok{true}, stop{false};
+	std::atomic<bool> go{false}, stop{false};
 	std::vector<double> ns(threads);
 	Clock::time_point deadline;
 	std::vector<std::thread> th;
 	for (int t = 0; t < threads; t++) {
 		th.emplace_back([&, t] {
-			auto seq = sequence(n, 1234 + t);
+			auto state = prepare(t);
 			ready++;
 			while (!go.load())
 				;
 			const double t0 = op_clock_ns();
 			long done = 0;
 			while (done < iters) {
-				long chunk = std::min(kDeadlineCheck, iters - done);
-				for (long i = done; i < done + chunk; i++)
-					if (!impl.getput(base + seq[i & 0xffff] * kStride))
-						ok = false;
-				done += chunk;
-				// Every thread stops at the first one's deadline, so the
-				// rest do not run alone (and faster) at the end.
+				const long count = std::min(kDeadlineCheck, iters - done);
+				step(state, done, count);
+				done += count;
 				if (stop.load(std::memory_order_relaxed))
 					break;
 				if (Clock::now() > deadline) {
@@ -166,14 +162,30 @@ Result run_hit(Impl &impl, char *base, long n, int threads, long iters, double m
 	go = true;
 	for (auto &x : th)
 		x.join();
-	const double cached = impl.cached_fraction();
-	impl.close();
-	if (!ok)
-		return {};
 	double sum = 0;
 	for (double x : ns)
 		sum += x;
-	return {sum / threads, stop.load(), cached};
+	return {sum / threads, stop.load(), -1};
+}
+
+Result run_hit(Impl &impl, char *base, long n, int threads, long iters, double max_seconds)
+{
+	if (!impl.open(std::max<long>(2 * n, 64)))
+		return {};
+	for (long i = 0; i < n; i++) // warm: every region cached
+		if (!impl.getput(base + i * kStride))
+			return {};
+	std::atomic<bool> ok{true};
+	Result r = timed_threads(
+		threads, iters, max_seconds, [&](int t) { return sequence(n, 1234 + t); },
+		[&](const std::vector<uint32_t> &seq, long from, long count) {
+			for (long i = from; i < from + count; i++)
+				if (!impl.getput(base + seq[i & 0xffff] * kStride))
+					ok = false;
+		});
+	r.cached = impl.cached_fraction();
+	impl.close();
+	return ok ? r : Result{};
 }
 
 Result run_miss(Impl &impl, char *base, long n, long iters, double max_seconds)
@@ -335,50 +347,24 @@ Result run_chase(long n, int threads, long iters, double max_seconds)
 			state[e] = reinterpret_cast<uintptr_t>(&memo[slot[next] * 8]);
 		}
 	}
-	std::atomic<bool> go{false}, stop{false};
-	std::atomic<int> ready{0};
-	std::vector<double> ns(threads);
 	std::atomic<uintptr_t> sink{0};
-	Clock::time_point deadline;
-	std::vector<std::thread> th;
-	for (int t = 0; t < threads; t++) {
-		th.emplace_back([&, t] {
+	Result r = timed_threads(
+		threads, iters, max_seconds,
+		[&](int t) {
 			auto *at = reinterpret_cast<uintptr_t *>(state[static_cast<size_t>(t) * 7919 % entries]);
 			for (long i = 0; i < 1000; i++) // into the walk
 				at = reinterpret_cast<uintptr_t *>(*at);
-			ready++;
-			while (!go.load())
-				;
-			const double t0 = op_clock_ns();
-			long done = 0;
-			while (done < iters) {
-				for (long i = 0; i < kDeadlineCheck; i++) {
-					at = reinterpret_cast<uintptr_t *>(*at); // two dependent loads per get+put
-					at = reinterpret_cast<uintptr_t *>(*at);
-				}
-				done += kDeadlineCheck;
-				if (stop.load(std::memory_order_relaxed))
-					break;
-				if (Clock::now() > deadline) {
-					stop = true;
-					break;
-				}
+			return at;
+		},
+		[&](uintptr_t *&at, long, long count) {
+			for (long i = 0; i < count; i++) {
+				at = reinterpret_cast<uintptr_t *>(*at); // two dependent loads per get+put
+				at = reinterpret_cast<uintptr_t *>(*at);
 			}
-			ns[t] = (op_clock_ns() - t0) / static_cast<double>(done);
 			sink.fetch_add(reinterpret_cast<uintptr_t>(at), std::memory_order_relaxed);
 		});
-	}
-	while (ready.load() != threads)
-		;
-	deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(max_seconds));
-	go = true;
-	for (auto &x : th)
-		x.join();
 	::munmap(p, len);
-	double sum = 0;
-	for (double x : ns)
-		sum += x;
-	return {sum / threads, stop.load(), -1};
+	return r;
 }
 
 // ---------------------------------------------------------------- UCX

@@ -37,6 +37,7 @@
 
 #include <dlfcn.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -556,7 +557,34 @@ struct Record {
 	double value;
 	uint64_t checked; // bytes both ranks verified in its checked pass
 	double mean = 0;
+	// Context switches per message (bandwidth) or round trip (latency) in
+	// the timed runs, both ranks with all their threads (getrusage): a
+	// count a loaded host barely moves, unlike the times.
+	double vcsw = 0, ivcsw = 0;
 };
+
+// This process's voluntary and involuntary context switches so far (every thread).
+struct Switches {
+	double v = 0, iv = 0;
+	static Switches now()
+	{
+		rusage u{};
+		getrusage(RUSAGE_SELF, &u);
+		return {static_cast<double>(u.ru_nvcsw), static_cast<double>(u.ru_nivcsw)};
+	}
+	Switches operator-(const Switches &o) const { return {v - o.v, iv - o.iv}; }
+};
+
+// Both ranks' switches over `ops` operations, into rank 0's record.
+bool switches_per_op(int fd, bool initiator, Switches mine, double ops, Record &rec)
+{
+	Switches theirs;
+	if (!(initiator ? get(fd, theirs) : put(fd, mine)))
+		return false;
+	rec.vcsw = (mine.v + theirs.v) / ops;
+	rec.ivcsw = (mine.iv + theirs.iv) / ops;
+	return true;
+}
 
 long calibrate(double per_op, double seconds, long lo, long hi)
 {
@@ -592,6 +620,7 @@ bool run_rank(const Options &o, const std::string &path, bool initiator, int fd,
 		if (!xfer(fd, &iters, sizeof(iters), initiator))
 			return false;
 		double best = 0;
+		const Switches s0 = Switches::now();
 		for (long rep = 0; rep < o.repeat; rep++) {
 			auto t0 = Clock::now();
 			if (!k.stream(n, iters, window, false))
@@ -599,7 +628,10 @@ bool run_rank(const Options &o, const std::string &path, bool initiator, int fd,
 			const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
 			best = std::max(best, static_cast<double>(n) * static_cast<double>(iters) * 8 / sec / 1e9);
 		}
-		if (initiator && !put(out, Record{0, n, best, k.checked + their}))
+		Record rec{0, n, best, k.checked + their};
+		if (!switches_per_op(fd, initiator, Switches::now() - s0, static_cast<double>(iters * o.repeat), rec))
+			return false;
+		if (initiator && !put(out, rec))
 			return false;
 	}
 	for (size_t n : o.lat ? o.lat_sizes : std::vector<uint64_t>{}) {
@@ -622,6 +654,7 @@ bool run_rank(const Options &o, const std::string &path, bool initiator, int fd,
 		// the best run's of --repeat, and the mean of that run.
 		double best = 1e30, best_mean = 0;
 		std::vector<double> rtt;
+		const Switches s0 = Switches::now();
 		for (long rep = 0; rep < o.repeat; rep++) {
 			if (!k.pingpong(n, iters, false, &rtt))
 				return false;
@@ -635,7 +668,10 @@ bool run_rank(const Options &o, const std::string &path, bool initiator, int fd,
 				best_mean = sum / static_cast<double>(rtt.size()) / 2 * 1e6;
 			}
 		}
-		if (initiator && !put(out, Record{1, n, best, k.checked + their, best_mean}))
+		Record rec{1, n, best, k.checked + their, best_mean};
+		if (!switches_per_op(fd, initiator, Switches::now() - s0, static_cast<double>(iters * o.repeat), rec))
+			return false;
+		if (initiator && !put(out, rec))
 			return false;
 	}
 	uint8_t bye = 0; // both ranks done before either closes
@@ -834,15 +870,18 @@ int bench_nccl(int argc, char **argv)
 			row.add("bench", "nccl").add("mode", "bw").add("plugin", ours.name).add("provider", o.provider).add("mem", o.mem);
 			row.add("bytes", static_cast<unsigned long long>(r.bytes)).add("gbps", r.value, 3);
 			row.add("checked_bytes", static_cast<unsigned long long>(r.checked));
+			row.add("vcsw_msg", r.vcsw, 3).add("ivcsw_msg", r.ivcsw, 3);
 			if (with_peer) {
 				const Record *q = find(peer.bw, r.bytes);
 				row.add("peer", peer.name).add("peer_gbps", q ? q->value : 0.0, 3);
 				row.add("peer_checked_bytes", static_cast<unsigned long long>(q ? q->checked : 0));
+				row.add("peer_vcsw_msg", q ? q->vcsw : 0.0, 3).add("peer_ivcsw_msg", q ? q->ivcsw : 0.0, 3);
 				row.add("vs_peer", q && q->value > 0 ? r.value / q->value : 0.0, 3);
 			}
 			if (with_base) {
 				const Record *b = find(base.bw, r.bytes);
 				row.add("base_gbps", b ? b->value : 0.0, 3);
+				row.add("base_vcsw_msg", b ? b->vcsw : 0.0, 3).add("base_ivcsw_msg", b ? b->ivcsw : 0.0, 3);
 			}
 			row.add("ref", o.ref ? "iperf3" : "none").add("ref_gbps", ref, 3);
 			row.add("ratio", ref > 0 ? r.value / ref : 0.0, 3);
@@ -856,16 +895,19 @@ int bench_nccl(int argc, char **argv)
 			row.add("bench", "nccl").add("mode", "lat").add("plugin", ours.name).add("provider", o.provider).add("mem", o.mem);
 			row.add("bytes", static_cast<unsigned long long>(r.bytes)).add("lat_us", r.value, 2).add("mean_us", r.mean, 2);
 			row.add("checked_bytes", static_cast<unsigned long long>(r.checked));
+			row.add("vcsw_rt", r.vcsw, 3).add("ivcsw_rt", r.ivcsw, 3);
 			if (with_peer) {
 				const Record *q = find(peer.lat, r.bytes);
 				row.add("peer", peer.name).add("peer_lat_us", q ? q->value : 0.0, 2).add("peer_mean_us", q ? q->mean : 0.0, 2);
 				row.add("peer_checked_bytes", static_cast<unsigned long long>(q ? q->checked : 0));
+				row.add("peer_vcsw_rt", q ? q->vcsw : 0.0, 3).add("peer_ivcsw_rt", q ? q->ivcsw : 0.0, 3);
 				// Ours over the peer's: at most 1 means we are as fast or faster.
 				row.add("vs_peer", q && q->value > 0 ? r.value / q->value : 0.0, 3);
 			}
 			if (with_base) {
 				const Record *b = find(base.lat, r.bytes);
 				row.add("base_lat_us", b ? b->value : 0.0, 2).add("base_mean_us", b ? b->mean : 0.0, 2);
+				row.add("base_vcsw_rt", b ? b->vcsw : 0.0, 3).add("base_ivcsw_rt", b ? b->ivcsw : 0.0, 3);
 			}
 			pr.print(row);
 		}

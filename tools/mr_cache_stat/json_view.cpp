@@ -45,6 +45,8 @@ Json cache_json(const CacheView &c, const Rates &r)
 	for (int k = 0; k < HMEMREG_UNCACHED_MAX; k++)
 		why[kUncached[k]] = s.uncached_by[k];
 	j["uncached_by"] = why;
+	j["monitor_failures"] = s.monitor_failures;
+	j["monitor_fallbacks"] = s.monitor_fallbacks;
 	if (r.known)
 		j["rates"] = {{"seconds", r.seconds},
 			      {"hits_per_s", r.hits},

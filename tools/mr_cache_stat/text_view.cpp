@@ -127,6 +127,12 @@ void explain(const CacheView &c, std::vector<std::string> &out)
 			      (why.empty() ? std::string(" (reasons not recorded by this version)")
 					   : " by reason: " + why));
 	}
+	if (t.monitor_failures)
+		out.push_back("        monitor " + c.monitor +
+			      " stopped on an error: every entry was dropped, nothing cached since");
+	if (t.monitor_fallbacks)
+		out.push_back("        " + std::to_string(t.monitor_fallbacks) +
+			      " range(s) registered alone (their mapping refused whole registration)");
 	if (const char *b = blind_spots(c.monitor))
 		if (t.uncached_registrations || c.monitor != "uffd")
 			out.push_back("        monitor " + c.monitor + ": " + b);

@@ -97,6 +97,10 @@ bool Config::load(std::string &why)
 	if (!number("HMEMREG_NCCL_INLINE_MAX", 0, 64ULL << 10, x, why, true))
 		return false;
 	inline_max = x;
+	x = first_rail_max;
+	if (!number("HMEMREG_NCCL_FIRST_RAIL_MAX", 0, 1ULL << 40, x, why, true))
+		return false;
+	first_rail_max = x;
 	if (env("HMEMREG_NCCL_PEER_TIMEOUT_MS")) {
 		x = 0;
 		if (!number("HMEMREG_NCCL_PEER_TIMEOUT_MS", 0, 86'400'000, x, why))
@@ -124,7 +128,7 @@ std::string Config::describe() const
 	  << " domain=" << (domain.empty() ? "any" : domain) << " rails=" << rails
 	  << " progress_threads=" << progress_threads << " speed=" << speed_mbps << "Mbps"
 	  << " max_requests=" << max_requests << " notify=" << notify << " eager=" << eager_slots << "x"
-	  << (eager_max >> 10) << "KiB (busy<=" << (eager_busy_max >> 10) << "KiB) inline<=" << inline_max << "B peer_timeout="
+	  << (eager_max >> 10) << "KiB (busy<=" << (eager_busy_max >> 10) << "KiB) inline<=" << inline_max << "B rail0<=" << (first_rail_max >> 10) << "KiB peer_timeout="
 	  << (peer_timeout_ms == kEngineDefault ? std::string("engine's")
 	      : peer_timeout_ms == 0		 ? std::string("never")
 						 : std::to_string(peer_timeout_ms) + "ms");

@@ -50,6 +50,12 @@ struct Config {
 	// eager size (FI_OFI_RXM_BUFFER_SIZE, unless set) so that an Inline
 	// message of INLINE_MAX still goes in one eager message.
 	size_t inline_max = 16u << 10;
+	// FIRST_RAIL_MAX: with progress threads, a write of at most this many
+	// bytes goes on rail 0 (with the control messages), which NCCL's own
+	// calls poll every time: one stream driven by the caller, no thread in
+	// between. Larger writes take the rails in turn (each polled by its
+	// thread as well), and writes above MAX_WRITE stripe over them.
+	size_t first_rail_max = 64u << 10;
 	// NOTIFY: how a receive learns its data landed: "auto" (default: counted
 	// writes with immediate data where the provider has it), "immediate", or
 	// "message" (a Done message after delivery-complete writes).

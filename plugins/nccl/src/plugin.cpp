@@ -130,7 +130,7 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	// with it (a rail polled one turn in 16; not understood yet).
 	if (cfg.progress_threads > 0)
 		ec.flags |= HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL;
-	ec.first_rail_write_max = 64u << 10; // and small writes (one piece each, below max_write)
+	ec.first_rail_write_max = cfg.first_rail_max; // and small writes (FIRST_RAIL_MAX)
 	// The plugin's 0 is never; the engine's 0 its default.
 	if (cfg.peer_timeout_ms != Config::kEngineDefault)
 		ec.peer_timeout_ms = cfg.peer_timeout_ms == 0 ? EngineConfig::kPeerTimeoutNever
@@ -640,8 +640,21 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	rq->comm_id = c->id;
 	rq->seq = seq;
 	rq->size = size;
-	// The engine holds the request until its callback (send_done) ran.
 	rq->plugin = this;
+	// Its slot in requests_ first: once the engine took the request (its
+	// callback will come), nothing here may throw. The engine throws only
+	// when it did not take it.
+	struct Slot {
+		std::unordered_map<void *, std::shared_ptr<Request>> &map;
+		std::unordered_map<void *, std::shared_ptr<Request>>::iterator it;
+		bool keep = false;
+		~Slot()
+		{
+			if (!keep)
+				map.erase(it);
+		}
+	} slot{requests_, requests_.emplace(rq.get(), nullptr).first};
+	// The engine holds the request until its callback (send_done) ran.
 	rq->engine_hold = rq;
 	try {
 		hmemreg_engine_t *eh = engine_->handle();
@@ -678,10 +691,15 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			rq->engine_hold.reset(); // not taken: no callback comes
 		engine_detail::check(rc);
 	} catch (const Error &e) {
+		rq->engine_hold.reset(); // (the engine says so only when it did not take it)
 		if (e.code() == HMEMREG_EAGAIN)
 			return ncclSuccess; // engine full: NCCL retries, the Cts stays
 		NWARN("isend #%u (%zu bytes): %s", seq, size, e.what());
 		return result_of(e);
+	} catch (const std::bad_alloc &) {
+		rq->engine_hold.reset(); // thrown before the engine call: not taken
+		NWARN("isend #%u (%zu bytes): out of memory", seq, size);
+		return ncclSystemError;
 	}
 	if (cts)
 		c->cts.erase(ct);
@@ -699,7 +717,8 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		c->waiting_since = {};
 	}
 	*request = rq.get();
-	requests_[rq.get()] = std::move(rq);
+	slot.it->second = std::move(rq);
+	slot.keep = true;
 	return ncclSuccess;
 }
 

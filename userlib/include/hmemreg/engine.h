@@ -90,7 +90,8 @@ struct hmemreg_engine_config {
 	uint32_t write_iov;        /* small chunks per RDMA write at most; 0: the provider's limit */
 	uint32_t post_batch;       /* posts per rail per progress turn; 0 -> 32 */
 	uint32_t idle_spin;        /* empty turns before a progress thread sleeps; 0 -> 20000 */
-	uint32_t idle_sleep_us;    /* its sleep between turns then; 0 -> 50 */
+	uint32_t idle_sleep_us;    /* its first sleep between turns then (each next one twice as
+				    * long, up to 16x, until work shows up); 0 -> 50 */
 	uint32_t notify;           /* enum hmemreg_engine_notify; other values: -HMEMREG_EINVAL */
 	uint32_t imm_data_bytes;   /* remote CQ data bytes of immediate keys: 0 auto, 4 or 8 */
 	/* A peer with unfinished transfers and no completion for this long is
@@ -102,7 +103,8 @@ struct hmemreg_engine_config {
 	 * hmemreg_engine_describe says which is in force. */
 	uint32_t peer_timeout_ms;
 	/* While a caller drove progress within this many microseconds, progress
-	 * threads sleep idle_sleep_us between turns instead of polling. 0: off. */
+	 * threads sleep that long between turns instead of polling (unless their
+	 * rails carry bulk traffic). 0: off. */
 	uint32_t caller_backoff_us;
 	uint64_t staging_piece;        /* bytes per pipeline piece of a staged write; 0 -> 4 MiB */
 	uint64_t first_rail_write_max; /* with SENDS_ON_FIRST_RAIL: writes of at most this many bytes

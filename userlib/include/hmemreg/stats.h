@@ -107,6 +107,12 @@ struct hmemreg_stats_cache {
 	 * [2^i, 2^(i+1)) ns (the last bucket also takes anything longer);
 	 * mr_cache_stat derives the p99 from it */
 	uint64_t registration_hist[HMEMREG_STATS_REG_HIST_BUCKETS];
+	/* (version 3, in what was padding before hits[]: a writer that predates
+	 * them leaves zeros) */
+	uint64_t monitor_failures;  /* 1 once the cache's monitor stopped on an error: it
+				       dropped every entry then and caches nothing since */
+	uint64_t monitor_fallbacks; /* misses whose range alone was registered with the
+				       userfaultfd (its mapping refused whole registration) */
 	/* hits: summed over shards (each on its own cache line: hits[8 * i]) */
 	uint64_t hits[8 * HMEMREG_STATS_HIT_SHARDS] __attribute__((aligned(64)));
 };
@@ -170,6 +176,8 @@ struct hmemreg_cache_stats {
 	char monitor[16];
 	char registrar[24];
 	uint64_t uncached_by[HMEMREG_UNCACHED_MAX]; /* enum hmemreg_uncached_reason */
+	uint64_t monitor_failures;  /* see hmemreg_stats_cache */
+	uint64_t monitor_fallbacks;
 };
 
 /*

@@ -60,6 +60,27 @@ void Core::admit(const std::shared_ptr<TransferImpl> &x, bool internal)
 		p.last_progress.store(PeerState::now_ns(), std::memory_order_relaxed);
 }
 
+bool Core::take_back(const std::shared_ptr<TransferImpl> &x) noexcept
+{
+	x->fail(HMEMREG_ENOMEM, "out of memory"); // (short: no allocation)
+	// An Announce that may have been queued resolves nothing (and finishes nothing).
+	x->unresolved.store(0, std::memory_order_relaxed);
+	const bool untold = !x->reported.exchange(true);
+	if (untold) {
+		x->callback = nullptr;
+		if (!x->handshake)
+			x->peer->active--;
+		x->set_status(-HMEMREG_ENOMEM);
+		x->mark_done();
+	}
+	{
+		std::lock_guard l(active_mu);
+		active.erase(x.get());
+	}
+	x->self.reset();
+	return untold;
+}
+
 void Core::report(TransferImpl &x)
 {
 	if (x.reported.exchange(true))
@@ -135,7 +156,12 @@ std::shared_ptr<TransferImpl> Core::send(const std::shared_ptr<PeerState> &peer,
 	auto x = make_send(peer, type, data, rail, std::move(cb));
 	x->handshake = handshake;
 	admit(x, internal);
-	rails[rail]->enqueue_send(x);
+	try {
+		rails[rail]->enqueue_send(x); // one push: queued or not
+	} catch (const std::bad_alloc &) {
+		if (take_back(x))
+			throw;
+	}
 	kick();
 	return x;
 }
@@ -156,11 +182,7 @@ std::shared_ptr<TransferImpl> Core::plan(const std::shared_ptr<PeerState> &p, st
 					 bool internal)
 {
 	auto x = pool->take();
-	x->kind = TransferImpl::Kind::Write;
-	x->peer = p;
-	x->tag = tag;
-	x->chunks = static_cast<uint32_t>(chunks.size());
-	x->callback = std::move(done);
+	x->start_write(p, tag, chunks.size(), std::move(done));
 	x->notify = !internal;
 	// Per thread, reused: planning allocates nothing once warm.
 	std::vector<PlanChunk> own;
@@ -199,18 +221,42 @@ void Core::submit(const std::shared_ptr<TransferImpl> &x, bool internal)
 {
 	admit(x, internal);
 	// The Announce with the writes of its rail: one hand-over (lock).
-	const bool announce_alone = x->immediate && x->plan.rail_writes[x->send_rail].empty();
-	if (announce_alone)
-		rails[x->send_rail]->enqueue_send(x);
-	for (unsigned r = 0; r < rails.size(); r++)
-		if (!x->plan.rail_writes[r].empty())
-			rails[r]->enqueue_writes(x, x->immediate && !announce_alone && r == x->send_rail);
+	// That rail first: an enqueue that throws (out of memory) queued
+	// nothing of its writes, though maybe the Announce with them; the
+	// rails after it nothing at all.
+	const unsigned n = static_cast<unsigned>(rails.size()), first = x->send_rail;
+	const bool announce_alone = x->immediate && x->plan.rail_writes[first].empty();
+	unsigned handed = 0; // rails first, first + 1, ... given their writes
+	try {
+		if (announce_alone)
+			rails[first]->enqueue_send(x);
+		for (; handed < n; handed++) {
+			const unsigned r = (first + handed) % n;
+			if (!x->plan.rail_writes[r].empty())
+				rails[r]->enqueue_writes(x, x->immediate && !announce_alone && r == first);
+		}
+	} catch (const std::bad_alloc &) {
+		if (handed == 0) { // no rail holds a write of x
+			if (take_back(x))
+				throw;
+			return;
+		}
+		// Rails hold parts of x: they fail them and finish x (its callback
+		// says ENOMEM); the segments never queued resolve here.
+		x->fail(HMEMREG_ENOMEM, "out of memory");
+		uint32_t left = 0;
+		for (unsigned k = handed; k < n; k++)
+			left += static_cast<uint32_t>(x->plan.rail_writes[(first + k) % n].size());
+		if (x->unresolved.fetch_sub(left) == left && take_back(x))
+			throw; // those rails were done with x already
+	}
 	kick();
 }
 
 size_t Core::progress_rail(unsigned r, Events &ev)
 {
-	rails[r]->progress(ev);
+	if (!rails[r]->progress(ev))
+		return 0; // another thread's turn is on it: not a quiet turn
 	const size_t got = ev.handled + ev.messages.size() + ev.finished.size();
 	if (got)
 		rail_quiet_[r].store(0, std::memory_order_relaxed);
@@ -236,7 +282,7 @@ bool Core::caller_covers(std::span<const unsigned> ids) const
 // A caller's turn. With sends_on_first_rail: rail 0 (control messages),
 // rails with work of ours, rails where something arrived within the last
 // kActiveTurns turns, and the others one turn in kSparseTurn.
-std::span<const unsigned> Core::caller_rails(unsigned *ids)
+std::span<const unsigned> Core::caller_rails(unsigned *ids, uint32_t also)
 {
 	constexpr uint32_t kSparseTurn = 16;
 	if (!cfg.sends_on_first_rail || rails.size() == 1 || rails.size() > kMaxCallerRails)
@@ -244,7 +290,7 @@ std::span<const unsigned> Core::caller_rails(unsigned *ids)
 	const uint32_t t = caller_turns_.fetch_add(1, std::memory_order_relaxed);
 	size_t n = 0;
 	for (unsigned r = 0; r < rails.size(); r++)
-		if (r == 0 || t % kSparseTurn == 0 || rails[r]->busy() ||
+		if (r == 0 || t % kSparseTurn == 0 || (also >> std::min(r, 31u)) & 1 || rails[r]->busy() ||
 		    rail_quiet_[r].load(std::memory_order_relaxed) < kActiveTurns)
 			ids[n++] = r;
 	return {ids, n};

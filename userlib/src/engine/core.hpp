@@ -75,6 +75,10 @@ struct Core {
 	void report(TransferImpl &x);
 	// Every operation of x resolved: report (unless done) and release it.
 	void finish(const std::shared_ptr<TransferImpl> &x);
+	// Undoes admit() of x, which no rail will finish (out of memory while
+	// queueing it). True: nobody was told, the caller gets the exception and
+	// no callback comes; false: x was reported meanwhile (a dead peer's).
+	bool take_back(const std::shared_ptr<TransferImpl> &x) noexcept;
 	// Newly dead peers: their transfers are reported failed now.
 	void fail_dead(std::span<const std::shared_ptr<PeerState>> dead);
 	void kick();
@@ -99,14 +103,18 @@ struct Core {
 					   const wire::RegionDescriptor &d, uint64_t tag, TransferCallback done,
 					   bool internal);
 	// Admits the planned write and queues its writes (and, immediate, its
-	// Announce on x->send_rail) on the rails.
+	// Announce on x->send_rail) on the rails. Throws (out of memory) only
+	// if no callback will come; once a rail holds a part of x, a failure
+	// is reported through x (status, callback) instead.
 	void submit(const std::shared_ptr<TransferImpl> &x, bool internal);
 
-	// One rail's progress turn: returns the events it handled.
+	// One rail's progress turn: returns the events it handled (0 when
+	// another thread's turn was on the rail).
 	size_t progress_rail(unsigned r, Events &ev);
-	// The rails a caller's turn polls (Config::sends_on_first_rail); ids
-	// has room for every rail.
-	std::span<const unsigned> caller_rails(unsigned *ids);
+	// The rails a caller's turn polls (Config::sends_on_first_rail), and
+	// those of `also` (bit r: rail r; bit 31 for rails 31 and up); ids has
+	// room for every rail.
+	std::span<const unsigned> caller_rails(unsigned *ids, uint32_t also = 0);
 	bool caller_covers(std::span<const unsigned> rail_ids) const;
 	std::vector<unsigned> all_rails; // 0..rails-1
 	static constexpr size_t kMaxCallerRails = 64;

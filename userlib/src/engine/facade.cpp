@@ -44,13 +44,15 @@ Engine::Impl::Impl(const Config &c)
 
 size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 {
-	const Impl *outer = in_turn;
-	in_turn = this;
 	TurnEvents *te = thread_scratch<TurnEvents>();
 	Events own; // only once this thread's scratch is gone (at exit)
 	if (te && te->by_depth.size() <= te->depth)
-		te->by_depth.push_back(std::make_unique<Events>());
+		te->by_depth.push_back(std::make_unique<Events>()); // may throw: nothing to undo yet
 	Events &ev = te ? *te->by_depth[te->depth++] : own;
+	// Set only here, where restore (which nothing can stop being made)
+	// takes it back however the turn ends.
+	const Impl *outer = in_turn;
+	in_turn = this;
 	struct Restore {
 		const Impl *outer;
 		Events &ev;
@@ -99,13 +101,15 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 
 size_t Engine::Impl::caller_turn()
 {
-	// Writes on their way here (announced, not all in place): every rail,
-	// since a quiet rail, polled only now and then, may be the one whose
-	// data must be read for them to land (tcp). Else the core's choice.
-	if (immediate.expecting())
+	// Writes on their way here (announced, not all in place): the core's
+	// choice and every rail they take, since a quiet rail, polled only now
+	// and then, may be the one whose data must be read for them to land
+	// (tcp); all rails where their Announce did not say (or is still to come).
+	const uint32_t expected = immediate.expecting_rails();
+	if (expected == ImmediateNotifier::kAnyRail)
 		return turn(core.all_rails);
 	unsigned ids[Core::kMaxCallerRails];
-	return turn(core.caller_rails(ids));
+	return turn(core.caller_rails(ids, expected));
 }
 
 void Engine::Impl::settle()
@@ -126,7 +130,12 @@ TransferRef Engine::Impl::write_direct(const std::shared_ptr<PeerState> &p, std:
 	if (!immediate.prepare(*x))
 		message.prepare(*x);
 	core.submit(x, false);
-	immediate.submitted(p);
+	// x is on its way and its callback will come: nothing may throw now.
+	// (A failed retry of the index handshake is tried again later.)
+	try {
+		immediate.submitted(p);
+	} catch (const std::exception &) {
+	}
 	return x;
 }
 
@@ -147,10 +156,13 @@ Engine::Engine(const Config &config) : impl_(std::make_unique<Impl>(config))
 		config.progress_threads, infos, core.topo, config.idle_spin, config.idle_sleep_us, config.caller_backoff_us,
 		[im](std::span<const unsigned> ids) { return im->turn(ids); },
 		[im](std::span<const unsigned> ids) {
-			// Writes on their way: rails other than 0 keep their poller
-			// (bulk data is read on several cores).
-			const bool other = ids.size() > 1 || (!ids.empty() && ids[0] != 0);
-			return !(other && im->immediate.expecting()) && im->core.caller_covers(ids);
+			// Writes on their way on rails other than 0: those keep their
+			// poller (bulk data is read on several cores).
+			const uint32_t expected = im->immediate.expecting_rails();
+			for (unsigned r : ids)
+				if (r != 0 && (r >= 32 ? expected != 0 : (expected >> r) & 1))
+					return false;
+			return im->core.caller_covers(ids);
 		});
 	core.caps.progress = core.threads->describe();
 }
@@ -406,7 +418,12 @@ TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, std::span<c
 	const unsigned rail = core.message_rail();
 	auto x = core.make_send(p, wire::MsgType::User, data, rail, std::move(done), body);
 	core.admit(x);
-	core.send_message(x);
+	try {
+		core.send_message(x); // one push: queued or not
+	} catch (const std::bad_alloc &) {
+		if (core.take_back(x))
+			throw; // not queued: no callback comes
+	}
 	return x;
 }
 

@@ -131,7 +131,9 @@ struct Config {
 	// Posts per rail per progress turn.
 	size_t post_batch = 32;
 	// A progress thread that found nothing to do for idle_spin turns sleeps
-	// idle_sleep_us between turns until work shows up again.
+	// between turns until work shows up again: idle_sleep_us, then twice as
+	// long each time, up to 16x (a quiet rail's thread wakes about a
+	// thousand times a second, not twenty thousand).
 	unsigned idle_spin = 20000;
 	unsigned idle_sleep_us = 50;
 	// A progress thread that sees a caller drove progress() since it last

@@ -49,7 +49,15 @@ bool ImmediateNotifier::prepare(TransferImpl &x)
 	h.tag = x.tag;
 	h.bytes = x.total;
 	h.chunks = x.chunks;
-	wire::Announce an{x.imm_key, static_cast<uint32_t>(nsegs), 0};
+	// Which rails the writes take, so that the target polls those (0 where
+	// the mask cannot say: any rail).
+	uint32_t rails = 0;
+	for (size_t r = 0; r < x.plan.rail_writes.size(); r++)
+		if (!x.plan.rail_writes[r].empty())
+			rails |= r < 32 ? 1u << r : 0;
+	if (x.plan.rail_writes.size() > 32)
+		rails = 0;
+	wire::Announce an{x.imm_key, static_cast<uint32_t>(nsegs), rails};
 	h.length = sizeof(an);
 	x.message.resize(sizeof(h) + sizeof(an));
 	std::memcpy(x.message.data(), &h, sizeof(h));
@@ -184,6 +192,7 @@ void ImmediateNotifier::on_announce(const Events::Msg &m)
 		}
 		a.announced = true;
 		a.expected = an.writes;
+		a.rails = an.rails ? an.rails : kAnyRail;
 		a.note = note;
 		a.touched = PeerState::now_ns();
 		if (a.seen == a.expected) {
@@ -311,9 +320,27 @@ void ImmediateNotifier::expire()
 	// for kLiveNs (its writer broke, most likely) waits out its expiry
 	// without that (quiet rails are still polled now and then); its next
 	// write or Announce makes it live again (Expecting).
-	expecting_.store(std::any_of(arrivals.begin(), arrivals.end(),
-				     [&](const auto &kv) { return now - kv.second.touched <= kLiveNs; }),
-			 std::memory_order_relaxed);
+	set_expecting([&](const Arrival &a) { return now - a.touched <= kLiveNs; });
+}
+
+// Under mu: the rails where the arrivals that count (live) still have
+// writes to come. Past kMaxMaskArrivals, every rail (no walk of them all).
+template <class Counts> void ImmediateNotifier::set_expecting(Counts counts)
+{
+	uint32_t rails = 0;
+	if (arrivals.size() > kMaxMaskArrivals) {
+		rails = kAnyRail;
+	} else {
+		for (const auto &kv : arrivals)
+			if (counts(kv.second))
+				rails |= kv.second.rails;
+	}
+	expecting_.store(rails, std::memory_order_relaxed);
+}
+
+void ImmediateNotifier::Expecting::update()
+{
+	n.set_expecting([](const Arrival &) { return true; });
 }
 
 bool ImmediateNotifier::writer_broke()

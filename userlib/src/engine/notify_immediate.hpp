@@ -47,7 +47,11 @@ public:
 	// Writes announced (or some of their data seen) and not all in place,
 	// and one of them touched within kLiveNs (see expire): on tcp the data
 	// moves only while its rail is polled, whichever it is.
-	bool expecting() const { return expecting_.load(std::memory_order_relaxed); }
+	bool expecting() const { return expecting_.load(std::memory_order_relaxed) != 0; }
+	// The rails those writes still take (bit r: rail r; all bits where an
+	// Announce did not say, or has not come yet).
+	uint32_t expecting_rails() const { return expecting_.load(std::memory_order_relaxed); }
+	static constexpr uint32_t kAnyRail = ~0u;
 	static constexpr int64_t kLiveNs = 100'000'000;
 	// Whether closing the endpoints may meet a remote write half received
 	// from a writer that broke (facade.cpp, ~Engine).
@@ -60,6 +64,7 @@ public:
 		uint32_t seen = 0;
 		uint32_t expected = 0;
 		bool announced = false;
+		uint32_t rails = kAnyRail; // of its writes, once announced
 		Notification note{};
 		int64_t touched = 0; // steady_clock ns of the last event
 	};
@@ -103,11 +108,15 @@ private:
 	std::atomic<uint64_t> expired_{0}; // of those abandoned: idle for peer_timeout (the writer broke)
 	std::atomic<uint64_t> writes_{0};
 	std::atomic<int64_t> last_expiry_{0};
-	std::atomic<bool> expecting_{false}; // !arrivals.empty() (expire: a live one), set under mu
+	// The rails of the arrivals (expire: of the live ones), set under mu.
+	std::atomic<uint32_t> expecting_{0};
+	static constexpr size_t kMaxMaskArrivals = 64;
+	template <class Counts> void set_expecting(Counts counts);
 	// Sets expecting_ as the scope that changed arrivals (under mu) ends.
 	struct Expecting {
 		ImmediateNotifier &n;
-		~Expecting() { n.expecting_.store(!n.arrivals.empty(), std::memory_order_relaxed); }
+		void update();
+		~Expecting() { update(); }
 	};
 };
 

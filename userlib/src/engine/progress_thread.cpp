@@ -36,7 +36,15 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 	placement_[t] = topo_.pin_thread_near(near);
 	started_.fetch_add(1, std::memory_order_acq_rel);
 	unsigned idle = 0;
+	unsigned naps = 0;	  // sleeps since this thread last found work
+	unsigned backoffs = 0;	  // back-offs since the caller was last found away
 	uint64_t caller_seen = 0; // caller_turns_ when this thread last looked
+	// Rail 0 alone is polled by every caller turn and is never bulk-only:
+	// its thread backs off longer while the caller stays (up to 8x), so it
+	// wakes about 125 times a second, not 1000, each a context switch. A
+	// thread with other rails looks every caller_backoff_us: bulk traffic
+	// there needs it polling soon.
+	const unsigned max_backoff_doublings = groups_[t].size() == 1 && groups_[t][0] == 0 ? 3 : 0;
 	while (!stop_.load(std::memory_order_acquire)) {
 		const uint64_t caller = caller_backoff_ns_ ? caller_turns_.load(std::memory_order_relaxed) : 0;
 		const bool caller_active = caller != caller_seen;
@@ -45,11 +53,14 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 			// A caller polls every rail itself: stay out of its way (and
 			// off the CPU: waking every idle_sleep_us costs a core's worth
 			// of context switches with a few threads).
-			std::this_thread::sleep_for(std::chrono::nanoseconds(caller_backoff_ns_));
+			std::this_thread::sleep_for(
+				std::chrono::nanoseconds(caller_backoff_ns_ << std::min(backoffs, max_backoff_doublings)));
+			backoffs++;
 			continue;
 		}
+		backoffs = 0;
 		if (turn_(groups_[t]) > 0 || kicked_.exchange(false, std::memory_order_acq_rel)) {
-			idle = 0;
+			idle = naps = 0;
 			continue;
 		}
 		if (++idle < idle_spin_) {
@@ -61,7 +72,14 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 				std::this_thread::yield();
 			continue;
 		}
-		std::this_thread::sleep_for(std::chrono::microseconds(idle_sleep_us_));
+		// Each sleep of a quiet spell twice the last, up to kMaxNapDoublings
+		// doublings (50 us -> 800 us): a thread of a rail that stays quiet
+		// (its peer idle, or the caller doing the work) wakes a thousand or
+		// so times a second instead of twenty thousand, each a context
+		// switch; work or a kick starts the next spell at idle_sleep_us again.
+		std::this_thread::sleep_for(
+			std::chrono::microseconds(int64_t(idle_sleep_us_) << std::min(naps, kMaxNapDoublings)));
+		naps++;
 	}
 }
 

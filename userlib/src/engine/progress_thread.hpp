@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 // Progress threads: each owns a group of rails, pins itself near their NIC
 // (first rail's locality) before its first turn, and polls. After
-// `idle_spin` empty turns it sleeps `idle_sleep_us` between turns until work
-// shows up or kick() is called (new work queued by a caller). While a caller
+// `idle_spin` empty turns it sleeps between turns, `idle_sleep_us` first and
+// twice as long each time after (up to 16x), until work shows up or kick()
+// is called (new work queued by a caller). While a caller
 // drives progress itself (caller_turn() since a thread last looked, at most
-// `caller_backoff_us` ago), the threads sleep between turns instead of polling.
+// `caller_backoff_us` ago; for the thread of rail 0 alone, up to 8x that once
+// the caller stayed), the threads sleep between turns instead of polling.
 #pragma once
 
 #include <atomic>
@@ -52,6 +54,7 @@ public:
 
 private:
 	void run(size_t t, const fi_info *near);
+	static constexpr unsigned kMaxNapDoublings = 4;
 
 	Turn turn_;
 	Covered covered_;

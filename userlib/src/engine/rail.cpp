@@ -173,19 +173,28 @@ int Rail::post_recv(RecvSlot &slot)
 	return static_cast<int>(fi_recv(ep_.get(), slot.buf, slot_size_, ctrl_mr_.desc(), FI_ADDR_UNSPEC, &slot.ctx));
 }
 
-void Rail::progress(Events &ev)
+bool Rail::progress(Events &ev)
 {
-	std::lock_guard l(mu_);
+	// Another thread's turn is on this rail (a caller and a progress thread
+	// both polling a busy rail): it does the work, and waiting out its
+	// socket I/O would put this thread to sleep on the lock and cost the
+	// other a wakeup, per message.
+	std::unique_lock l(mu_, std::try_to_lock);
+	if (!l.owns_lock())
+		return false;
 	// New work goes out before the poll: on tcp a poll is a system call or
 	// more, and a small message's latency is mostly such calls in line.
 	// What completions made room for goes after it, within the same
-	// turn's budget.
+	// turn's budget, and so does what was handed over meanwhile (its
+	// submitter may have found the rail taken).
 	size_t budget = opt_.post_batch;
 	if (take_submitted() && inflight_ < opt_.queue_depth)
 		post(ev, budget);
 	poll(ev);
+	take_submitted();
 	post(ev, budget);
 	busy_.store(inflight_ || !queue_.empty() || !recv_repost_.empty(), std::memory_order_relaxed);
+	return true;
 }
 
 void Rail::release(Events &ev)

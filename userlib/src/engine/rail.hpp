@@ -99,8 +99,9 @@ public:
 	void enqueue_send(std::shared_ptr<TransferImpl> x);
 
 	// Post what was newly queued, poll the CQ, then post what is queued (up
-	// to post_batch, within depth).
-	void progress(Events &ev);
+	// to post_batch, within depth). False, doing nothing, while another
+	// thread's turn is on this rail.
+	bool progress(Events &ev);
 	// The receive buffers ev's messages were in go back to the provider.
 	void release(Events &ev);
 	RailStats stats() const;

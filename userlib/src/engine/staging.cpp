@@ -258,7 +258,8 @@ TransferRef Staging::write(const std::shared_ptr<PeerState> &p, std::span<const 
 	auto w = std::make_shared<StagedWrite>();
 	w->remote = d;
 	w->seq = next_seq++;
-	auto x = TransferImpl::make_write(p, tag, chunks.size(), std::move(done));
+	auto x = std::make_shared<TransferImpl>();
+	x->start_write(p, tag, chunks.size(), std::move(done));
 	x->via_staging = true;
 	for (const Chunk &c : chunks) {
 		auto *r = static_cast<const RegionImpl *>(c.local);

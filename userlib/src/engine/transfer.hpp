@@ -114,16 +114,15 @@ struct TransferImpl final : Transfer {
 	TransferImpl *active_next = nullptr;
 	bool active_linked = false;
 
-	static std::shared_ptr<TransferImpl> make_write(std::shared_ptr<PeerState> peer, uint64_t tag, size_t chunks,
-							TransferCallback done)
+	// A fresh transfer becomes a write (Core::plan's pooled ones, a staged
+	// write's outer one).
+	void start_write(std::shared_ptr<PeerState> to, uint64_t write_tag, size_t nchunks, TransferCallback done)
 	{
-		auto x = std::make_shared<TransferImpl>();
-		x->kind = Kind::Write;
-		x->peer = std::move(peer);
-		x->tag = tag;
-		x->chunks = static_cast<uint32_t>(chunks);
-		x->callback = std::move(done);
-		return x;
+		kind = Kind::Write;
+		peer = std::move(to);
+		tag = write_tag;
+		chunks = static_cast<uint32_t>(nchunks);
+		callback = std::move(done);
 	}
 
 	// First failure wins.

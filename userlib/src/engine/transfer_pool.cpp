@@ -2,6 +2,7 @@
 // Recycled transfers (see transfer_pool.hpp).
 #include "engine/transfer_pool.hpp"
 
+#include <algorithm>
 #include <new>
 
 namespace hmemreg::engine {
@@ -41,6 +42,7 @@ std::shared_ptr<TransferImpl> TransferPool::take()
 	{
 		std::lock_guard l(mu_);
 		stats_.taken++;
+		peak_ = std::max(peak_, ++in_use_);
 		if (!free_.empty()) {
 			x = std::move(free_.back());
 			free_.pop_back();
@@ -55,16 +57,45 @@ std::shared_ptr<TransferImpl> TransferPool::take()
 	return out;
 }
 
-// Its control block is gone: back to the free list, or deleted when full.
+namespace {
+
+// The heap a recycled transfer still holds (its vectors' capacity).
+size_t held_bytes(const TransferImpl &x)
+{
+	auto cap = [](const auto &v) { return v.capacity() * sizeof(v[0]); };
+	size_t n = cap(x.regions) + cap(x.segs) + cap(x.cursor) + cap(x.message) + cap(x.plan.iovs) +
+		   cap(x.plan.descs) + cap(x.plan.rmas) + cap(x.plan.writes) + cap(x.plan.rail_writes);
+	for (const auto &v : x.plan.rail_writes)
+		n += cap(v);
+	return n;
+}
+
+} // namespace
+
+// Its control block is gone: back to the free list, or deleted when full
+// or holding much; the last one back trims the list (see the header).
 void TransferPool::give_back(TransferImpl *x)
 {
 	std::unique_ptr<TransferImpl> owned(x);
+	const bool oversized = held_bytes(*x) > kKeepBytes;
 	std::lock_guard l(mu_);
-	if (free_.size() < keep_) {
+	if (in_use_)
+		in_use_--;
+	if (!oversized && free_.size() < keep_)
 		free_.push_back(std::move(owned));
-		return;
+	else {
+		stats_.dropped++;
+		stats_.oversized += oversized;
 	}
-	stats_.dropped++;
+	if (in_use_ == 0) {
+		const size_t want = std::max({kFloor, peak_, last_peak_});
+		while (free_.size() > want) {
+			free_.pop_back();
+			stats_.trimmed++;
+		}
+		last_peak_ = peak_;
+		peak_ = 0;
+	}
 }
 
 TransferPool::Stats TransferPool::stats() const

@@ -9,6 +9,12 @@
 // an empty pool makes a new transfer, and a full one (`keep` free) deletes
 // what comes back. The pool lives while any of its transfers does (their
 // control blocks hold a reference), so a TransferRef may outlive the engine.
+// What it keeps is bounded twice: a transfer whose vectors grew past
+// kKeepBytes (a write of many chunks, a large message) is deleted on
+// return, and when every transfer is back (the engine idle) the free list
+// is trimmed to the most that were in use at once in this busy spell or
+// the one before (at least kFloor): a burst's transfers stay while bursts
+// come back, and go after two spells without one.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +33,8 @@ public:
 		uint64_t taken = 0;   // take() calls
 		uint64_t reused = 0;  // of those, served from the free list
 		uint64_t dropped = 0; // transfers deleted on return (the pool was full)
+		uint64_t oversized = 0; // of those, deleted for the capacity they held
+		uint64_t trimmed = 0; // free transfers deleted when the engine went idle
 		size_t free = 0;      // transfers waiting for reuse now
 	};
 
@@ -48,9 +56,14 @@ private:
 	template <class T> struct InPlace;
 	void give_back(TransferImpl *x);
 
+public:
+	static constexpr size_t kKeepBytes = 32 << 10, kFloor = 64;
+
+private:
 	const size_t keep_;
 	mutable std::mutex mu_;
 	std::vector<std::unique_ptr<TransferImpl>> free_;
+	size_t in_use_ = 0, peak_ = 0, last_peak_ = 0; // this busy spell's and the previous one's
 	Stats stats_;
 };
 

@@ -142,7 +142,7 @@ struct ImmIndex {
 struct Announce {
 	uint64_t key;
 	uint32_t writes;    // RDMA writes carrying the key
-	uint32_t pad;
+	uint32_t rails;     // bit r: some of them go on rail r (0: not said, any rail)
 };
 
 // Control message buffers hold at least this much payload whatever the

@@ -505,7 +505,9 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint
 	// by the generation word or by notify_seq_ below.
 	uint64_t seq0 = notify_seq_.load(std::memory_order_acquire);
 	const int watch = mon ? mon->subscribe(*e) : -HMEMREG_ENOTSUP;
-	e->watched = watch == 0;
+	e->watched = watch == 0 || watch == kWatchedAlone;
+	if (watch == kWatchedAlone) [[unlikely]]
+		StatsSlot::add(s->monitor_fallbacks, 1);
 	int rc = do_register(req, r, e->reg, tally);
 	if (rc) {
 		record(tally);

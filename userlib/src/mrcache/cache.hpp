@@ -154,6 +154,14 @@ public:
 	{
 		StatsSlot::add(stats_->raw()->monitor_events, static_cast<int64_t>(n));
 	}
+	// Every entry of iface goes (as for lost events); a miss that raced
+	// with it sees the invalidation (notify_seq_), a later one a refusing
+	// subscribe().
+	void monitor_stopped(Iface iface) override
+	{
+		StatsSlot::add(stats_->raw()->monitor_failures, 1);
+		notify(iface, 0, ~uintptr_t{0}, Cause::overflow);
+	}
 
 	// fork(): see hmemreg/cache.h.
 	void before_fork();

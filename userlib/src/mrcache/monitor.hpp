@@ -35,12 +35,17 @@ public:
 	virtual uint64_t drop_device(Iface iface, uint64_t device, Cause cause) = 0;
 	// Events received (the stats' monitor_events).
 	virtual void count_events(uint64_t n) = 0;
+	// The monitor stopped watching iface for good (its thread failed): drop
+	// every entry of iface and count it (monitor_failures). Its subscribe()
+	// refuses from then on, so nothing of iface is cached any more.
+	virtual void monitor_stopped(Iface iface) = 0;
 
 protected:
 	~MonitorSink() = default;
 };
 
 inline constexpr int kUnwatchable = 1; // Monitor::subscribe(): see there
+inline constexpr int kWatchedAlone = 2; // Monitor::subscribe(): see there
 
 class Monitor {
 public:
@@ -54,10 +59,12 @@ public:
 	virtual void detach(MonitorSink &) noexcept {}
 
 	// Watch e.range before e becomes visible (may set e.gen_word/e.gen and
-	// e.validate). 0: watched; kUnwatchable: the memory is of a kind whose
+	// e.validate). 0: watched; kWatchedAlone: watched, but only e.range was
+	// armed where the monitor arms whole mappings (counted:
+	// monitor_fallbacks); kUnwatchable: the memory is of a kind whose
 	// changes this monitor cannot see (uffd: shared or file-backed
-	// mappings); negative: this monitor cannot watch it. Either way e is
-	// kept uncached. Called without cache locks.
+	// mappings); negative: this monitor cannot watch it (these two keep e
+	// uncached). Called without cache locks.
 	virtual int subscribe(Entry &e) = 0;
 	// e is being released (no cache lock held): drop its watch if any.
 	virtual void unsubscribe(Entry &) noexcept {}

@@ -6,6 +6,7 @@
 // which runs before the first block is made.
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -24,6 +25,10 @@
 #include "unique_fd.hpp"
 
 namespace hmemreg::mr {
+
+// Version 3's layout: fields added since sit in padding (readers of 3 find
+// every field where it was).
+static_assert(sizeof(hmemreg_stats_cache) == 2752 && offsetof(hmemreg_stats_cache, hits) == 704);
 
 namespace {
 
@@ -288,6 +293,8 @@ extern "C" void hmemreg_stats_sum(const struct hmemreg_stats_cache *s, struct hm
 	o->evictions = ld(s->evictions);
 	o->monitor_events = ld(s->monitor_events);
 	o->races = ld(s->races);
+	o->monitor_failures = ld(s->monitor_failures);
+	o->monitor_fallbacks = ld(s->monitor_fallbacks);
 	for (unsigned i = 0; i < HMEMREG_INVAL_MAX; i++)
 		o->invalidations[i] = ld(s->invalidations[i]);
 	for (unsigned i = 0; i < HMEMREG_UNCACHED_MAX; i++)

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
@@ -15,6 +16,7 @@
 #include "hmemreg/hmemreg.h"
 #include "mrcache/uffd_monitor.hpp"
 #include "mrcache/vma_probe.hpp"
+#include "settings/settings.hpp"
 
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1
@@ -87,10 +89,11 @@ int UffdMonitor::instance(std::shared_ptr<Monitor> &out)
 {
 	std::lock_guard g(g_mu);
 	auto cur = g_instance.lock();
-	if (cur && g_instance_pid == ::getpid()) {
+	if (cur && g_instance_pid == ::getpid() && !cur->dead()) {
 		out = cur;
 		return 0;
 	}
+	// (A dead one released its userfaultfd: a new one can register.)
 	static std::once_flag atfork;
 	std::call_once(atfork, [] { pthread_atfork(nullptr, nullptr, close_inherited_uffd); });
 	int fd = open_uffd();
@@ -198,9 +201,29 @@ void UffdMonitor::remember_locked(uintptr_t s, uintptr_t e, uint64_t gen)
 	wide_ver_.store(v + 2, rel);
 }
 
+namespace {
+
+// The first time a mapping is armed range by range instead of whole: why.
+void log_fallback_once(uintptr_t s, uintptr_t e, int err)
+{
+	static std::atomic<bool> said{false};
+	if (said.exchange(true, std::memory_order_relaxed))
+		return;
+	log::write(HMEMREG_LOG_WARN, "cache",
+		   "userfaultfd: mapping [%#lx, %#lx) %s%s; its cached ranges are registered one by one (each splits "
+		   "the mapping; counted as monitor_fallbacks; said once)",
+		   static_cast<unsigned long>(s), static_cast<unsigned long>(e),
+		   err ? "could not be registered whole: " : "changed while it was being registered",
+		   err ? std::strerror(err) : "");
+}
+
+} // namespace
+
 int UffdMonitor::subscribe(Entry &e)
 {
-	if (e.iface != Iface::host)
+	// dead_ is read after the cache's notify_seq_: a miss that reads it
+	// false began before fail() invalidated everything and sees that.
+	if (e.iface != Iface::host || dead_.load(std::memory_order_acquire))
 		return -HMEMREG_ENOTSUP;
 	const uintptr_t s = e.range.start, end = e.range.end;
 	if (known_registered(s, end))
@@ -214,12 +237,13 @@ int UffdMonitor::subscribe(Entry &e)
 	// Registering an already registered range with the same uffd changes
 	// nothing. Ranges are never unregistered (other entries may live in
 	// the same mapping): the registration ends with the mapping.
+	// 0 or the errno.
 	auto register_range = [this](uintptr_t a, uintptr_t b) {
 		uffdio_register r{};
 		r.range.start = a;
 		r.range.len = b - a;
 		r.mode = UFFDIO_REGISTER_MODE_WP;
-		return ::ioctl(uffd_.get(), UFFDIO_REGISTER, &r) == 0;
+		return ::ioctl(uffd_.get(), UFFDIO_REGISTER, &r) == 0 ? 0 : errno;
 	};
 	// Learn the mappings under the range, register them whole, then look
 	// again: the rule is register, then probe (a mapping replaced in
@@ -236,17 +260,23 @@ int UffdMonitor::subscribe(Entry &e)
 	case Backing::unmapped:
 		return -HMEMREG_ENOTSUP; // a hole: the registrar will say what is wrong
 	}
-	if (span.start <= s && span.end >= end && register_range(span.start, span.end) &&
-	    probe_backing(span.start, span.end) == Backing::private_anon) {
-		remember_locked(span.start, span.end, gen);
-		return 0;
+	int whole_err = 0; // 0: the mapping changed in between
+	if (span.start <= s && span.end >= end) {
+		whole_err = register_range(span.start, span.end);
+		if (!whole_err && probe_backing(span.start, span.end) == Backing::private_anon) {
+			remember_locked(span.start, span.end, gen);
+			return 0;
+		}
 	}
 	// Changed under us, or refused whole: the range alone (splits the
 	// mapping; not remembered, so the next miss here asks again).
-	const bool registered = register_range(s, end);
+	const bool registered = register_range(s, end) == 0;
 	switch (probe_backing(s, end)) {
 	case Backing::private_anon:
-		return registered ? 0 : -HMEMREG_ENOTSUP;
+		if (!registered)
+			return -HMEMREG_ENOTSUP;
+		log_fallback_once(span.start, span.end, whole_err);
+		return kWatchedAlone;
 	case Backing::shared_or_file:
 		return kUnwatchable;
 	case Backing::unmapped:
@@ -274,24 +304,76 @@ void UffdMonitor::dispatch(uintptr_t start, uintptr_t end, int cause)
 	}
 }
 
+// The thread cannot go on: every cache it serves drops what it covered and
+// caches nothing more through it (subscribe refuses), then the userfaultfd
+// goes (see the end of run()). Gets wait (busy_) until all that is done.
+void UffdMonitor::fail(const char *call, int err) noexcept
+{
+	busy_.fetch_add(1, std::memory_order_seq_cst);
+	dead_.store(true, std::memory_order_seq_cst);
+	{
+		std::lock_guard g(cb_mu_);
+		for (MonitorSink *c : caches_)
+			if (c)
+				c->monitor_stopped(Iface::host);
+	}
+	// subscribe() may be using the descriptor's number right now: the
+	// number stays taken (by a copy of the eventfd, which refuses the
+	// ioctls) while the userfaultfd behind it is released, and with it
+	// every registration. Closed with the monitor.
+	if (::dup2(stop_.get(), uffd_.get()) < 0)
+		uffd_.reset(); // cannot fail with both descriptors open
+	busy_.fetch_sub(1, std::memory_order_release);
+	// Only now: writing may allocate, and memory freed could be in a
+	// mapping that was registered (its unmap would wait for this thread).
+	log::write(HMEMREG_LOG_ERROR, "cache",
+		   "userfaultfd monitor stopped: %s failed: %s. Its caches dropped every entry and cache nothing more "
+		   "(registrations are made uncached; counted as monitor_failures)",
+		   call, std::strerror(err));
+}
+
 void UffdMonitor::run()
 {
 	uffd_msg msgs[32];
-	for (;;) {
+	// poll() short of memory: tried again, for about a second at most
+	// (unmappers in registered mappings wait meanwhile; gets do not).
+	constexpr unsigned kRetries = 1000;
+	unsigned retries = 0;
+	const char *failed = nullptr;
+	int err = 0;
+	while (!failed) {
 		pollfd p[2] = {{uffd_.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
 		if (::poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
+			err = errno;
+			if (err == EINTR)
 				continue;
+			if ((err == ENOMEM || err == EAGAIN) && ++retries <= kRetries) {
+				const timespec ms{0, 1000000};
+				::nanosleep(&ms, nullptr);
+				continue;
+			}
+			failed = "poll";
 			break;
 		}
+		retries = 0;
 		if (p[1].revents)
 			break;
+		if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+			// (else poll would return at once for ever)
+			failed = "poll";
+			err = p[0].revents & POLLNVAL ? EBADF : EIO;
+			break;
+		}
 		// Raise busy before read(): the unmapper is released by the read,
 		// and must find busy set until its range is invalidated. (A count:
 		// an interposed call may hold it too.)
 		busy_.fetch_add(1, std::memory_order_seq_cst);
 		for (;;) {
 			ssize_t n = ::read(uffd_.get(), msgs, sizeof(msgs));
+			if (n < 0 && errno != EAGAIN && errno != EINTR) {
+				failed = "read";
+				err = errno;
+			}
 			if (n <= 0)
 				break;
 			std::lock_guard g(cb_mu_);
@@ -320,8 +402,12 @@ void UffdMonitor::run()
 	// range. Whole mappings are registered, so they may hold memory this
 	// thread's own exit releases (its stack or TLS, an allocator's
 	// per-thread cache, a sanitizer's); an event from there would wait
-	// for this thread to read it, for ever.
-	uffd_.reset();
+	// for this thread to read it, for ever. (Stopped by the destructor:
+	// nobody subscribes any more.)
+	if (failed)
+		fail(failed, err);
+	else
+		uffd_.reset();
 }
 
 std::shared_ptr<UffdMonitor> UffdMonitor::running()

@@ -79,14 +79,19 @@ public:
 	// In a fork child (the one thread there): close the inherited copy of
 	// the userfaultfd (see close_inherited_uffd in the .cpp).
 	void close_in_fork_child() noexcept { uffd_.reset(); }
+	// The thread stopped on an error (fail()): nothing is watched any more,
+	// subscribe() refuses, and instance() opens a new monitor.
+	bool dead() const { return dead_.load(std::memory_order_acquire); }
 
 private:
 	void run();
 	void dispatch(uintptr_t start, uintptr_t end, int cause);
+	void fail(const char *call, int err) noexcept;
 
 	static constexpr unsigned kMaxCaches = 64;
 	UniqueFd uffd_, stop_;
 	std::atomic<uint64_t> busy_{0};
+	std::atomic<bool> dead_{false};
 	std::mutex cb_mu_; // guards caches_ against dispatch
 	std::array<MonitorSink *, kMaxCaches> caches_{};
 	// Mappings registered whole with the userfaultfd and found private

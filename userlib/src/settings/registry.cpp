@@ -17,7 +17,7 @@ extern char **environ;
 
 namespace {
 
-constexpr std::array<hmemreg_setting, 27> kSettings = {{
+constexpr std::array<hmemreg_setting, 28> kSettings = {{
 	{"HMEMREG_LOG_LEVEL", "warn", "log", "none|error|warn|info|debug",
 	 "messages on stderr at this level and more severe ones"},
 	{"HMEMREG_MR_CACHE_MAX_COUNT", "1024", "cache", "number", "entries per cache before the LRU evicts"},
@@ -54,6 +54,8 @@ constexpr std::array<hmemreg_setting, 27> kSettings = {{
 	 "the plugin's engine's peer timeout (0: never)"},
 	{"HMEMREG_NCCL_EAGER_SLOTS", "16", "nccl", "number", "eager slots per receive comm"},
 	{"HMEMREG_NCCL_INLINE_MAX", "16k", "nccl", "size", "largest send carried in a control message (0: off)"},
+	{"HMEMREG_NCCL_FIRST_RAIL_MAX", "64k", "nccl", "size",
+	 "largest write kept on rail 0, which NCCL's calls poll every time (with progress threads)"},
 	{"HMEMREG_NCCL_PLUGIN_PATH", "none", "tests", "text", "the plugin the GPU suite's NCCL program loads"},
 }};
 
