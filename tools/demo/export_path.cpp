@@ -100,7 +100,9 @@ int demo_export_path(const char *provider, const char *node, size_t mib, const c
 	double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 	const int same = std::memcmp(hmemreg_export_addr(dst), s, len) == 0 && g_notes.load() >= want;
 	struct hmemreg_engine_path_stats ps{};
-	hmemreg_engine_path_stats(a, &ps);
+	ps.size = sizeof(ps); // (without it the call refused and the line said 0 writes)
+	if ((rc = hmemreg_engine_path_stats(a, &ps)))
+		return bail("path stats", rc);
 	std::printf("  write: devmem (A) -> devmem (B), %zu chunks, %zu MiB in %.1f ms, %llu direct RDMA write(s), "
 		    "%llu staged: %s through B's devmem mapping\n",
 		    ch.size(), mib, ms, static_cast<unsigned long long>(ps.direct_writes),
