@@ -30,6 +30,26 @@ void *allocate(std::size_t n, std::size_t align)
 		return p;
 	throw std::bad_alloc();
 }
+
+// post() (a write or send) retried while the engine says EAGAIN (its one
+// transfer slot still taken) for up to 5 s; null if it never went.
+template <class Post> TransferRef once_admitted(Post post)
+{
+	TransferRef u;
+	const bool went = eventually(
+		[&] {
+			try {
+				u = post();
+				return true;
+			} catch (const hmemreg::Error &e) {
+				if (e.code() != HMEMREG_EAGAIN)
+					throw;
+				return false;
+			}
+		},
+		5s);
+	return went ? u : nullptr;
+}
 } // namespace
 
 void *operator new(std::size_t n) { return allocate(n, 0); }
@@ -85,20 +105,8 @@ static void write_out_of_memory(Config::Notify mode, const std::string &prov)
 			cr_assert(eventually([&] { return calls->load() == 1; }, 10s), "k=%ld: callback never came", k);
 		}
 		// The next write goes (nothing left behind in the one slot).
-		TransferRef u;
-		const bool went = eventually(
-			[&] {
-				try {
-					u = p.a.write(p.b_at_a, one, desc, 8);
-					return true;
-				} catch (const hmemreg::Error &e) {
-					if (e.code() != HMEMREG_EAGAIN)
-						throw;
-					return false;
-				}
-			},
-			5s);
-		cr_assert(went, "k=%ld: the engine kept the failed write (max_transfers full)", k);
+		TransferRef u = once_admitted([&] { return p.a.write(p.b_at_a, one, desc, 8); });
+		cr_assert(u, "k=%ld: the engine kept the failed write (max_transfers full)", k);
 		cr_assert(p.a.wait(*u, 30s) && u->status() == 0, "k=%ld: %s", k, u->error().c_str());
 		std::this_thread::sleep_for(20ms); // a late callback of a write that threw would show now
 		cr_assert_eq(calls->load(), threw ? 0 : 1, "k=%ld: %d callbacks of a write that %s", k, calls->load(),
@@ -154,20 +162,8 @@ static void send_out_of_memory(const std::string &prov)
 			cr_assert(p.a.wait(*t, 30s), "k=%ld: the send never completed", k);
 			cr_assert(eventually([&] { return calls->load() == 1; }, 10s), "k=%ld: callback never came", k);
 		}
-		TransferRef u;
-		const bool went = eventually(
-			[&] {
-				try {
-					u = p.a.send(p.b_at_a, msg);
-					return true;
-				} catch (const hmemreg::Error &e) {
-					if (e.code() != HMEMREG_EAGAIN)
-						throw;
-					return false;
-				}
-			},
-			5s);
-		cr_assert(went, "k=%ld: the engine kept the failed send (max_transfers full)", k);
+		TransferRef u = once_admitted([&] { return p.a.send(p.b_at_a, msg); });
+		cr_assert(u, "k=%ld: the engine kept the failed send (max_transfers full)", k);
 		cr_assert(p.a.wait(*u, 30s) && u->status() == 0, "k=%ld: %s", k, u->error().c_str());
 		std::this_thread::sleep_for(20ms);
 		cr_assert_eq(calls->load(), threw ? 0 : 1, "k=%ld: %d callbacks of a send that %s", k, calls->load(),
