@@ -410,6 +410,20 @@ Test(capi, info_handlers_sendv)
 	struct hmemreg_iov nul = {NULL, 3};
 	cr_assert_eq(hmemreg_engine_sendv(a, peer, &nul, 1, NULL, NULL, NULL), -HMEMREG_EINVAL);
 
+	/* Transmit-complete: done once it left, and it still arrives whole. */
+	int msgs = __atomic_load_n(&h.msgs, __ATOMIC_SEQ_CST);
+	struct hmemreg_iov tc[2] = {{"transmit ", 9}, {"complete", 9}};
+	cr_assert_eq(hmemreg_engine_sendv_flags(a, peer, tc, 2, HMEMREG_SEND_TRANSMIT_COMPLETE, NULL, NULL, &x), 0, "%s",
+		     hmemreg_engine_last_error());
+	cr_assert_eq(hmemreg_xfer_wait(a, x, 20000), 0);
+	hmemreg_xfer_release(x);
+	for (int i = 0; i < 5000 && __atomic_load_n(&h.msgs, __ATOMIC_SEQ_CST) == msgs; i++)
+		usleep(1000);
+	cr_assert_str_eq(h.msg, "transmit complete");
+	/* A flag it does not know: refused, named, nothing sent. */
+	cr_assert_eq(hmemreg_engine_sendv_flags(a, peer, tc, 2, 1u << 5, NULL, NULL, NULL), -HMEMREG_EINVAL);
+	cr_assert(strstr(hmemreg_engine_last_error(), "unknown send flags 32"), "%s", hmemreg_engine_last_error());
+
 	/* A failed write's callback says why: an engine without progress
 	 * threads and room for one operation in flight, its other writes
 	 * queued, fails them when the peer is removed. */

@@ -666,9 +666,12 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			m.tag = tag;
 			m.data = std::span(static_cast<const uint8_t *>(size ? data : nullptr), size);
 			proto::encode_head_into(m, wire_);
-			// The data is copied once, into the engine's message.
+			// The data is copied once, into the engine's message. Done
+			// when it left, as NCCL asks of a send (its buffer is free):
+			// delivery-complete costs shm a round trip per message.
 			const hmemreg_iov iov[2] = {{wire_.data(), wire_.size()}, {m.data.data(), m.data.size()}};
-			rc = hmemreg_engine_sendv(eh, c->peer, iov, size ? 2 : 1, &Plugin::send_done, rq.get(), nullptr);
+			rc = hmemreg_engine_sendv_flags(eh, c->peer, iov, size ? 2 : 1, HMEMREG_SEND_TRANSMIT_COMPLETE,
+							&Plugin::send_done, rq.get(), nullptr);
 		} else if (size == 0) {
 			proto::Empty e;
 			e.recv_id = cts->recv_id;

@@ -309,6 +309,21 @@ struct hmemreg_iov {
 int hmemreg_engine_sendv(hmemreg_engine_t *engine, uint64_t peer, const struct hmemreg_iov *iov, size_t niov,
 			 hmemreg_xfer_cb cb, void *arg, hmemreg_xfer_t **xfer);
 
+/* hmemreg_engine_sendv's completion means the peer has the message
+ * (delivery-complete: shm, for one, hands each such message back to its
+ * sender, a round trip, and sends none of them inline). With
+ * HMEMREG_SEND_TRANSMIT_COMPLETE it means only that the message left this
+ * engine (transmit-complete, what tcp;ofi_rxm gives either way). Either
+ * way the message is the engine's copy (the caller's buffers are free when
+ * the call returns) and messages to one peer stay in order. A peer that
+ * dies after a transmit-complete send is found by the next delivery-
+ * complete operation or the peer timeout, not by that send. */
+#define HMEMREG_SEND_TRANSMIT_COMPLETE (1u << 0)
+/* hmemreg_engine_sendv with flags (0 or HMEMREG_SEND_TRANSMIT_COMPLETE;
+ * another bit: -HMEMREG_EINVAL). */
+int hmemreg_engine_sendv_flags(hmemreg_engine_t *engine, uint64_t peer, const struct hmemreg_iov *iov, size_t niov,
+			       uint32_t flags, hmemreg_xfer_cb cb, void *arg, hmemreg_xfer_t **xfer);
+
 /* -HMEMREG_EAGAIN while in progress, else the final status (when negative,
  * hmemreg_engine_last_error() says why). */
 int hmemreg_xfer_test(const hmemreg_xfer_t *xfer);

@@ -516,8 +516,19 @@ int hmemreg_engine_send(hmemreg_engine_t *engine, uint64_t peer, const void *dat
 int hmemreg_engine_sendv(hmemreg_engine_t *engine, uint64_t peer, const struct hmemreg_iov *iov, size_t niov,
 			 hmemreg_xfer_cb cb, void *arg, hmemreg_xfer_t **xfer)
 {
+	return hmemreg_engine_sendv_flags(engine, peer, iov, niov, 0, cb, arg, xfer);
+}
+
+int hmemreg_engine_sendv_flags(hmemreg_engine_t *engine, uint64_t peer, const struct hmemreg_iov *iov, size_t niov,
+			       uint32_t flags, hmemreg_xfer_cb cb, void *arg, hmemreg_xfer_t **xfer)
+{
 	if (!engine || (!iov && niov))
 		return fail(HMEMREG_EINVAL, "engine or iov is NULL");
+	if (const uint32_t unknown = flags & ~uint32_t{HMEMREG_SEND_TRANSMIT_COMPLETE})
+		return fail(HMEMREG_EINVAL, ("unknown send flags " + std::to_string(unknown) +
+					     " (only HMEMREG_SEND_TRANSMIT_COMPLETE is defined)").c_str());
+	const auto completion = (flags & HMEMREG_SEND_TRANSMIT_COMPLETE) ? Engine::SendCompletion::Transmitted
+									  : Engine::SendCompletion::Delivered;
 	for (size_t i = 0; i < niov; i++)
 		if (!iov[i].base && iov[i].len)
 			return fail(HMEMREG_EINVAL, ("iov[" + std::to_string(i) + "].base is NULL").c_str());
@@ -529,14 +540,15 @@ int hmemreg_engine_sendv(hmemreg_engine_t *engine, uint64_t peer, const struct h
 			return std::span<const uint8_t>(static_cast<const uint8_t *>(iov[i].base), iov[i].len);
 		};
 		if (niov <= 1) {
-			t = engine->e->send(peer, niov ? piece(0) : std::span<const uint8_t>(), c_callback(cb, arg));
+			t = engine->e->send(peer, niov ? piece(0) : std::span<const uint8_t>(), {}, c_callback(cb, arg),
+					    completion);
 		} else if (niov == 2) { // head + body: one copy of each, into the send buffer
-			t = engine->e->send(peer, piece(0), piece(1), c_callback(cb, arg));
+			t = engine->e->send(peer, piece(0), piece(1), c_callback(cb, arg), completion);
 		} else {
 			Bytes all;
 			for (size_t i = 0; i < niov; i++)
 				all.insert(all.end(), piece(i).begin(), piece(i).end());
-			t = engine->e->send(peer, all, c_callback(cb, arg));
+			t = engine->e->send(peer, all, {}, c_callback(cb, arg), completion);
 		}
 		if (x) {
 			x->t = std::move(t);

@@ -408,7 +408,7 @@ TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, TransferCal
 }
 
 TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, std::span<const uint8_t> body,
-			 TransferCallback done)
+			 TransferCallback done, SendCompletion completion)
 {
 	Core &core = impl_->core;
 	auto p = impl_->peers.find(peer);
@@ -417,6 +417,7 @@ TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, std::span<c
 						    " bytes exceed max_message " + std::to_string(core.cfg.max_message));
 	const unsigned rail = core.message_rail();
 	auto x = core.make_send(p, wire::MsgType::User, data, rail, std::move(done), body);
+	x->transmit_complete = completion == SendCompletion::Transmitted;
 	core.admit(x);
 	try {
 		core.send_message(x); // one push: queued or not

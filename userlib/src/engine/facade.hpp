@@ -363,10 +363,16 @@ public:
 			  uint64_t tag = 0, TransferCallback done = {});
 	// A control message of at most Config::max_message bytes.
 	TransferRef send(PeerId peer, std::span<const uint8_t> data, TransferCallback done = {});
+	// What a send's completion means: the target has the message
+	// (Delivered, the default), or only that it left this engine
+	// (Transmitted: one message on the wire, no acknowledgement; the
+	// message is the engine's copy either way, and messages to one peer
+	// stay in order).
+	enum class SendCompletion { Delivered, Transmitted };
 	// The message head + body (one copy of each: e.g. a header and the
 	// caller's small payload), at most Config::max_message bytes together.
 	TransferRef send(PeerId peer, std::span<const uint8_t> head, std::span<const uint8_t> body,
-			 TransferCallback done = {});
+			 TransferCallback done = {}, SendCompletion completion = SendCompletion::Delivered);
 
 	// Set before adding peers; called from progress context.
 	void on_message(std::function<void(const Message &)> fn);

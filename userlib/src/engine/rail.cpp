@@ -457,14 +457,16 @@ bool Rail::post_send(Item &it, Events &ev)
 	// Delivery-complete: the caller's completion means the target has the
 	// message and, ordered before it or delivery-complete themselves, the
 	// transfer's writes. An Announce needs no more than transmit-complete:
-	// the target waits for the writes themselves.
+	// the target waits for the writes themselves; nor does a send whose
+	// caller asked for no more (SendCompletion::Transmitted).
 	fi_msg msg{};
 	msg.msg_iov = &iov;
 	msg.desc = local_mr_ ? &desc : nullptr;
 	msg.iov_count = 1;
 	msg.addr = x->peer->addr[index_];
 	msg.context = &s->ctx;
-	ssize_t rc = fi_sendmsg(ep_.get(), &msg, FI_COMPLETION | (announce ? 0 : FI_DELIVERY_COMPLETE));
+	const bool delivered = !announce && !x->transmit_complete;
+	ssize_t rc = fi_sendmsg(ep_.get(), &msg, FI_COMPLETION | (delivered ? FI_DELIVERY_COMPLETE : 0));
 	if (rc == -FI_EAGAIN) {
 		stats_.eagain++;
 		x->peer->refused.store(true, std::memory_order_relaxed);

@@ -101,6 +101,10 @@ struct TransferImpl final : Transfer {
 	// The engine's own handshake message (ImmJoin, ImmIndex): not counted as
 	// the peer's activity, so an idle peer is never declared dead for it.
 	bool handshake = false;
+	// Send: complete when the message left (the provider's transmit-
+	// complete) rather than when the target has it (delivery-complete,
+	// which over tcp costs an acknowledgement message per send).
+	bool transmit_complete = false;
 	bool via_staging = false;
 	uint32_t chunks = 0;
 	TransferCallback callback;
@@ -203,6 +207,7 @@ struct TransferImpl final : Transfer {
 		immediate = false;
 		imm_key = 0;
 		handshake = false;
+		transmit_complete = false;
 		via_staging = false;
 		chunks = 0;
 		callback = nullptr;
