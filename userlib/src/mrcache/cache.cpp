@@ -398,7 +398,6 @@ EntryPtr Cache::make_entry(const Request &req, Range r)
 	e->device = req.device;
 	e->cache = this;
 	e->pid = pid_; // getpid() is a system call; pid_ is reset in a fork child
-	e->req = req;
 	return e;
 }
 
