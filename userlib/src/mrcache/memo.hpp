@@ -180,6 +180,18 @@ public:
 		}
 	}
 
+	// Later (a miss, holding the cache lock): if the first way's entry is
+	// live (its state prefetched above, arrived by now), the fill will
+	// read the second way's entry's state too: start that load now.
+	static void prefetch_fill_second(const Set &set)
+	{
+		if (!set.way[0]->names_live_entry())
+			return;
+		uintptr_t tagged = set.way[1]->entry.load(std::memory_order_relaxed) & ~uintptr_t{63};
+		if (tagged)
+			__builtin_prefetch(&reinterpret_cast<const Entry *>(tagged)->state());
+	}
+
 	// Memoise c (caller holds a reference, so its fields are stable) in a
 	// slot of set that does not name a live entry, else in either (a slot
 	// another writer holds is left alone: the fill gives up). In the
