@@ -191,6 +191,62 @@ Test(cache_memo, lookup_finds_either_way)
 	cr_assert_not(memo.lookup(Iface::host, 3, 0x10000, 0x10010, v), "other device");
 }
 
+// The second way is probed only while the first says a page spilled there
+// (Memo::kSpilled): a fill into the second way sets it, a fill of the first
+// way for a page of its own clears it, and a fill that finds its page in
+// the second way sets it again (a cleared bit costs one index search).
+Test(cache_memo, second_way_probed_only_after_a_spill)
+{
+	Memo memo(64);
+	EntryPool pool;
+	EntryPtr pa = pool.make(7), pd = pool.make(8), pe = pool.make(9);
+	Entry &a = *pa, &d = *pd, &e = *pe;
+	a.range = Range{0x10800, 0x12000};
+	d.range = Range{0x10000, 0x11000};
+	e.range = Range{0x10800, 0x13000};
+	for (Entry *x : {&a, &d, &e})
+		x->set_state(x->life());
+	Memo::Set set = memo.set_for(Iface::host, 0, 0x10000);
+	MemoView v;
+	Memo::fill(set, a);
+	cr_assert_not(set.way[0]->spilled(), "a page in its first way spills nothing");
+	Memo::fill(set, d); // a is live: d takes the second way
+	cr_assert(set.way[0]->spilled());
+	cr_assert(memo.lookup(Iface::host, 0, 0x10000, 0x10010, v));
+	cr_assert_eq(v.entry, &d);
+	cr_assert_eq(v.life, d.life(), "the bit is not part of the life");
+	a.set_state(kOrphan | a.life()); // a leaves: e takes the first way
+	Memo::fill(set, e);
+	cr_assert_eq(set.way[0]->entry.load() & ~uintptr_t{63}, reinterpret_cast<uintptr_t>(&e));
+	cr_assert_not(set.way[0]->spilled(), "cleared by a page of its own");
+	cr_assert(memo.lookup(Iface::host, 0, 0x10900, 0x10910, v));
+	cr_assert_eq(v.entry, &e, "the first way answers first (d covers it too)");
+	cr_assert_not(memo.lookup(Iface::host, 0, 0x12f00, 0x13100, v), "nothing covers");
+	// d is still in the second way, unseen until a fill finds it there.
+	Memo::Slot *first = set.way[0];
+	uint32_t q;
+	cr_assert(first->begin_write(q));
+	first->end_write(q, first->life(), false); // e stays in the first way, bit clear
+	cr_assert_not(memo.lookup(Iface::host, 0, 0x10000, 0x10010, v), "second way not probed");
+	const uint64_t w0 = first->word.load();
+	Memo::fill(set, d); // the slow path's refill: d is there already
+	cr_assert(first->spilled(), "set again");
+	cr_assert_eq(first->word.load(), w0 | Memo::kSpilled, "and nothing rewritten");
+	cr_assert(memo.lookup(Iface::host, 0, 0x10000, 0x10010, v));
+	cr_assert_eq(v.entry, &d);
+	// With the first way free, a fill takes it without looking further (a
+	// copy of d beside the one in the second way: both name its life).
+	e.set_state(kOrphan | e.life());
+	Memo::fill(set, d);
+	cr_assert_eq(first->entry.load() & ~uintptr_t{63}, reinterpret_cast<uintptr_t>(&d));
+	cr_assert_not(first->spilled());
+	cr_assert(memo.lookup(Iface::host, 0, 0x10000, 0x10010, v));
+	cr_assert_eq(v.entry, &d);
+	d.set_state(kOrphan | d.life());
+	cr_assert(memo.lookup(Iface::host, 0, 0x10000, 0x10010, v), "a candidate only:");
+	cr_assert_neq(d.state().load() & kOrphan, 0u, "its entry's state says it is gone");
+}
+
 Test(cache_memo, memo_hit_hands_out_the_entry_registration)
 {
 	Fixture f;

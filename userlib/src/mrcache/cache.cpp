@@ -307,10 +307,30 @@ int Cache::get_slow(const Request &req, RawRef &out)
 void Cache::prefetch_victim(const Entry *v, const ThreadState &ts)
 {
 	const char *p = reinterpret_cast<const char *>(v);
-	for (size_t off = 0; off < sizeof(Entry); off += 64)
+	for (size_t off = 0; off < offsetof(Entry, spare_); off += 64) // (line 3: unused)
 		__builtin_prefetch(p + off, 1);
 	__builtin_prefetch(&v->state(), 1);
 	__builtin_prefetch(&v->cell(ts.shard), 1);
+}
+
+// Second-level prefetches for the eviction this miss will make: the LRU's
+// next entry (whose back link the eviction clears) and the victim's right
+// child in the index (where next() and erase() go). They read the
+// victim's links, so they wait for lock_ (the victim's lines, prefetched
+// by lookup(), have arrived by then): a load of a line still on its way,
+// placed before the next locked instruction (the pool's mutex, the lock),
+// stalled the miss until it came, which cost more than it saved.
+void Cache::prefetch_eviction_locked()
+{
+	if (count_ < cfg_.max_count) [[likely]]
+		return;
+	const Entry *v = lru_.front();
+	if (!v)
+		return;
+	if (const Entry *n = EntryList::next(v))
+		__builtin_prefetch(&n->link_prev, 1);
+	if (const Entry *r = v->ix_right)
+		__builtin_prefetch(r, 1);
 }
 
 int Cache::get(const Request &req, Entry *&out)
@@ -398,7 +418,6 @@ EntryPtr Cache::make_entry(const Request &req, Range r)
 	e->device = req.device;
 	e->cache = this;
 	e->pid = pid_; // getpid() is a system call; pid_ is reset in a fork child
-	e->req = req;
 	return e;
 }
 
@@ -498,6 +517,7 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint
 	if ((cfg_.max_entry_size && r.size() > cfg_.max_entry_size) || r.size() > cfg_.max_size)
 		return register_uncached(req, out, HMEMREG_UNCACHED_LIMIT, tally);
 	Monitor *mon = monitor_for(req.iface);
+	const Memo::Set set = memo_.set_for(req.iface, req.device, reinterpret_cast<uintptr_t>(req.addr));
 	EntryPtr owned = make_entry(req, r);
 	Entry *e = owned.get();
 
@@ -519,6 +539,8 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint
 	EntryList released; // entries to release after unlocking
 	const ThreadState &ts = thread_state();
 	lock_.lock();
+	prefetch_eviction_locked();
+	Memo::prefetch_fill_second(set); // the fill after unlocking reads it
 	record_locked(tally);
 	Entry *other = clock_.load(std::memory_order_relaxed) == clock0
 			       ? nullptr
@@ -593,7 +615,7 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint
 	publish_gauges_locked();
 	lock_.unlock();
 	if (cache_it) // the next get of this request hits without the index
-		Memo::fill(memo_.set_for(req.iface, req.device, reinterpret_cast<uintptr_t>(req.addr)), *e);
+		Memo::fill(set, *e);
 	release_entries(released);
 	raw_ref_of(e, out);
 	out.shard = ts.shard;

@@ -138,7 +138,11 @@ struct alignas(64) Entry {
 	bool orphan_listed = false; // on Cache::orphans_ (read and written under the cache lock only; false while free)
 	uint32_t watch_slot = 0; // monitor-private (kmod slot)
 	uint64_t watch_gen = 0;  // monitor-private (kmod generation)
-	Request req;             // what the first request asked for
+	// Line 3: unused, so that entries stay 256 bytes (index() a shift).
+	// (It held a copy of the first Request, which nothing read: every
+	// miss wrote it into a line nothing else touches, a cache miss at
+	// 256k entries and more.)
+	alignas(64) char spare_[64] = {};
 
 	// Only for entries made by an EntryPool (see the chunk layout above).
 	uintptr_t chunk() const { return reinterpret_cast<uintptr_t>(this) & ~(kChunkAlign - 1); }
@@ -263,7 +267,6 @@ struct alignas(64) Entry {
 		watched = false;
 		watch_slot = 0;
 		watch_gen = 0;
-		req = Request{};
 	}
 };
 static_assert(offsetof(Entry, reg) == 64, "line 0 holds the index links and key");

@@ -25,44 +25,39 @@ bool Memo::Slot::begin_write(uint32_t &q)
 {
 	uint64_t cur = word.load(std::memory_order_relaxed);
 	if ((cur & 1) || !word.compare_exchange_strong(cur, cur + 1, std::memory_order_acquire))
-		return false; // (seq is even: +1 never carries into the life)
+		return false; // (seq is even: +1 never carries into kSpilled)
 	q = static_cast<uint32_t>(cur);
 	return true;
 }
-
-namespace {
-
-// Does the slot name an entry still cached in the life it was memoised
-// in? (Entries are never unmapped while the cache lives: the load is
-// safe on a slot being rewritten; the answer is only a hint.)
-bool names_live_entry(const Memo::Slot &s)
-{
-	uintptr_t tagged = s.entry.load(std::memory_order_acquire);
-	auto *e = reinterpret_cast<const Entry *>(tagged & ~uintptr_t{63});
-	if (!e)
-		return false;
-	uint64_t life = s.life();
-	return (e->state().load(std::memory_order_relaxed) & (kOrphan | kLifeMask)) == life;
-}
-
-} // namespace
 
 void Memo::fill(const Set &set, const Entry &c)
 {
 	constexpr auto rel = std::memory_order_release;
 	const uint64_t life = c.state().load(std::memory_order_relaxed) & kLifeMask;
 	const uintptr_t tagged = reinterpret_cast<uintptr_t>(&c) | static_cast<uint32_t>(c.iface);
-	Slot *w = nullptr;
-	for (Slot *s : set.way) {
-		if (s->entry.load(std::memory_order_relaxed) == tagged && s->life() == life &&
-		    !(s->word.load(std::memory_order_relaxed) & 1))
-			return; // already there
-		if (!w && !names_live_entry(*s))
-			w = s;
-	}
-	if (!w) { // both hold live entries: evict one, alternating per thread
-		static thread_local uint32_t flip;
-		w = set.way[++flip & 1];
+	auto holds_c = [&](const Slot *s) {
+		return s->entry.load(std::memory_order_relaxed) == tagged && s->life() == life &&
+		       !(s->word.load(std::memory_order_relaxed) & 1);
+	};
+	Slot *const a = set.way[0], *const b = set.way[1];
+	if (holds_c(a))
+		return; // already there
+	Slot *w = a;
+	// The second way's line is read only when the first holds a live
+	// entry: a miss whose first way is free touches one memo line. (If c
+	// is in the second way already, the first now gets a copy: two slots
+	// naming one entry in one life, both stale together.)
+	if (a->names_live_entry()) {
+		if (holds_c(b)) {
+			a->set_spilled(); // (it may have been cleared since)
+			return;
+		}
+		if (b->names_live_entry()) { // both live: evict one, alternating per thread
+			static thread_local uint32_t flip;
+			w = set.way[++flip & 1];
+		} else {
+			w = b;
+		}
 	}
 	uint32_t q;
 	if (!w->begin_write(q))
@@ -74,7 +69,13 @@ void Memo::fill(const Set &set, const Entry &c)
 	w->handle.store(reinterpret_cast<uintptr_t>(c.reg.handle), rel);
 	w->desc.store(reinterpret_cast<uintptr_t>(c.reg.desc), rel);
 	w->key.store(c.reg.key, rel);
-	w->end_write(q, life);
+	// The first way now holds a page of its own: pages that spilled from
+	// it are forgotten (each refinds the bit at its next fill); that
+	// keeps the bit rare where entries churn, so misses skip the probe.
+	const bool first = w == a;
+	w->end_write(q, life, !first);
+	if (!first)
+		a->set_spilled();
 }
 
 } // namespace hmemreg::mr

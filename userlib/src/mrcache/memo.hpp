@@ -15,6 +15,15 @@
 // read, is a miss. What a slot names is only a candidate: the cache counts
 // a reference and then checks that the entry is still cached in that life
 // (entry.hpp), so a stale slot never answers.
+//
+// A slot's word also says whether a page whose first way it is went to its
+// second way (kSpilled, set by that fill): without it a lookup does not
+// probe the second way. A miss (nothing memoised for its page) then waits
+// for one memo line, not two in a row (two DRAM misses at 1M entries).
+// The bit is a hint like the rest: cleared when the slot is written for a
+// page of its own, it may leave a page in its second way unseen; that get
+// then searches the index, and its fill, finding the page there, sets the
+// bit again.
 #pragma once
 
 #include <atomic>
@@ -38,9 +47,10 @@ struct MemoView {
 class Memo {
 public:
 	struct alignas(64) Slot {
-		// Low half: seq, odd while a writer holds the slot. High half:
-		// the entry's life when memoised ((state & kLifeMask) >> 32),
-		// so one load reads both and the closing re-load checks both.
+		// Low half: seq (bits 0-30), odd while a writer holds the slot,
+		// and kSpilled (bit 31). High half: the entry's life when
+		// memoised ((state & kLifeMask) >> 32), so one load reads both
+		// and the closing re-load checks both.
 		std::atomic<uint64_t> word{0};
 		std::atomic<uintptr_t> entry{0}; // Entry * | iface (entries are 64-byte aligned)
 		std::atomic<uintptr_t> start{0}, end{0};
@@ -49,15 +59,39 @@ public:
 		std::atomic<uint64_t> key{0};
 
 		// Writer side: false if another writer holds it; else q is the
-		// value to give end_write(), which publishes life (state bits).
+		// value to give end_write(), which publishes life (state bits)
+		// and keeps kSpilled (as set now, also by others meanwhile: a
+		// set racing with this store may be lost, a hint) unless told.
 		bool begin_write(uint32_t &q);
-		void end_write(uint32_t q, uint64_t life)
+		void end_write(uint32_t q, uint64_t life, bool keep_spilled = true)
 		{
-			word.store((life & kLifeMask) | static_cast<uint32_t>(q + 2), std::memory_order_release);
+			const uint64_t sp = keep_spilled ? word.load(std::memory_order_relaxed) & kSpilled : 0;
+			word.store((life & kLifeMask) | sp | ((q + 2) & kSeqMask), std::memory_order_release);
 		}
-		void end_write(uint32_t q) { end_write(q, word.load(std::memory_order_relaxed) & ~uint64_t{0xffffffff}); }
+		void end_write(uint32_t q) { end_write(q, life()); }
 		uint64_t life() const { return word.load(std::memory_order_relaxed) & ~uint64_t{0xffffffff}; }
+		bool spilled() const { return word.load(std::memory_order_relaxed) & kSpilled; }
+		// A page whose first way this is went to its second way. (A
+		// reader that sees the word change misses once; a writer that
+		// holds the slot may lose it: hints.)
+		void set_spilled()
+		{
+			if (!spilled())
+				word.fetch_or(kSpilled, std::memory_order_relaxed);
+		}
+		// Does it name an entry still cached in the life it was memoised
+		// in? (Entries are never unmapped while the cache lives: the load
+		// is safe on a slot being rewritten; the answer is only a hint.)
+		bool names_live_entry() const
+		{
+			auto *e = reinterpret_cast<const Entry *>(entry.load(std::memory_order_acquire) & ~uintptr_t{63});
+			return e && (e->state().load(std::memory_order_relaxed) & (kOrphan | kLifeMask)) == life();
+		}
 	};
+	// (In the low half, so the high half stays the life alone: the hit
+	// path takes it with one mask, as before the bit.)
+	static constexpr uint64_t kSpilled = 1ULL << 31;
+	static constexpr uint32_t kSeqMask = 0x7fffffff; // seq wraps below kSpilled
 	static_assert(sizeof(Slot) == 64);
 	// A page's two candidate slots.
 	struct Set {
@@ -78,7 +112,8 @@ public:
 		return Set{{&slots_[a], &slots_[second(k, a)]}};
 	}
 	// find(set_for(...)) that hashes for the second way only when the
-	// first does not answer (the hit path's usual case needs one hash).
+	// first does not answer (the hit path's usual case needs one hash),
+	// and probes it only if a page of the first way spilled there.
 	// (Prefetching the second way's line too would save a memo miss one
 	// wait, but doubles the memo lines every hit pulls into the caches;
 	// hits at 16k entries measured slower with it on a loaded 2-core VM.)
@@ -86,9 +121,12 @@ public:
 	{
 		uint64_t k = key(iface, device, s);
 		size_t a = first(k);
-		if (probe(slots_[a], iface, device, s, e, out)) [[likely]]
+		uint64_t w;
+		if (probe(slots_[a], iface, device, s, e, out, w)) [[likely]]
 			return true;
-		return probe(slots_[second(k, a)], iface, device, s, e, out);
+		if (!(w & kSpilled)) // (as the probe read it)
+			return false;
+		return probe(slots_[second(k, a)], iface, device, s, e, out, w);
 	}
 
 	// A slot of set naming an entry of (iface, device) covering [s, e).
@@ -103,8 +141,15 @@ public:
 	__attribute__((always_inline)) static bool probe(const Slot &slot, Iface iface, uint64_t device, uintptr_t s, uintptr_t e,
 							 MemoView &out)
 	{
+		uint64_t w;
+		return probe(slot, iface, device, s, e, out, w);
+	}
+	// The same, w: the slot's word as first read.
+	__attribute__((always_inline)) static bool probe(const Slot &slot, Iface iface, uint64_t device, uintptr_t s, uintptr_t e,
+							 MemoView &out, uint64_t &w)
+	{
 		constexpr auto acq = std::memory_order_acquire;
-		uint64_t w = slot.word.load(acq);
+		w = slot.word.load(acq);
 		uintptr_t tagged = slot.entry.load(acq);
 		uintptr_t st = slot.start.load(acq), en = slot.end.load(acq);
 		if ((w & 1) || (tagged & 63) != static_cast<uint32_t>(iface) || st > s || e > en)
@@ -121,21 +166,36 @@ public:
 		return true;
 	}
 
-	// A fill of set will soon read the state words of the entries its
-	// slots name (to keep a live one): start loading them now, so a slow
-	// lookup or a miss hides those cache misses behind its own work.
+	// A fill of set will soon read the state word of the entry its first
+	// way names (to keep a live one), and if that one is live the second
+	// way and its entry's: start loading them now, so a slow lookup or a
+	// miss hides those cache misses behind its own work. (The second way
+	// is not loaded here: a miss whose first way is free never needs it.)
 	static void prefetch_fill(const Set &set)
 	{
-		for (const Slot *w : set.way) {
-			uintptr_t tagged = w->entry.load(std::memory_order_relaxed) & ~uintptr_t{63};
-			if (tagged)
-				__builtin_prefetch(&reinterpret_cast<const Entry *>(tagged)->state());
+		uintptr_t tagged = set.way[0]->entry.load(std::memory_order_relaxed) & ~uintptr_t{63};
+		if (tagged) {
+			__builtin_prefetch(&reinterpret_cast<const Entry *>(tagged)->state());
+			__builtin_prefetch(set.way[1]);
 		}
+	}
+
+	// Later (a miss, holding the cache lock): if the first way's entry is
+	// live (its state prefetched above, arrived by now), the fill will
+	// read the second way's entry's state too: start that load now.
+	static void prefetch_fill_second(const Set &set)
+	{
+		if (!set.way[0]->names_live_entry())
+			return;
+		uintptr_t tagged = set.way[1]->entry.load(std::memory_order_relaxed) & ~uintptr_t{63};
+		if (tagged)
+			__builtin_prefetch(&reinterpret_cast<const Entry *>(tagged)->state());
 	}
 
 	// Memoise c (caller holds a reference, so its fields are stable) in a
 	// slot of set that does not name a live entry, else in either (a slot
-	// another writer holds is left alone: the fill gives up).
+	// another writer holds is left alone: the fill gives up). In the
+	// second way, or found there: the first way is marked kSpilled.
 	static void fill(const Set &set, const Entry &c);
 
 private:
