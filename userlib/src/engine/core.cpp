@@ -39,10 +39,10 @@ void Core::ActiveList::erase(TransferImpl *x)
 	n_--;
 }
 
-void Core::kick()
+void Core::kick(uint64_t rails)
 {
 	if (threads)
-		threads->kick();
+		threads->kick(rails);
 }
 
 void Core::admit(const std::shared_ptr<TransferImpl> &x, bool internal)
@@ -162,14 +162,14 @@ std::shared_ptr<TransferImpl> Core::send(const std::shared_ptr<PeerState> &peer,
 		if (take_back(x))
 			throw;
 	}
-	kick();
+	kick(rail_bit(rail));
 	return x;
 }
 
 void Core::send_message(const std::shared_ptr<TransferImpl> &x)
 {
 	rails[x->send_rail]->enqueue_send(x);
-	kick();
+	kick(rail_bit(x->send_rail));
 }
 
 unsigned Core::message_rail()
@@ -250,7 +250,11 @@ void Core::submit(const std::shared_ptr<TransferImpl> &x, bool internal)
 		if (x->unresolved.fetch_sub(left) == left && take_back(x))
 			throw; // those rails were done with x already
 	}
-	kick();
+	uint64_t busy = rail_bit(first);
+	for (unsigned r = 0; r < n; r++)
+		if (!x->plan.rail_writes[r].empty())
+			busy |= rail_bit(r);
+	kick(busy);
 }
 
 size_t Core::progress_rail(unsigned r, Events &ev)

@@ -7,6 +7,7 @@
 // dispatcher (facade.cpp's turn).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -81,7 +82,9 @@ struct Core {
 	bool take_back(const std::shared_ptr<TransferImpl> &x) noexcept;
 	// Newly dead peers: their transfers are reported failed now.
 	void fail_dead(std::span<const std::shared_ptr<PeerState>> dead);
-	void kick();
+	// The progress threads of the rails in `rails` (bit r: rail r) look now.
+	void kick(uint64_t rails);
+	static uint64_t rail_bit(unsigned r) { return uint64_t{1} << std::min(r, 63u); }
 
 	// A control message of `type` (header + data + body) for `rail`, not
 	// yet admitted.

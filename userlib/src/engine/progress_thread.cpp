@@ -15,8 +15,12 @@ ProgressThreads::ProgressThreads(unsigned nthreads, const std::vector<const fi_i
 	size_t n = std::min<size_t>(nthreads, rail_infos.size());
 	groups_.resize(n);
 	placement_.resize(n);
-	for (unsigned r = 0; r < rail_infos.size(); r++)
+	kicked_ = std::vector<Line<bool>>(n);
+	thread_rails_.assign(n, 0);
+	for (unsigned r = 0; r < rail_infos.size(); r++) {
 		groups_[r % n].push_back(r);
+		thread_rails_[r % n] |= uint64_t{1} << std::min(r, 63u);
+	}
 	for (size_t t = 0; t < n; t++)
 		threads_.emplace_back([this, t, near = rail_infos[groups_[t].front()]] { run(t, near); });
 	// describe() reports the placement each thread chose.
@@ -46,7 +50,7 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 	// there needs it polling soon.
 	const unsigned max_backoff_doublings = groups_[t].size() == 1 && groups_[t][0] == 0 ? 3 : 0;
 	while (!stop_.load(std::memory_order_acquire)) {
-		const uint64_t caller = caller_backoff_ns_ ? caller_turns_.load(std::memory_order_relaxed) : 0;
+		const uint64_t caller = caller_backoff_ns_ ? caller_turns_.v.load(std::memory_order_relaxed) : 0;
 		const bool caller_active = caller != caller_seen;
 		caller_seen = caller;
 		if (caller_active && (!covered_ || covered_(groups_[t]))) {
@@ -59,7 +63,8 @@ void ProgressThreads::run(size_t t, const fi_info *near)
 			continue;
 		}
 		backoffs = 0;
-		if (turn_(groups_[t]) > 0 || kicked_.exchange(false, std::memory_order_acq_rel)) {
+		if (turn_(groups_[t]) > 0 ||
+		    (kicked_[t].v.load(std::memory_order_relaxed) && kicked_[t].v.exchange(false, std::memory_order_acq_rel))) {
 			idle = naps = 0;
 			continue;
 		}

@@ -38,11 +38,26 @@ public:
 			Covered covered = {});
 	~ProgressThreads();
 
-	void kick() { kicked_.store(true, std::memory_order_release); }
+	// New work queued on the rails of `rails` (bit r: rail r; rails past 63
+	// share bit 63): their threads look now. Only theirs: a kick that woke
+	// any thread had the threads of idle rails spinning on every small send.
+	// A flag already set is not written again (its line stays shared).
+	void kick(uint64_t rails)
+	{
+		for (size_t t = 0; t < kicked_.size(); t++)
+			if ((rails & thread_rails_[t]) && !kicked_[t].v.load(std::memory_order_relaxed))
+				kicked_[t].v.store(true, std::memory_order_release);
+	}
+	static constexpr uint64_t kAllRails = ~uint64_t{0};
 	// A caller just made a progress turn of its own. A count, not a time: a
 	// caller spinning on test() makes a turn every microsecond or so, and a
-	// clock read is a good part of an idle turn's cost.
-	void caller_turn() { caller_turns_.fetch_add(1, std::memory_order_relaxed); }
+	// clock read is a good part of an idle turn's cost. Not a locked add:
+	// the threads only look for a change, and two callers that lose one
+	// of their counts still change it.
+	void caller_turn()
+	{
+		caller_turns_.v.store(caller_turns_.v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+	}
 	bool backs_off() const { return caller_backoff_ns_ != 0; }
 	static int64_t now_ns()
 	{
@@ -62,10 +77,17 @@ private:
 	std::vector<std::vector<unsigned>> groups_;
 	std::vector<std::string> placement_;
 	std::atomic<bool> stop_{false};
-	std::atomic<bool> kicked_{false};
 	std::atomic<unsigned> started_{0};
 	const int64_t caller_backoff_ns_;
-	std::atomic<uint64_t> caller_turns_{0};
+	// Each on a line of its own: the caller writes them at every send and
+	// turn, each thread polls its own.
+	template <typename T>
+	struct alignas(64) Line {
+		std::atomic<T> v{};
+	};
+	std::vector<Line<bool>> kicked_;      // per thread
+	std::vector<uint64_t> thread_rails_;  // per thread: its rails' bits
+	Line<uint64_t> caller_turns_;
 	const Topology &topo_;
 	std::vector<std::thread> threads_;
 };

@@ -298,7 +298,7 @@ TransferRef Staging::write(const std::shared_ptr<PeerState> &p, std::span<const 
 	stats.staged_writes++;
 	writes.push_back(w);
 	pending++;
-	core.kick();
+	core.kick(ProgressThreads::kAllRails); // its copies and writes go out on any rail
 	return x;
 }
 
