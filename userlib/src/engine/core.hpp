@@ -7,7 +7,6 @@
 // dispatcher (facade.cpp's turn).
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -84,7 +83,7 @@ struct Core {
 	void fail_dead(std::span<const std::shared_ptr<PeerState>> dead);
 	// The progress threads of the rails in `rails` (bit r: rail r) look now.
 	void kick(uint64_t rails);
-	static uint64_t rail_bit(unsigned r) { return uint64_t{1} << std::min(r, 63u); }
+	static uint64_t rail_bit(unsigned r) { return ProgressThreads::rail_bit(r); }
 
 	// A control message of `type` (header + data + body) for `rail`, not
 	// yet admitted.

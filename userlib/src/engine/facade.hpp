@@ -365,7 +365,7 @@ public:
 	TransferRef send(PeerId peer, std::span<const uint8_t> data, TransferCallback done = {});
 	// What a send's completion means: the target has the message
 	// (Delivered, the default), or only that it left this engine
-	// (Transmitted: one message on the wire, no acknowledgement; the
+	// (Transmitted: no wait for the target, e.g. no round trip on shm; the
 	// message is the engine's copy either way, and messages to one peer
 	// stay in order).
 	enum class SendCompletion { Delivered, Transmitted };

@@ -19,7 +19,7 @@ ProgressThreads::ProgressThreads(unsigned nthreads, const std::vector<const fi_i
 	thread_rails_.assign(n, 0);
 	for (unsigned r = 0; r < rail_infos.size(); r++) {
 		groups_[r % n].push_back(r);
-		thread_rails_[r % n] |= uint64_t{1} << std::min(r, 63u);
+		thread_rails_[r % n] |= rail_bit(r);
 	}
 	for (size_t t = 0; t < n; t++)
 		threads_.emplace_back([this, t, near = rail_infos[groups_[t].front()]] { run(t, near); });

@@ -9,6 +9,7 @@
 // the caller stayed), the threads sleep between turns instead of polling.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -49,6 +50,7 @@ public:
 				kicked_[t].v.store(true, std::memory_order_release);
 	}
 	static constexpr uint64_t kAllRails = ~uint64_t{0};
+	static uint64_t rail_bit(unsigned r) { return uint64_t{1} << std::min(r, 63u); }
 	// A caller just made a progress turn of its own. A count, not a time: a
 	// caller spinning on test() makes a turn every microsecond or so, and a
 	// clock read is a good part of an idle turn's cost. Not a locked add:

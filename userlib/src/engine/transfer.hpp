@@ -103,7 +103,7 @@ struct TransferImpl final : Transfer {
 	bool handshake = false;
 	// Send: complete when the message left (the provider's transmit-
 	// complete) rather than when the target has it (delivery-complete,
-	// which over tcp costs an acknowledgement message per send).
+	// which costs shm a return of each message to its sender).
 	bool transmit_complete = false;
 	bool via_staging = false;
 	uint32_t chunks = 0;
