@@ -313,7 +313,8 @@ int hmemreg_engine_sendv(hmemreg_engine_t *engine, uint64_t peer, const struct h
  * (delivery-complete: shm, for one, hands each such message back to its
  * sender, a round trip, and sends none of them inline). With
  * HMEMREG_SEND_TRANSMIT_COMPLETE it means only that the message left this
- * engine (transmit-complete, what tcp;ofi_rxm gives either way). Either
+ * engine (transmit-complete; Debian's tcp;ofi_rxm 1.17 gives no more either
+ * way: its rxm ignores delivery-complete). Either
  * way the message is the engine's copy (the caller's buffers are free when
  * the call returns) and messages to one peer stay in order. A peer that
  * dies after a transmit-complete send is found by the next delivery-
