@@ -561,18 +561,24 @@ struct Record {
 	// the timed runs, both ranks with all their threads (getrusage): a
 	// count a loaded host barely moves, unlike the times.
 	double vcsw = 0, ivcsw = 0;
+	// CPU time (user + system, both ranks, every thread) per message or
+	// round trip, in microseconds: what a message costs where cores are
+	// scarce, and whether a rate is bound by work or by waiting.
+	double cpu_us = 0;
 };
 
-// This process's voluntary and involuntary context switches so far (every thread).
+// This process's voluntary and involuntary context switches and CPU time
+// (microseconds) so far (every thread).
 struct Switches {
-	double v = 0, iv = 0;
+	double v = 0, iv = 0, cpu_us = 0;
 	static Switches now()
 	{
 		rusage u{};
 		getrusage(RUSAGE_SELF, &u);
-		return {static_cast<double>(u.ru_nvcsw), static_cast<double>(u.ru_nivcsw)};
+		const auto us = [](const timeval &t) { return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec); };
+		return {static_cast<double>(u.ru_nvcsw), static_cast<double>(u.ru_nivcsw), us(u.ru_utime) + us(u.ru_stime)};
 	}
-	Switches operator-(const Switches &o) const { return {v - o.v, iv - o.iv}; }
+	Switches operator-(const Switches &o) const { return {v - o.v, iv - o.iv, cpu_us - o.cpu_us}; }
 };
 
 // Both ranks' switches over `ops` operations, into rank 0's record.
@@ -583,6 +589,7 @@ bool switches_per_op(int fd, bool initiator, Switches mine, double ops, Record &
 		return false;
 	rec.vcsw = (mine.v + theirs.v) / ops;
 	rec.ivcsw = (mine.iv + theirs.iv) / ops;
+	rec.cpu_us = (mine.cpu_us + theirs.cpu_us) / ops;
 	return true;
 }
 
@@ -870,18 +877,22 @@ int bench_nccl(int argc, char **argv)
 			row.add("bench", "nccl").add("mode", "bw").add("plugin", ours.name).add("provider", o.provider).add("mem", o.mem);
 			row.add("bytes", static_cast<unsigned long long>(r.bytes)).add("gbps", r.value, 3);
 			row.add("checked_bytes", static_cast<unsigned long long>(r.checked));
-			row.add("vcsw_msg", r.vcsw, 3).add("ivcsw_msg", r.ivcsw, 3);
+			row.add("vcsw_msg", r.vcsw, 3).add("ivcsw_msg", r.ivcsw, 3).add("cpu_us_msg", r.cpu_us, 2);
 			if (with_peer) {
 				const Record *q = find(peer.bw, r.bytes);
 				row.add("peer", peer.name).add("peer_gbps", q ? q->value : 0.0, 3);
 				row.add("peer_checked_bytes", static_cast<unsigned long long>(q ? q->checked : 0));
-				row.add("peer_vcsw_msg", q ? q->vcsw : 0.0, 3).add("peer_ivcsw_msg", q ? q->ivcsw : 0.0, 3);
+				row.add("peer_vcsw_msg", q ? q->vcsw : 0.0, 3)
+					    .add("peer_ivcsw_msg", q ? q->ivcsw : 0.0, 3)
+					    .add("peer_cpu_us_msg", q ? q->cpu_us : 0.0, 2);
 				row.add("vs_peer", q && q->value > 0 ? r.value / q->value : 0.0, 3);
 			}
 			if (with_base) {
 				const Record *b = find(base.bw, r.bytes);
 				row.add("base_gbps", b ? b->value : 0.0, 3);
-				row.add("base_vcsw_msg", b ? b->vcsw : 0.0, 3).add("base_ivcsw_msg", b ? b->ivcsw : 0.0, 3);
+				row.add("base_vcsw_msg", b ? b->vcsw : 0.0, 3)
+				    .add("base_ivcsw_msg", b ? b->ivcsw : 0.0, 3)
+				    .add("base_cpu_us_msg", b ? b->cpu_us : 0.0, 2);
 			}
 			row.add("ref", o.ref ? "iperf3" : "none").add("ref_gbps", ref, 3);
 			row.add("ratio", ref > 0 ? r.value / ref : 0.0, 3);
@@ -895,19 +906,23 @@ int bench_nccl(int argc, char **argv)
 			row.add("bench", "nccl").add("mode", "lat").add("plugin", ours.name).add("provider", o.provider).add("mem", o.mem);
 			row.add("bytes", static_cast<unsigned long long>(r.bytes)).add("lat_us", r.value, 2).add("mean_us", r.mean, 2);
 			row.add("checked_bytes", static_cast<unsigned long long>(r.checked));
-			row.add("vcsw_rt", r.vcsw, 3).add("ivcsw_rt", r.ivcsw, 3);
+			row.add("vcsw_rt", r.vcsw, 3).add("ivcsw_rt", r.ivcsw, 3).add("cpu_us_rt", r.cpu_us, 2);
 			if (with_peer) {
 				const Record *q = find(peer.lat, r.bytes);
 				row.add("peer", peer.name).add("peer_lat_us", q ? q->value : 0.0, 2).add("peer_mean_us", q ? q->mean : 0.0, 2);
 				row.add("peer_checked_bytes", static_cast<unsigned long long>(q ? q->checked : 0));
-				row.add("peer_vcsw_rt", q ? q->vcsw : 0.0, 3).add("peer_ivcsw_rt", q ? q->ivcsw : 0.0, 3);
+				row.add("peer_vcsw_rt", q ? q->vcsw : 0.0, 3)
+					    .add("peer_ivcsw_rt", q ? q->ivcsw : 0.0, 3)
+					    .add("peer_cpu_us_rt", q ? q->cpu_us : 0.0, 2);
 				// Ours over the peer's: at most 1 means we are as fast or faster.
 				row.add("vs_peer", q && q->value > 0 ? r.value / q->value : 0.0, 3);
 			}
 			if (with_base) {
 				const Record *b = find(base.lat, r.bytes);
 				row.add("base_lat_us", b ? b->value : 0.0, 2).add("base_mean_us", b ? b->mean : 0.0, 2);
-				row.add("base_vcsw_rt", b ? b->vcsw : 0.0, 3).add("base_ivcsw_rt", b ? b->ivcsw : 0.0, 3);
+				row.add("base_vcsw_rt", b ? b->vcsw : 0.0, 3)
+				    .add("base_ivcsw_rt", b ? b->ivcsw : 0.0, 3)
+				    .add("base_cpu_us_rt", b ? b->cpu_us : 0.0, 2);
 			}
 			pr.print(row);
 		}

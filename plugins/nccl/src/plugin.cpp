@@ -557,9 +557,10 @@ void Plugin::mark_done_locked(RecvComm &c, uint32_t seq)
 }
 
 ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request,
-			       bool &missing_cts)
+			       bool &missing_cts, bool &behind)
 {
 	missing_cts = false;
+	behind = false;
 	std::lock_guard l(mu_);
 	auto *c = find_locked<SendComm>(send_comm, Comm::Kind::Send);
 	if (!c) {
@@ -707,6 +708,7 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	if (cts)
 		c->cts.erase(ct);
 	c->next_seq++;
+	behind = c->outstanding > 0;
 	c->outstanding++;
 	c->sends++;
 	c->bytes += size;
@@ -730,14 +732,19 @@ ncclResult_t Plugin::isend(void *send_comm, void *data, size_t size, int tag, vo
 	if (!request)
 		return ncclInvalidArgument;
 	*request = nullptr;
-	bool missing = false;
-	ncclResult_t r = try_isend(send_comm, data, size, tag, mhandle, request, missing);
+	bool missing = false, behind = false;
+	ncclResult_t r = try_isend(send_comm, data, size, tag, mhandle, request, missing, behind);
 	if (r == ncclSuccess && missing) {
 		idle(); // the receive may be advertised by now
-		r = try_isend(send_comm, data, size, tag, mhandle, request, missing);
+		r = try_isend(send_comm, data, size, tag, mhandle, request, missing, behind);
 	}
-	if (r == ncclSuccess && *request)
-		progress_now(); // start the write now
+	// The first send of a quiet comm goes out now. Behind others, it waits
+	// for the turn of NCCL's next test(), which comes right after and posts
+	// every send queued since in one go: on tcp each turn that completes a
+	// send costs the provider's wake-up signal (a write and a read), once
+	// per turn instead of once per message.
+	if (r == ncclSuccess && *request && !behind)
+		progress_now();
 	return r;
 }
 

@@ -126,6 +126,10 @@ struct Config {
 	size_t write_iov = 0;
 	// Post writes of a batch with FI_MORE (all but the last one).
 	bool post_more = false;
+	// Control messages queued together for one peer go as one send (and
+	// one receive at the target) while they fit a receive buffer.
+	// HMEMREG_ENGINE_BUNDLE=0 turns it off (a comparison, not a setting).
+	bool bundle_messages = true;
 	// Active transfers (writes and sends) before write()/send() say EAGAIN.
 	size_t max_transfers = 4096;
 	// Posts per rail per progress turn.
@@ -274,7 +278,8 @@ struct Notification {
 
 // Per-rail counters (a snapshot).
 struct RailStats {
-	uint64_t writes_posted = 0, sends_posted = 0, recvs = 0;
+	uint64_t writes_posted = 0, sends_posted = 0, recvs = 0; // sends and recvs: messages
+	uint64_t sends_bundled = 0; // of sends_posted, those that went behind another in one send
 	uint64_t completions = 0, errors = 0;
 	uint64_t eagain = 0;       // posts the provider refused with -FI_EAGAIN
 	uint64_t deferred = 0;     // progress turns that left queued work for later

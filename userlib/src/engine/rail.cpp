@@ -57,6 +57,7 @@ Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const To
 	send_slots_.resize(opt_.send_buffers);
 	for (size_t i = 0; i < send_slots_.size(); i++) {
 		send_slots_[i].buf = ctrl_mem_.get() + (opt_.recv_buffers + i) * slot_size_;
+		send_slots_[i].followers.reserve(slot_size_ / sizeof(wire::MsgHeader)); // no allocation when posting
 		free_send_.push_back(&send_slots_[i]);
 	}
 }
@@ -259,30 +260,42 @@ void Rail::handle(OpContext *op, int err, const std::string &text, size_t len, E
 		free_send_.push_back(s);
 		inflight_--;
 		x->peer->completed();
-		if (err)
-			x->fail(fabric::to_hmemreg_code(-err),
-				"control message to " + peer_text(x) + " on rail " + std::to_string(index_) +
-					" failed: " + text);
-		send_over(x->self, ev);
+		// The first message, then those bundled behind it, in order.
+		for (size_t i = 0; i <= s->followers.size(); i++) {
+			TransferImpl *m = i == 0 ? x : s->followers[i - 1];
+			if (err)
+				m->fail(fabric::to_hmemreg_code(-err),
+					"control message to " + peer_text(m) + " on rail " + std::to_string(index_) +
+						" failed: " + text);
+			send_over(m->self, ev);
+		}
+		s->followers.clear();
 		break;
 	}
 	case OpContext::Kind::Recv: {
 		auto *s = static_cast<RecvSlot *>(op);
 		if (err == FI_ECANCELED)
 			return; // endpoint closing
-		if (!err && len >= sizeof(wire::MsgHeader)) {
+		// One message, or a bundle of them back to back (post_send). A
+		// malformed one ends the buffer: what came before it still counts.
+		size_t off = 0, got = 0;
+		while (!err && off < len && len - off >= sizeof(wire::MsgHeader)) {
 			Events::Msg m;
-			std::memcpy(&m.hdr, s->buf, sizeof(m.hdr));
-			if (m.hdr.magic == wire::kMsgMagic && m.hdr.version == wire::kVersion &&
-			    m.hdr.length <= len - sizeof(m.hdr)) {
-				// Handed up in place; the buffer is posted again once
-				// the message was dispatched (release()).
-				m.data = {s->buf + sizeof(m.hdr), m.hdr.length};
-				ev.messages.push_back(m);
-				ev.held.push_back(s);
-				stats_.recvs++;
+			std::memcpy(&m.hdr, s->buf + off, sizeof(m.hdr));
+			if (m.hdr.magic != wire::kMsgMagic || m.hdr.version != wire::kVersion ||
+			    m.hdr.length > len - off - sizeof(m.hdr))
 				break;
-			}
+			// Handed up in place; the buffer is posted again once its
+			// messages were dispatched (release()).
+			m.data = {s->buf + off + sizeof(m.hdr), m.hdr.length};
+			ev.messages.push_back(m);
+			got++;
+			off = wire::bundle_offset(off + sizeof(m.hdr) + m.hdr.length);
+		}
+		if (got) {
+			ev.held.push_back(s);
+			stats_.recvs += got;
+			break;
 		}
 		if (post_recv(*s) < 0)
 			recv_repost_.push_back(s);
@@ -334,7 +347,7 @@ void Rail::post(Events &ev, size_t &budget)
 			if (it->writes)
 				post_writes(*it, no_budget, ev);
 			else
-				post_send(*it, ev);
+				post_send(it, ev);
 			it = queue_erase(it);
 		}
 	}
@@ -348,7 +361,7 @@ void Rail::post(Events &ev, size_t &budget)
 			++it;
 			continue;
 		}
-		bool finished = it->writes ? post_writes(*it, budget, ev) : post_send(*it, ev);
+		bool finished = it->writes ? post_writes(*it, budget, ev) : post_send(it, ev);
 		if (finished) {
 			if (!it->writes)
 				budget--;
@@ -424,48 +437,82 @@ bool Rail::post_writes(Item &it, size_t &budget, Events &ev)
 	return true;
 }
 
-// Posts the transfer's control message. False to stop posting this turn.
-bool Rail::post_send(Item &it, Events &ev)
+// Whether queued item f can go in the same receive buffer as the message of
+// x, which `used` bytes of the slot already hold: a message of the same
+// peer, nothing written between them (order), that fits.
+bool Rail::joins(const Item &f, const TransferImpl &x, size_t used) const
 {
-	TransferImpl *x = it.xfer.get();
+	const TransferImpl &y = *f.xfer;
+	if (f.writes || y.peer != x.peer)
+		return false;
+	if (y.kind == TransferImpl::Kind::Write && y.immediate && y.failed.load(std::memory_order_acquire))
+		return false; // an Announce with nothing to announce: its own turn fails it
+	return wire::bundle_offset(used) + y.message.size() <= slot_size_;
+}
+
+// Posts the transfer's control message, and after it in the same buffer
+// the messages queued right behind it for the same peer (a bundle: one
+// provider operation, one receive at the target, instead of one each).
+// False to stop posting this turn.
+bool Rail::post_send(std::list<Item>::iterator it, Events &ev)
+{
+	TransferImpl *x = it->xfer.get();
 	if (x->peer->removed.load(std::memory_order_acquire) || x->peer->dead.load(std::memory_order_acquire)) {
 		if (x->peer->dead.load(std::memory_order_acquire))
 			x->fail(HMEMREG_EFABRIC, x->peer->dead_reason);
 		else
 			x->fail(HMEMREG_ENOENT, peer_text(x) + " was removed before the message was sent");
-		send_over(it.xfer, ev);
+		send_over(it->xfer, ev);
 		return true;
 	}
 	const bool announce = x->kind == TransferImpl::Kind::Write && x->immediate;
 	if (announce && x->failed.load(std::memory_order_acquire)) {
-		send_over(it.xfer, ev); // a write failed already: announce nothing
+		send_over(it->xfer, ev); // a write failed already: announce nothing
 		return true;
 	}
 	if (free_send_.empty() || x->peer->inflight.load() >= opt_.peer_cap)
 		return false; // all control buffers in flight; completions free them
 	SendSlot *s = free_send_.back();
-	// Where local buffers need no registration, straight from the
-	// transfer's message (it lives until the send completes); else through
-	// the registered slot.
-	iovec iov{x->message.data(), x->message.size()};
-	void *desc = nullptr;
-	if (local_mr_) {
-		std::memcpy(s->buf, x->message.data(), x->message.size());
-		iov.iov_base = s->buf;
-		desc = ctrl_mr_.desc();
-	}
 	// Delivery-complete: the caller's completion means the target has the
 	// message and, ordered before it or delivery-complete themselves, the
 	// transfer's writes. An Announce needs no more than transmit-complete:
 	// the target waits for the writes themselves; nor does a send whose
-	// caller asked for no more (SendCompletion::Transmitted).
+	// caller asked for no more (SendCompletion::Transmitted). A bundle is
+	// delivery-complete if one of its messages asks it.
+	bool delivered = !announce && !x->transmit_complete;
+	// Followers: whatever comes right behind it for the same peer, while it fits.
+	size_t used = x->message.size();
+	auto last = it; // the last item of the bundle
+	for (auto nx = std::next(it); opt_.bundle && nx != queue_.end() && joins(*nx, *x, used); ++nx) {
+		const TransferImpl &y = *nx->xfer;
+		used = wire::bundle_offset(used) + y.message.size();
+		delivered = delivered || (!(y.kind == TransferImpl::Kind::Write && y.immediate) && !y.transmit_complete);
+		last = nx;
+	}
+	// Where local buffers need no registration, a lone message goes straight
+	// from the transfer's bytes (they live until the send completes); else,
+	// and for a bundle, through the registered slot.
+	iovec iov{x->message.data(), x->message.size()};
+	void *desc = nullptr;
+	if (local_mr_ || last != it) {
+		size_t off = 0;
+		for (auto m = it;; ++m) {
+			const std::vector<uint8_t> &bytes = m->xfer->message;
+			off = wire::bundle_offset(off);
+			std::memcpy(s->buf + off, bytes.data(), bytes.size());
+			off += bytes.size();
+			if (m == last)
+				break;
+		}
+		iov = {s->buf, off};
+		desc = ctrl_mr_.desc();
+	}
 	fi_msg msg{};
 	msg.msg_iov = &iov;
 	msg.desc = local_mr_ ? &desc : nullptr;
 	msg.iov_count = 1;
 	msg.addr = x->peer->addr[index_];
 	msg.context = &s->ctx;
-	const bool delivered = !announce && !x->transmit_complete;
 	ssize_t rc = fi_sendmsg(ep_.get(), &msg, FI_COMPLETION | (delivered ? FI_DELIVERY_COMPLETE : 0));
 	if (rc == -FI_EAGAIN) {
 		stats_.eagain++;
@@ -474,16 +521,26 @@ bool Rail::post_send(Item &it, Events &ev)
 	}
 	x->peer->refused.store(false, std::memory_order_relaxed);
 	if (rc < 0) {
+		// Only the first fails: the followers stay queued for the next turn.
 		x->fail(fabric::to_hmemreg_code(static_cast<int>(rc)),
 			"fi_send to " + peer_text(x) + ": " + fi_strerror(static_cast<int>(-rc)));
-		send_over(it.xfer, ev);
+		send_over(it->xfer, ev);
 		return true;
 	}
 	free_send_.pop_back();
 	s->xfer = x;
+	s->followers.clear();
+	for (auto nx = std::next(it); last != it;) {
+		const bool end = nx == last;
+		s->followers.push_back(nx->xfer.get());
+		nx = queue_erase(nx);
+		if (end)
+			break;
+	}
 	inflight_++;
 	x->peer->inflight++;
-	stats_.sends_posted++;
+	stats_.sends_posted += 1 + s->followers.size();
+	stats_.sends_bundled += s->followers.size();
 	return true;
 }
 

@@ -72,6 +72,7 @@ struct RailOptions {
 	size_t post_batch;
 	bool delivery_complete;
 	bool post_more; // FI_MORE on all but the last write of a batch
+	bool bundle;	// messages queued together for one peer share one send
 	// Bumped by the engine when a peer is removed or declared dead: the next
 	// turn drains that peer's queued items even if the queue depth is used up.
 	const std::atomic<uint64_t> *doom_epoch;
@@ -132,6 +133,7 @@ private:
 		SendSlot() : OpContext(Kind::Send) {}
 		uint8_t *buf = nullptr;
 		TransferImpl *xfer = nullptr;
+		std::vector<TransferImpl *> followers; // bundled behind xfer, in order
 	};
 	struct Item {
 		std::shared_ptr<TransferImpl> xfer;
@@ -149,7 +151,8 @@ private:
 	// and go back to spare_ (std::list::splice).
 	void queue_push(Item it);
 	std::list<Item>::iterator queue_erase(std::list<Item>::iterator it);
-	bool post_send(Item &it, Events &ev);
+	bool post_send(std::list<Item>::iterator it, Events &ev);
+	bool joins(const Item &f, const TransferImpl &x, size_t used) const;
 	int post_recv(RecvSlot &slot);
 	void resolve(TransferImpl *x, size_t n, Events &ev);
 	void send_over(const std::shared_ptr<TransferImpl> &x, Events &ev); // its control message is done

@@ -16,8 +16,9 @@ namespace hmemreg::engine::wire {
 // Announces and writes whose key is a target-assigned writer index and a
 // sequence), which a version-3 target would drop as foreign, and made 8-byte
 // keys always >= 2^32 (engine ids with nonzero low 32 bits) so the two kinds
-// of key never meet.
-constexpr uint16_t kVersion = 4;
+// of key never meet; 5 lets one receive carry several messages back to back
+// (bundle_offset), of which a version-4 engine would read only the first.
+constexpr uint16_t kVersion = 5;
 
 struct PeerAddress {
 	uint64_t engine_id = 0;
@@ -68,6 +69,10 @@ struct MsgHeader {
 	uint32_t length;   // payload bytes after the header
 };
 constexpr uint32_t kMsgMagic = 0x434d5248; // "HRMC"
+
+// Where the next message of a bundle starts after `end` bytes: 8-byte
+// aligned, so each header can be read where it lies.
+constexpr size_t bundle_offset(size_t end) { return (end + 7) & ~size_t(7); }
 
 // A header of `type` from engine `sender`; Done-like messages set tag,
 // bytes and chunks, every message its payload length.
