@@ -420,6 +420,24 @@ Test(capi, info_handlers_sendv)
 	for (int i = 0; i < 5000 && __atomic_load_n(&h.msgs, __ATOMIC_SEQ_CST) == msgs; i++)
 		usleep(1000);
 	cr_assert_str_eq(h.msg, "transmit complete");
+	/* Borrowed tail: sent from the caller's memory, which stays untouched
+	 * until the completion; the message arrives whole (head copied, tail
+	 * in place, or both copied into a bundle), three pieces or two. */
+	char tail[] = "borrowed tail";
+	struct hmemreg_iov bw[3] = {{"a ", 2}, {"mostly ", 7}, {tail, sizeof(tail)}};
+	for (size_t n = 3; n >= 2; n--) {
+		msgs = __atomic_load_n(&h.msgs, __ATOMIC_SEQ_CST);
+		struct hmemreg_iov *piece = n == 3 ? bw : bw + 1;
+		cr_assert_eq(hmemreg_engine_sendv_flags(a, peer, piece, n,
+							HMEMREG_SEND_TRANSMIT_COMPLETE | HMEMREG_SEND_BORROW, NULL, NULL,
+							&x),
+			     0, "%s", hmemreg_engine_last_error());
+		cr_assert_eq(hmemreg_xfer_wait(a, x, 20000), 0);
+		hmemreg_xfer_release(x);
+		for (int i = 0; i < 5000 && __atomic_load_n(&h.msgs, __ATOMIC_SEQ_CST) == msgs; i++)
+			usleep(1000);
+		cr_assert_str_eq(h.msg, n == 3 ? "a mostly borrowed tail" : "mostly borrowed tail");
+	}
 	/* A flag it does not know: refused, named, nothing sent. */
 	cr_assert_eq(hmemreg_engine_sendv_flags(a, peer, tc, 2, 1u << 5, NULL, NULL, NULL), -HMEMREG_EINVAL);
 	cr_assert(strstr(hmemreg_engine_last_error(), "unknown send flags 32"), "%s", hmemreg_engine_last_error());

@@ -667,11 +667,14 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 			m.tag = tag;
 			m.data = std::span(static_cast<const uint8_t *>(size ? data : nullptr), size);
 			proto::encode_head_into(m, wire_);
-			// The data is copied once, into the engine's message. Done
-			// when it left, as NCCL asks of a send (its buffer is free):
-			// delivery-complete costs shm a round trip per message.
+			// The data goes from NCCL's buffer (borrowed: NCCL keeps it
+			// until test() says done, which waits for send_done), copied
+			// only into a bundle. Done when it left, as NCCL asks of a
+			// send (its buffer is free): delivery-complete costs shm a
+			// round trip per message.
 			const hmemreg_iov iov[2] = {{wire_.data(), wire_.size()}, {m.data.data(), m.data.size()}};
-			rc = hmemreg_engine_sendv_flags(eh, c->peer, iov, size ? 2 : 1, HMEMREG_SEND_TRANSMIT_COMPLETE,
+			rc = hmemreg_engine_sendv_flags(eh, c->peer, iov, size ? 2 : 1,
+							HMEMREG_SEND_TRANSMIT_COMPLETE | (size ? HMEMREG_SEND_BORROW : 0),
 							&Plugin::send_done, rq.get(), nullptr);
 		} else if (size == 0) {
 			proto::Empty e;

@@ -314,14 +314,20 @@ int hmemreg_engine_sendv(hmemreg_engine_t *engine, uint64_t peer, const struct h
  * sender, a round trip, and sends none of them inline). With
  * HMEMREG_SEND_TRANSMIT_COMPLETE it means only that the message left this
  * engine (transmit-complete; Debian's tcp;ofi_rxm 1.17 gives no more either
- * way: its rxm ignores delivery-complete). Either
- * way the message is the engine's copy (the caller's buffers are free when
- * the call returns) and messages to one peer stay in order. A peer that
- * dies after a transmit-complete send is found by the next delivery-
- * complete operation or the peer timeout, not by that send. */
+ * way: its rxm ignores delivery-complete). Either way the message is the
+ * engine's copy (the caller's buffers are free when the call returns),
+ * except a HMEMREG_SEND_BORROW tail, and messages to one peer stay in
+ * order. A peer that dies after a transmit-complete send is found by the
+ * next delivery-complete operation or the peer timeout, not by that send. */
 #define HMEMREG_SEND_TRANSMIT_COMPLETE (1u << 0)
-/* hmemreg_engine_sendv with flags (0 or HMEMREG_SEND_TRANSMIT_COMPLETE;
- * another bit: -HMEMREG_EINVAL). */
+/* The last iov is not copied: the engine sends it from where it lies where
+ * the provider allows (else copies it when posting), so the caller keeps it
+ * valid and unchanged until the completion callback ran (or, when the call
+ * fails, until it returned). The other iovs are copied as ever. For a
+ * payload large next to its header (a copy saved per message). */
+#define HMEMREG_SEND_BORROW (1u << 1)
+/* hmemreg_engine_sendv with flags (0, or HMEMREG_SEND_TRANSMIT_COMPLETE
+ * and/or HMEMREG_SEND_BORROW; another bit: -HMEMREG_EINVAL). */
 int hmemreg_engine_sendv_flags(hmemreg_engine_t *engine, uint64_t peer, const struct hmemreg_iov *iov, size_t niov,
 			       uint32_t flags, hmemreg_xfer_cb cb, void *arg, hmemreg_xfer_t **xfer);
 

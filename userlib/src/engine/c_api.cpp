@@ -524,11 +524,12 @@ int hmemreg_engine_sendv_flags(hmemreg_engine_t *engine, uint64_t peer, const st
 {
 	if (!engine || (!iov && niov))
 		return fail(HMEMREG_EINVAL, "engine or iov is NULL");
-	if (const uint32_t unknown = flags & ~uint32_t{HMEMREG_SEND_TRANSMIT_COMPLETE})
+	if (const uint32_t unknown = flags & ~uint32_t{HMEMREG_SEND_TRANSMIT_COMPLETE | HMEMREG_SEND_BORROW})
 		return fail(HMEMREG_EINVAL, ("unknown send flags " + std::to_string(unknown) +
-					     " (only HMEMREG_SEND_TRANSMIT_COMPLETE is defined)").c_str());
+					     " (defined: HMEMREG_SEND_TRANSMIT_COMPLETE, HMEMREG_SEND_BORROW)").c_str());
 	const auto completion = (flags & HMEMREG_SEND_TRANSMIT_COMPLETE) ? Engine::SendCompletion::Transmitted
 									  : Engine::SendCompletion::Delivered;
+	const auto how = (flags & HMEMREG_SEND_BORROW) ? Engine::SendBody::Borrowed : Engine::SendBody::Copied;
 	for (size_t i = 0; i < niov; i++)
 		if (!iov[i].base && iov[i].len)
 			return fail(HMEMREG_EINVAL, ("iov[" + std::to_string(i) + "].base is NULL").c_str());
@@ -539,16 +540,18 @@ int hmemreg_engine_sendv_flags(hmemreg_engine_t *engine, uint64_t peer, const st
 		auto piece = [&](size_t i) {
 			return std::span<const uint8_t>(static_cast<const uint8_t *>(iov[i].base), iov[i].len);
 		};
+		// The last piece is the body (borrowed with HMEMREG_SEND_BORROW),
+		// the pieces before it the head (copied).
 		if (niov <= 1) {
-			t = engine->e->send(peer, niov ? piece(0) : std::span<const uint8_t>(), {}, c_callback(cb, arg),
-					    completion);
+			t = engine->e->send(peer, {}, niov ? piece(0) : std::span<const uint8_t>(), c_callback(cb, arg),
+					    completion, how);
 		} else if (niov == 2) { // head + body: one copy of each, into the send buffer
-			t = engine->e->send(peer, piece(0), piece(1), c_callback(cb, arg), completion);
+			t = engine->e->send(peer, piece(0), piece(1), c_callback(cb, arg), completion, how);
 		} else {
-			Bytes all;
-			for (size_t i = 0; i < niov; i++)
-				all.insert(all.end(), piece(i).begin(), piece(i).end());
-			t = engine->e->send(peer, all, {}, c_callback(cb, arg), completion);
+			Bytes head;
+			for (size_t i = 0; i + 1 < niov; i++)
+				head.insert(head.end(), piece(i).begin(), piece(i).end());
+			t = engine->e->send(peer, head, piece(niov - 1), c_callback(cb, arg), completion, how);
 		}
 		if (x) {
 			x->t = std::move(t);

@@ -130,7 +130,7 @@ void Core::fail_dead(std::span<const std::shared_ptr<PeerState>> dead)
 
 std::shared_ptr<TransferImpl> Core::make_send(const std::shared_ptr<PeerState> &peer, wire::MsgType type,
 					      std::span<const uint8_t> data, unsigned rail, TransferCallback cb,
-					      std::span<const uint8_t> body)
+					      std::span<const uint8_t> body, bool borrow_body)
 {
 	auto x = pool->take();
 	x->kind = TransferImpl::Kind::Send;
@@ -140,11 +140,13 @@ std::shared_ptr<TransferImpl> Core::make_send(const std::shared_ptr<PeerState> &
 	x->callback = std::move(cb);
 	wire::MsgHeader h = wire::header(type, id);
 	h.length = static_cast<uint32_t>(x->total);
-	x->message.resize(sizeof(h) + x->total);
+	x->message.resize(sizeof(h) + data.size() + (borrow_body ? 0 : body.size()));
 	std::memcpy(x->message.data(), &h, sizeof(h));
 	if (!data.empty())
 		std::memcpy(x->message.data() + sizeof(h), data.data(), data.size());
-	if (!body.empty())
+	if (borrow_body)
+		x->borrowed = body;
+	else if (!body.empty())
 		std::memcpy(x->message.data() + sizeof(h) + data.size(), body.data(), body.size());
 	return x;
 }

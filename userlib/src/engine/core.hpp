@@ -86,10 +86,11 @@ struct Core {
 	static uint64_t rail_bit(unsigned r) { return ProgressThreads::rail_bit(r); }
 
 	// A control message of `type` (header + data + body) for `rail`, not
-	// yet admitted.
+	// yet admitted. borrow_body: body is not copied (the caller keeps it
+	// until the callback; TransferImpl::borrowed).
 	std::shared_ptr<TransferImpl> make_send(const std::shared_ptr<PeerState> &peer, wire::MsgType type,
 						std::span<const uint8_t> data, unsigned rail, TransferCallback cb,
-						std::span<const uint8_t> body = {});
+						std::span<const uint8_t> body = {}, bool borrow_body = false);
 	// make_send, admitted (internal: see admit) and queued.
 	std::shared_ptr<TransferImpl> send(const std::shared_ptr<PeerState> &peer, wire::MsgType type,
 					   std::span<const uint8_t> data, unsigned rail, TransferCallback cb,

@@ -408,7 +408,7 @@ TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, TransferCal
 }
 
 TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, std::span<const uint8_t> body,
-			 TransferCallback done, SendCompletion completion)
+			 TransferCallback done, SendCompletion completion, SendBody how)
 {
 	Core &core = impl_->core;
 	auto p = impl_->peers.find(peer);
@@ -416,7 +416,7 @@ TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, std::span<c
 		throw Error(HMEMREG_EINVAL, "send: " + std::to_string(data.size() + body.size()) +
 						    " bytes exceed max_message " + std::to_string(core.cfg.max_message));
 	const unsigned rail = core.message_rail();
-	auto x = core.make_send(p, wire::MsgType::User, data, rail, std::move(done), body);
+	auto x = core.make_send(p, wire::MsgType::User, data, rail, std::move(done), body, how == SendBody::Borrowed);
 	x->transmit_complete = completion == SendCompletion::Transmitted;
 	core.admit(x);
 	try {

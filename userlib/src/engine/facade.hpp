@@ -374,10 +374,16 @@ public:
 	// message is the engine's copy either way, and messages to one peer
 	// stay in order).
 	enum class SendCompletion { Delivered, Transmitted };
+	// Whether the body is copied (the caller's memory is free when send
+	// returns) or Borrowed: sent from where it lies where the provider
+	// allows, so the caller keeps it valid and unchanged until `done` ran
+	// (or send threw).
+	enum class SendBody { Copied, Borrowed };
 	// The message head + body (one copy of each: e.g. a header and the
 	// caller's small payload), at most Config::max_message bytes together.
 	TransferRef send(PeerId peer, std::span<const uint8_t> head, std::span<const uint8_t> body,
-			 TransferCallback done = {}, SendCompletion completion = SendCompletion::Delivered);
+			 TransferCallback done = {}, SendCompletion completion = SendCompletion::Delivered,
+			 SendBody how = SendBody::Copied);
 
 	// Set before adding peers; called from progress context.
 	void on_message(std::function<void(const Message &)> fn);

@@ -26,7 +26,8 @@ std::string peer_text(const TransferImpl *x)
 Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const Topology &topo)
 	: index_(index), opt_(opt), info_(fabric::dup_info(info)),
 	  slot_size_(sizeof(wire::MsgHeader) + std::max(opt.max_message, wire::kEnginePayloadMax)),
-	  local_mr_(info->domain_attr && (info->domain_attr->mr_mode & FI_MR_LOCAL))
+	  local_mr_(info->domain_attr && (info->domain_attr->mr_mode & FI_MR_LOCAL)),
+	  send_iov_limit_(info->tx_attr ? std::max<size_t>(1, info->tx_attr->iov_limit) : 1)
 {
 	dom_ = std::make_shared<DomainHolder>();
 	dom_->fabric = fabric::open_fabric(info_.get());
@@ -447,7 +448,7 @@ bool Rail::joins(const Item &f, const TransferImpl &x, size_t used) const
 		return false;
 	if (y.kind == TransferImpl::Kind::Write && y.immediate && y.failed.load(std::memory_order_acquire))
 		return false; // an Announce with nothing to announce: its own turn fails it
-	return wire::bundle_offset(used) + y.message.size() <= slot_size_;
+	return wire::bundle_offset(used) + y.message_bytes() <= slot_size_;
 }
 
 // Posts the transfer's control message, and after it in the same buffer
@@ -481,36 +482,41 @@ bool Rail::post_send(std::list<Item>::iterator it, Events &ev)
 	// delivery-complete if one of its messages asks it.
 	bool delivered = !announce && !x->transmit_complete;
 	// Followers: whatever comes right behind it for the same peer, while it fits.
-	size_t used = x->message.size();
+	size_t used = x->message_bytes();
 	auto last = it; // the last item of the bundle
 	for (auto nx = std::next(it); opt_.bundle && nx != queue_.end() && joins(*nx, *x, used); ++nx) {
 		const TransferImpl &y = *nx->xfer;
-		used = wire::bundle_offset(used) + y.message.size();
+		used = wire::bundle_offset(used) + y.message_bytes();
 		delivered = delivered || (!(y.kind == TransferImpl::Kind::Write && y.immediate) && !y.transmit_complete);
 		last = nx;
 	}
 	// Where local buffers need no registration, a lone message goes straight
-	// from the transfer's bytes (they live until the send completes); else,
-	// and for a bundle, through the registered slot.
-	iovec iov{x->message.data(), x->message.size()};
-	void *desc = nullptr;
-	if (local_mr_ || last != it) {
+	// from the transfer's bytes and its borrowed tail (both live until the
+	// send completes); else, and for a bundle, through the registered slot.
+	iovec iov[2] = {{x->message.data(), x->message.size()},
+			{const_cast<uint8_t *>(x->borrowed.data()), x->borrowed.size()}};
+	size_t niov = x->borrowed.empty() ? 1 : 2;
+	void *desc[2] = {nullptr, nullptr};
+	if (local_mr_ || last != it || niov > send_iov_limit_) {
 		size_t off = 0;
 		for (auto m = it;; ++m) {
-			const std::vector<uint8_t> &bytes = m->xfer->message;
+			const TransferImpl &y = *m->xfer;
 			off = wire::bundle_offset(off);
-			std::memcpy(s->buf + off, bytes.data(), bytes.size());
-			off += bytes.size();
+			std::memcpy(s->buf + off, y.message.data(), y.message.size());
+			if (!y.borrowed.empty())
+				std::memcpy(s->buf + off + y.message.size(), y.borrowed.data(), y.borrowed.size());
+			off += y.message_bytes();
 			if (m == last)
 				break;
 		}
-		iov = {s->buf, off};
-		desc = ctrl_mr_.desc();
+		iov[0] = {s->buf, off};
+		niov = 1;
+		desc[0] = ctrl_mr_.desc();
 	}
 	fi_msg msg{};
-	msg.msg_iov = &iov;
-	msg.desc = local_mr_ ? &desc : nullptr;
-	msg.iov_count = 1;
+	msg.msg_iov = iov;
+	msg.desc = local_mr_ ? desc : nullptr;
+	msg.iov_count = niov;
 	msg.addr = x->peer->addr[index_];
 	msg.context = &s->ctx;
 	ssize_t rc = fi_sendmsg(ep_.get(), &msg, FI_COMPLETION | (delivered ? FI_DELIVERY_COMPLETE : 0));

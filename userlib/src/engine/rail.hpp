@@ -162,6 +162,7 @@ private:
 	fabric::InfoPtr info_;
 	size_t slot_size_;
 	const bool local_mr_; // the provider needs registered buffers for sends (FI_MR_LOCAL)
+	const size_t send_iov_limit_; // pieces one send takes (a borrowed tail is a second)
 
 	mutable std::mutex mu_;
 	std::shared_ptr<DomainHolder> dom_;

@@ -86,7 +86,11 @@ struct TransferImpl final : Transfer {
 	WritePlan plan;
 	std::vector<size_t> cursor;             // next of plan.rail_writes[r] to post (rail lock)
 	std::atomic<uint32_t> unresolved{0};    // segments not yet completed/failed/skipped
-	std::vector<uint8_t> message;           // Send: header + payload
+	std::vector<uint8_t> message;           // Send: header + payload (or its head: borrowed)
+	// Send: the payload's tail, in the caller's memory (HMEMREG_SEND_BORROW):
+	// sent in place, valid until the callback. Empty: all in message.
+	std::span<const uint8_t> borrowed;
+	size_t message_bytes() const { return message.size() + borrowed.size(); }
 	unsigned send_rail = 0;
 	uint64_t tag = 0;
 	uint64_t total = 0;
@@ -200,6 +204,7 @@ struct TransferImpl final : Transfer {
 		cursor.clear();
 		unresolved.store(0, std::memory_order_relaxed);
 		message.clear();
+		borrowed = {};
 		send_rail = 0;
 		tag = 0;
 		total = 0;
