@@ -323,8 +323,11 @@ int hmemreg_engine_sendv(hmemreg_engine_t *engine, uint64_t peer, const struct h
 /* The last iov is not copied: the engine sends it from where it lies where
  * the provider allows (else copies it when posting), so the caller keeps it
  * valid and unchanged until the completion callback ran (or, when the call
- * fails, until it returned). The other iovs are copied as ever. For a
- * payload large next to its header (a copy saved per message). */
+ * fails, until it returned). One exception: a send failed because its peer
+ * was declared dead is reported at once, while the provider may still hold
+ * the piece until the engine is destroyed, so keep such memory mapped that
+ * long (NCCL's registered buffers are). The other iovs are copied as ever.
+ * For a payload large next to its header (a copy saved per message). */
 #define HMEMREG_SEND_BORROW (1u << 1)
 /* hmemreg_engine_sendv with flags (0, or HMEMREG_SEND_TRANSMIT_COMPLETE
  * and/or HMEMREG_SEND_BORROW; another bit: -HMEMREG_EINVAL). */
