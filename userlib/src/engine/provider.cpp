@@ -254,13 +254,20 @@ void Core::open_rails()
 	// acked at its end: writes of 512 KiB keep the pipe full (measured on 16
 	// cores over loopback: a 64 MiB transfer went from 57% to 90% of iperf3).
 	// So does net, libfabric's native RDM over TCP (64 MiB: 28 -> 46 Gbps on
-	// 32 cores). shm copies each write in one go: splitting only adds work.
+	// 32 cores). shm copies each write in one go, but not a huge one well:
+	// a 64 MiB write ran at 14-15 Gbps on the 16-core H200 host (libfabric
+	// 1.17 and 2.6.0, target in another process), split at 4 MiB at 24-28
+	// (the same run; 16 MiB and smaller rows unchanged).
 	const bool streams = prov.find("tcp") != std::string::npos || prov.rfind("net", 0) == 0;
-	size_t def_write = streams ? std::min<size_t>(512u << 10, max_msg) : max_msg;
+	const bool shm = prov == "shm";
+	size_t def_write = streams ? std::min<size_t>(512u << 10, max_msg)
+			   : shm   ? std::min<size_t>(4u << 20, max_msg)
+				   : max_msg;
 	caps.max_write = cfg.max_write ? std::min(cfg.max_write, max_msg) : def_write;
 	if (!cfg.max_write && def_write < max_msg)
 		caps.notes.push_back("writes split at " + std::to_string(def_write >> 10) + " KiB (" + prov +
-				     " streams each write on one connection)");
+				     (shm ? " copies a huge write slower than its pieces)"
+					  : " streams each write on one connection)"));
 	caps.queue_depth = depth;
 	// Chunks per write: what both the local and the remote iov limits allow.
 	size_t iov_limit = std::max<size_t>(1, std::min(first->tx_attr->iov_limit, first->tx_attr->rma_iov_limit));
