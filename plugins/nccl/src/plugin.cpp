@@ -711,7 +711,7 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	if (cts)
 		c->cts.erase(ct);
 	c->next_seq++;
-	behind = c->outstanding > 0;
+	behind = inl && c->outstanding > 0; // (a write gains nothing by waiting: writes are not bundled)
 	c->outstanding++;
 	c->sends++;
 	c->bytes += size;
@@ -741,11 +741,11 @@ ncclResult_t Plugin::isend(void *send_comm, void *data, size_t size, int tag, vo
 		idle(); // the receive may be advertised by now
 		r = try_isend(send_comm, data, size, tag, mhandle, request, missing, behind);
 	}
-	// The first send of a quiet comm goes out now. Behind others, it waits
-	// for the turn of NCCL's next test(), which comes right after and posts
-	// every send queued since in one go: on tcp each turn that completes a
-	// send costs the provider's wake-up signal (a write and a read), once
-	// per turn instead of once per message.
+	// The first send of a quiet comm goes out now. An Inline send behind
+	// others waits for the turn of NCCL's next test(), which comes right
+	// after and posts every message queued since in one go (a bundle): on
+	// tcp each send costs a sendmsg and the provider's wake-up signal (a
+	// write and a read), once per bundle instead of once per message.
 	if (r == ncclSuccess && *request && !behind)
 		progress_now();
 	return r;

@@ -205,8 +205,8 @@ private:
 	void settle_send_locked(Request &r, int status, const char *why);
 	ncclResult_t post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			       void **request);
-	// behind: other sends of the comm were outstanding (this one may wait
-	// for the next turn, going out with them).
+	// behind: an Inline send with other sends of the comm outstanding (it
+	// may wait for the next turn, going out with them).
 	ncclResult_t try_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request,
 			       bool &missing_cts, bool &behind);
 
