@@ -37,13 +37,6 @@ uint64_t random_id()
 
 namespace {
 
-// An environment switch set to 0: a comparison run with a default off.
-bool env_off(const char *name)
-{
-	const char *v = std::getenv(name);
-	return v && std::strcmp(v, "0") == 0;
-}
-
 // Config::peer_timeout_ms as given, or from HMEMREG_PEER_TIMEOUT_MS, or the
 // default; `from` says which.
 unsigned resolve_peer_timeout(unsigned given, std::string &from)
@@ -277,11 +270,13 @@ void Core::open_rails()
 
 	size_t peer_depth = cfg.peer_queue_depth ? std::min(cfg.peer_queue_depth, depth) : std::max<size_t>(1, depth / 2);
 	caps.peer_queue_depth = peer_depth;
+	bool bundle = cfg.bundle_messages;
+	settings::boolean("HMEMREG_ENGINE_BUNDLE", bundle); // a comparison run turns it off (unset: the config's)
 	RailOptions ro{depth, static_cast<int64_t>(peer_depth * cfg.rails),
 		       cfg.max_message, recvs,
 		       cfg.send_buffers, cfg.post_batch,
 		       caps.delivery_complete, cfg.post_more,
-		       cfg.bundle_messages && !env_off("HMEMREG_ENGINE_BUNDLE"),
+		       bundle,
 		       &doom_epoch};
 	for (unsigned r = 0; r < cfg.rails; r++) {
 		const fi_info *info = distinct[r % distinct.size()];

@@ -36,7 +36,7 @@ constexpr std::array<hmemreg_setting, 29> kSettings = {{
 	 "cap on the libfabric API version asked for (1.17: no FI_MR_DMABUF)"},
 	{"HMEMREG_PEER_TIMEOUT_MS", "10000", "engine", "number",
 	 "a peer with posted work and no completion this long is declared dead (0: never)"},
-	{"HMEMREG_ENGINE_BUNDLE", "1", "engine", "0 or 1",
+	{"HMEMREG_ENGINE_BUNDLE", "1", "engine", "bool",
 	 "0: every control message its own send (a comparison; 1 packs messages queued for one peer into one)"},
 	{"HMEMREG_NCCL_PROVIDER", "auto", "nccl", "text", "libfabric provider, e.g. tcp;ofi_rxm"},
 	{"HMEMREG_NCCL_NODE", "default", "nccl", "text", "fabric address (node) the engine binds"},
