@@ -58,10 +58,24 @@ if [ $rc = 1 ] && grep -qF "provider nosuch: fi_getinfo: " <<<"$err" && grep -qE
 else
 	fail "reg --provider nosuch,tcp: exit $rc, stderr '$err', rows '${rows:0:200}'"
 fi
-rows=$("$bench" cache --entries 16 --threads 1,2 --iters 1000 --miss-iters 100 --reps 1 --no-ucx --json) ||
+rows=$("$bench" cache --entries 16,64 --threads 1,2 --iters 1000 --miss-iters 100 --reps 2 --no-ucx --json) ||
 	fail "cache run: exit $?"
 threads=$(jq -r 'select(.case == "hit" and .impl == "hmemreg") | .threads' <<<"$rows" | tr '\n' ' ')
-[ "$threads" = "1 2 " ] && echo "ok   cache --threads 1,2: $threads" || fail "cache threads: '$threads'"
+[ "$threads" = "1 2 1 2 " ] && echo "ok   cache --threads 1,2: $threads" || fail "cache threads: '$threads'"
+# The ratios come from the run's own rows: scaling is threads x ns(1 thread) /
+# ns, vs_smallest ns / ns(first --entries, same threads); misses have neither.
+bad_ratio=$(jq -s -r '[.[] | select(.impl == "hmemreg")] as $r | $r[] | select(.case == "hit") |
+	. as $x | ($r[] | select(.case == "hit" and .entries == $x.entries and .threads == 1) | .ns_per_op) as $one |
+	($r[] | select(.case == "hit" and .entries == 16 and .threads == $x.threads) | .ns_per_op) as $small |
+	select(((.scaling - .threads * $one / .ns_per_op) | fabs) > 0.02 or ((.vs_smallest - .ns_per_op / $small) | fabs) > 0.02) |
+	"\(.entries)/\(.threads)"' <<<"$rows")
+misses=$(jq -r 'select(.case == "miss") | "\(.scaling) \(.vs_smallest)"' <<<"$rows" | sort -u)
+if [ -z "$bad_ratio" ] && [ "$misses" = "-1 -1" ] &&
+	[ "$(jq -r 'select(.case == "hit" and .impl == "hmemreg" and .entries == 16 and .threads == 1) | "\(.scaling) \(.vs_smallest)"' <<<"$rows")" = "1 1" ]; then
+	echo "ok   cache scaling and vs_smallest follow the rows' ns_per_op"
+else
+	fail "cache ratios: off at '$bad_ratio', misses '$misses'"
+fi
 # No reference (--no-ucx): the ratio is a JSON number or null, never inf/nan text.
 jq -e . <<<"$rows" >/dev/null && ! grep -qiE 'inf|nan' <<<"$rows" && echo "ok   cache rows are JSON" ||
 	fail "cache rows are not JSON: $rows"
