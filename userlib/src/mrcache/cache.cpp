@@ -192,6 +192,13 @@ Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, 
 		     MissHint &hint)
 {
 	ReadGuard g(lock_);
+	// A full cache's next victim, loaded while the search runs: a miss
+	// evicts it, and the search finds a cached range mostly when the memo
+	// lost it (a prefetch then wasted, cheaper than a victim's lines
+	// waited for after the search at 256k entries and more).
+	if (count_ >= cfg_.max_count) [[unlikely]]
+		if (Entry *v = lru_.front())
+			prefetch_victim(v, ts);
 	Entry *before = index_.last_at_or_before(IndexKey{static_cast<uint32_t>(req.iface), req.device, s, ~0ULL});
 	Entry *c = before && before->iface == req.iface && before->device == req.device && before->range.covers(s, e)
 			   ? before
@@ -200,9 +207,6 @@ Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, 
 		hint.changes = index_.changes();
 		hint.before = before;
 		hint.valid = true;
-		if (count_ >= cfg_.max_count) [[unlikely]]
-			if (Entry *v = lru_.front())
-				prefetch_victim(v, ts);
 		return nullptr;
 	}
 	out.shard = ts.shard;
@@ -608,6 +612,13 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint
 		orphan_bytes_ += r.size();
 		count_uncached_locked(why);
 	}
+	// The next miss of a full cache evicts the new LRU front: its lines
+	// load now, behind this miss's unlock and the next get's memo probe,
+	// instead of after the next lookup (a cache under churn misses in
+	// runs; a hit next wastes the prefetch of a few lines).
+	if (count_ >= cfg_.max_count)
+		if (Entry *v = lru_.front())
+			prefetch_victim(v, ts);
 	// What reap() would take, in the same critical section.
 	released.swap(dead_);
 	dead_count_ = dead_bytes_ = 0;
