@@ -79,4 +79,20 @@ fi
 # No reference (--no-ucx): the ratio is a JSON number or null, never inf/nan text.
 jq -e . <<<"$rows" >/dev/null && ! grep -qiE 'inf|nan' <<<"$rows" && echo "ok   cache rows are JSON" ||
 	fail "cache rows are not JSON: $rows"
+# UCX's child cannot load libucs (an empty stand-in first on the path): the
+# run says so and measures hmemreg alone; our next request to the ended
+# child must not kill us (SIGPIPE).
+fake=$(mktemp -d)
+: >"$fake/libucs.so.0"
+rows=$(LD_LIBRARY_PATH=$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$bench" cache --entries 16 --threads 1 --iters 1000 \
+	--miss-iters 100 --reps 2 --json 2>"$fake/err")
+rc=$?
+cases=$(jq -r 'select(.impl == "hmemreg") | .case' <<<"$rows" | tr '\n' ' ')
+if [ $rc = 0 ] && grep -qF "no UCX reference: cannot load libucs.so.0" "$fake/err" &&
+	! jq -e 'select(.impl == "ucx")' <<<"$rows" >/dev/null && [ "$cases" = "hit miss " ]; then
+	echo "ok   cache without libucs: $(cat "$fake/err"); hmemreg rows: $cases"
+else
+	fail "cache without libucs: exit $rc, stderr '$(cat "$fake/err")', rows '${rows:0:300}'"
+fi
+rm -rf "$fake"
 exit $bad

@@ -17,9 +17,13 @@
 // A run stops at --max-seconds (UCX's rcache takes a lock per get, so at 8
 // or 16 threads its hit case ran for minutes): ns_per_op is then over the
 // pairs done by then, later reps are skipped, and the row says "bounded".
-// UCX runs first, in a child process (this binary re-executed): creating an
+// UCX runs in a child process (this binary re-executed): creating an
 // rcache patches mmap/munmap for the whole process, which must not touch
-// the hmemreg measurement; libucs is dlopen()ed there only.
+// the hmemreg measurement; libucs is dlopen()ed there only. The child runs
+// a case when asked, so UCX's runs, the ceiling's and hmemreg's take turns
+// rep by rep (run_all): on a machine whose speed drifts (the H200 host's
+// misses moved by 1.5x between processes), the ratios compare runs of the
+// same moments.
 // "ceiling" rows (hit case): the same threads, sequences and timing over a
 // bare array of one 64-byte line per region (huge pages where it can),
 // one load per get+put: what a random-order hit costs at that size when
@@ -41,8 +45,11 @@
 #include <cstring>
 #include <ctime>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <map>
+#include <memory>
 #include <random>
+#include <signal.h>
 #include <spawn.h>
 #include <string>
 #include <sys/mman.h>
@@ -446,108 +453,199 @@ char *reserve(long max_entries)
 	return p == MAP_FAILED ? nullptr : static_cast<char *>(p);
 }
 
-// Runs every case with impl; calls emit(entries, threads, case, ns).
-template <typename Emit>
-int run_all(Impl &impl, const Options &o, char *base, Emit emit, bool hits_only = false)
+// One implementation's runs, a case at a time.
+struct Runner {
+	virtual ~Runner() = default;
+	virtual Result hit(long n, int threads) = 0;
+	virtual Result miss(long n) = 0;
+	virtual bool misses() const { return true; }
+};
+
+// An implementation in this process.
+struct LocalRunner final : Runner {
+	LocalRunner(Impl &impl, const Options &o, char *base, bool hits_only = false)
+		: impl_(impl), o_(o), base_(base), hits_only_(hits_only)
+	{
+	}
+	Result hit(long n, int t) override { return run_hit(impl_, base_, n, t, o_.iters, o_.max_seconds); }
+	Result miss(long n) override { return run_miss(impl_, base_, n, std::max(o_.miss_iters, 4 * n), o_.max_seconds); }
+	bool misses() const override { return !hits_only_; }
+
+private:
+	Impl &impl_;
+	const Options &o_;
+	char *base_;
+	bool hits_only_;
+};
+
+using File = std::unique_ptr<FILE, int (*)(FILE *)>;
+
+// The child's side of UcxRunner: one line per request ("hit N T" or "miss
+// N"), one line per answer ("ns bounded cached"), until the parent closes
+// the request pipe.
+int ucx_child(const Options &o, int in_fd, int out_fd)
 {
-	for (long n : o.entries) {
-		// Hits: the reps go round the thread counts (1, 16, 1, 16, ...),
-		// so a drift of the machine's speed reaches every count alike and
-		// the scaling column compares runs of the same moments.
-		if (o.hit) {
-			std::vector<Result> best(o.threads.size());
-			std::vector<bool> done(o.threads.size(), false);
-			for (long r = 0; r < o.reps; r++)
-				for (size_t i = 0; i < o.threads.size(); i++) {
-					if (done[i])
-						continue;
-					Result x = run_hit(impl, base, n, static_cast<int>(o.threads[i]), o.iters, o.max_seconds);
-					if (x.ns < 0 || best[i].ns < 0 || x.ns < best[i].ns)
-						best[i] = x;
-					// A failure, or a longer case (one run says enough).
-					done[i] = x.ns < 0 || x.bounded;
-				}
-			for (size_t i = 0; i < o.threads.size(); i++)
-				emit(n, static_cast<int>(o.threads[i]), "hit", best[i]);
-		}
-		if (o.miss && !hits_only) {
-			Result b;
-			for (long r = 0; r < o.reps; r++) {
-				Result x = run_miss(impl, base, n, std::max(o.miss_iters, 4 * n), o.max_seconds);
-				if (x.ns < 0 || b.ns < 0 || x.ns < b.ns)
-					b = x;
-				if (x.ns < 0 || x.bounded)
-					break;
-			}
-			emit(n, 1, "miss", b);
-		}
+	File in(fdopen(in_fd, "r"), std::fclose), out(fdopen(out_fd, "w"), std::fclose);
+	UcxImpl u;
+	if (!in || !out)
+		return 1;
+	if (!u.ucs.load()) {
+		std::fprintf(stderr, "hmemreg_bench: no UCX reference: cannot load libucs.so.0 (%s)\n", dlerror());
+		return 1;
+	}
+	char *base = reserve(*std::max_element(o.entries.begin(), o.entries.end()));
+	if (!base)
+		return 1;
+	char c[8];
+	long n;
+	int t;
+	while (std::fscanf(in.get(), "%7s %ld %d", c, &n, &t) == 3) {
+		Result r = std::strcmp(c, "hit") == 0
+				   ? run_hit(u, base, n, t, o.iters, o.max_seconds)
+				   : run_miss(u, base, n, std::max(o.miss_iters, 4 * n), o.max_seconds);
+		std::fprintf(out.get(), "%.3f %d %.6f\n", r.ns, r.bounded ? 1 : 0, r.cached);
+		std::fflush(out.get());
 	}
 	return 0;
 }
 
-int ucx_child(const Options &o, int fd)
-{
-	UcxImpl u;
-	if (!u.ucs.load()) {
-		std::fprintf(stderr, "hmemreg_bench: cannot load libucs.so.0 (%s)\n", dlerror());
-		return 1;
+// UCX's rcache in a child process (this binary re-executed with
+// --ucx-child; an rcache patches mmap/munmap for its whole process, which
+// must not touch the hmemreg measurement; libucs is dlopen()ed there
+// only). The child runs one case per request, so its runs and ours take
+// turns. A child that cannot run answers nothing: every case is then -1.
+class UcxRunner final : public Runner {
+public:
+	UcxRunner(int argc, char **argv)
+	{
+		// A child that ended early (no libucs) must not kill us with
+		// SIGPIPE at our next request: the write fails instead.
+		struct sigaction ign = {};
+		ign.sa_handler = SIG_IGN;
+		sigaction(SIGPIPE, &ign, &old_pipe_);
+		int req[2], ans[2];
+		if (::pipe2(req, O_CLOEXEC))
+			return;
+		if (::pipe2(ans, O_CLOEXEC)) {
+			::close(req[0]);
+			::close(req[1]);
+			return;
+		}
+		// The child inherits its two ends only (ours stay close-on-exec,
+		// so that it sees EOF when we close the request pipe).
+		::fcntl(req[0], F_SETFD, 0);
+		::fcntl(ans[1], F_SETFD, 0);
+		std::vector<std::string> args{"/proc/self/exe", "cache", "--ucx-child",
+					      std::to_string(req[0]) + "," + std::to_string(ans[1])};
+		for (int i = 1; i < argc; i++)
+			if (std::strcmp(argv[i], "--json"))
+				args.emplace_back(argv[i]);
+		std::vector<char *> av;
+		for (auto &a : args)
+			av.push_back(a.data());
+		av.push_back(nullptr);
+		int rc = posix_spawn(&pid_, "/proc/self/exe", nullptr, nullptr, av.data(), environ);
+		::close(req[0]);
+		::close(ans[1]);
+		if (rc) {
+			pid_ = -1;
+			::close(req[1]);
+			::close(ans[0]);
+			return;
+		}
+		to_.reset(fdopen(req[1], "w"));
+		from_.reset(fdopen(ans[0], "r"));
 	}
-	FILE *out = fdopen(fd, "w");
-	char *base = reserve(*std::max_element(o.entries.begin(), o.entries.end()));
-	if (!base)
-		return 1;
-	int rc = run_all(u, o, base, [&](long n, int t, const char *c, Result r) {
-		std::fprintf(out, "%ld %d %s %.3f %d\n", n, t, c, r.ns, r.bounded ? 1 : 0);
-		std::fflush(out);
-	});
-	std::fclose(out);
-	return rc;
-}
+	~UcxRunner() override
+	{
+		to_.reset(); // EOF: the child ends
+		from_.reset();
+		if (pid_ > 0) {
+			int st;
+			waitpid(pid_, &st, 0);
+		}
+		sigaction(SIGPIPE, &old_pipe_, nullptr);
+	}
+	UcxRunner(const UcxRunner &) = delete;
+	UcxRunner &operator=(const UcxRunner &) = delete;
 
-// Re-executes this binary as the UCX child and collects its results.
-std::map<Key, Result> run_ucx(int argc, char **argv)
-{
-	std::map<Key, Result> res;
-	int pfd[2];
-	if (::pipe(pfd))
-		return res;
-	std::vector<std::string> args{"/proc/self/exe", "cache", "--ucx-child", std::to_string(pfd[1])};
-	for (int i = 1; i < argc; i++)
-		if (std::strcmp(argv[i], "--json"))
-			args.emplace_back(argv[i]);
-	std::vector<char *> av;
-	for (auto &a : args)
-		av.push_back(a.data());
-	av.push_back(nullptr);
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addclose(&fa, pfd[0]);
-	pid_t pid;
-	int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, av.data(), environ);
-	posix_spawn_file_actions_destroy(&fa);
-	::close(pfd[1]);
-	if (rc) {
-		::close(pfd[0]);
-		return res;
+	Result hit(long n, int t) override { return ask("hit", n, t); }
+	Result miss(long n) override { return ask("miss", n, 1); }
+
+private:
+	Result ask(const char *c, long n, int t)
+	{
+		if (!to_ || !from_)
+			return {};
+		Result r;
+		int bounded = 0;
+		if (std::fprintf(to_.get(), "%s %ld %d\n", c, n, t) < 0 || std::fflush(to_.get()) ||
+		    std::fscanf(from_.get(), "%lf %d %lf", &r.ns, &bounded, &r.cached) != 3) {
+			to_.reset(); // gone: ask no more
+			return {};
+		}
+		r.bounded = bounded != 0;
+		return r;
 	}
-	FILE *in = fdopen(pfd[0], "r");
-	long n;
-	int t;
-	char c[16];
-	double ns;
-	int bounded;
-	while (std::fscanf(in, "%ld %d %15s %lf %d", &n, &t, c, &ns, &bounded) == 5)
-		res[{n, t, c}] = Result{ns, bounded != 0};
-	std::fclose(in);
-	int st;
-	waitpid(pid, &st, 0);
-	return res;
+	struct sigaction old_pipe_ = {};
+	pid_t pid_ = -1;
+	File to_{nullptr, std::fclose}, from_{nullptr, std::fclose};
+};
+
+// Every case with every runner, best of o.reps each. The reps go round:
+// for each size, rep by rep, each thread count, each runner (the runners'
+// order turning with the rep), so a drift of the machine's speed reaches
+// every runner and thread count alike; the scaling and vs_ucx columns
+// compare runs of the same moments. emit(runner, entries, threads, case,
+// result).
+template <typename Emit>
+void run_all(const std::vector<Runner *> &runners, const Options &o, Emit emit)
+{
+	const size_t nr = runners.size();
+	auto keep = [](Result &best, const Result &x) {
+		if (x.ns < 0 || best.ns < 0 || x.ns < best.ns)
+			best = x;
+		return x.ns < 0 || x.bounded; // a failure, or a longer case: one run says enough
+	};
+	for (long n : o.entries) {
+		if (o.hit) {
+			const size_t nt = o.threads.size();
+			std::vector<Result> best(nr * nt);
+			std::vector<char> done(nr * nt, 0);
+			for (long r = 0; r < o.reps; r++)
+				for (size_t i = 0; i < nt; i++)
+					for (size_t j = 0; j < nr; j++) {
+						const size_t k = (j + static_cast<size_t>(r)) % nr;
+						if (!done[k * nt + i])
+							done[k * nt + i] =
+								keep(best[k * nt + i], runners[k]->hit(n, static_cast<int>(o.threads[i])));
+					}
+			for (size_t k = 0; k < nr; k++)
+				for (size_t i = 0; i < nt; i++)
+					emit(k, n, static_cast<int>(o.threads[i]), "hit", best[k * nt + i]);
+		}
+		if (o.miss) {
+			std::vector<Result> best(nr);
+			std::vector<char> done(nr, 0);
+			for (size_t k = 0; k < nr; k++)
+				done[k] = !runners[k]->misses();
+			for (long r = 0; r < o.reps; r++)
+				for (size_t j = 0; j < nr; j++) {
+					const size_t k = (j + static_cast<size_t>(r)) % nr;
+					if (!done[k])
+						done[k] = keep(best[k], runners[k]->miss(n));
+				}
+			for (size_t k = 0; k < nr; k++)
+				if (runners[k]->misses())
+					emit(k, n, 1, "miss", best[k]);
+		}
+	}
 }
 
 int bench_cache(int argc, char **argv)
 {
 	Options o;
-	int child_fd = -1;
+	std::string ucx_child_fds; // "R,W": run as UcxRunner's child
 	std::vector<std::string> cases{"hit", "miss"};
 	cli::Parser p("cache", "registration cache get+put latency (hits, misses) vs UCX rcache, no-op registration");
 	p.counts("--entries", o.entries, "cache sizes (entries) to run");
@@ -568,17 +666,18 @@ int bench_cache(int argc, char **argv)
 	p.app()
 		.add_option("--monitor", o.monitor, "hmemreg's memory monitor: auto (the cache's default), kmod, uffd, none")
 		->check(CLI::IsMember({"auto", "kmod", "uffd", "none"}));
-	p.app().add_option("--ucx-child", child_fd)->group("");
+	p.app().add_option("--ucx-child", ucx_child_fds)->group("");
 	if (int rc = p.parse(argc, argv); rc >= 0)
 		return rc;
 	o.hit = std::count(cases.begin(), cases.end(), "hit") > 0;
 	o.miss = std::count(cases.begin(), cases.end(), "miss") > 0;
-	if (child_fd >= 0)
-		return ucx_child(o, child_fd);
+	if (!ucx_child_fds.empty()) {
+		int in = -1, out = -1;
+		if (std::sscanf(ucx_child_fds.c_str(), "%d,%d", &in, &out) != 2)
+			return 1;
+		return ucx_child(o, in, out);
+	}
 
-	std::map<Key, Result> ucx;
-	if (o.ucx)
-		ucx = run_ucx(argc, argv);
 	Printer pr(p.json);
 	pr.section("cache: get+put latency (ns per op per thread), no-op registration; vs_ucx = hmemreg/ucx; "
 		   "scaling = t threads' hits per second / one thread's; vs_smallest = hit / hit at the first --entries");
@@ -597,10 +696,27 @@ int bench_cache(int argc, char **argv)
 	char *base = reserve(*std::max_element(o.entries.begin(), o.entries.end()));
 	if (!base)
 		return 1;
-	std::map<Key, Result> ceiling, chase;
+	// Runners: UCX (a child process), the ceiling (hits), hmemreg.
+	std::vector<std::unique_ptr<Runner>> owned;
+	std::vector<std::map<Key, Result> *> into;
+	std::map<Key, Result> ucx, ceiling, ours, chase;
+	if (o.ucx) {
+		owned.push_back(std::make_unique<UcxRunner>(argc, argv));
+		into.push_back(&ucx);
+	}
+	CeilingImpl ci(base);
 	if (o.ceiling && o.hit) {
-		CeilingImpl ci(base);
-		run_all(ci, o, base, [&](long n, int t, const char *c, Result r) { ceiling[{n, t, c}] = r; }, true);
+		owned.push_back(std::make_unique<LocalRunner>(ci, o, base, true));
+		into.push_back(&ceiling);
+	}
+	owned.push_back(std::make_unique<LocalRunner>(h, o, base));
+	into.push_back(&ours);
+	std::vector<Runner *> runners;
+	for (auto &r : owned)
+		runners.push_back(r.get());
+	run_all(runners, o, [&](size_t k, long n, int t, const char *c, Result r) { (*into[k])[{n, t, c}] = r; });
+	owned.clear(); // the UCX child ends
+	if (o.ceiling && o.hit) {
 		for (long n : o.entries)
 			for (long t : o.threads) {
 				Result b;
@@ -612,8 +728,6 @@ int bench_cache(int argc, char **argv)
 				chase[{n, static_cast<int>(t), "hit"}] = b;
 			}
 	}
-	std::map<Key, Result> ours;
-	run_all(h, o, base, [&](long n, int t, const char *c, Result r) { ours[{n, t, c}] = r; });
 	// The issue's two ratios, read off the rows of one impl: scaling, what
 	// t threads get through against one thread (t x ns(1) / ns(t)); and
 	// vs_smallest, a hit's cost against a hit in the smallest cache of the
