@@ -599,7 +599,7 @@ private:
 // compare runs of the same moments. emit(runner, entries, threads, case,
 // result).
 template <typename Emit>
-void run_all(const std::vector<Runner *> &runners, const Options &o, Emit emit)
+void run_all(const std::vector<std::unique_ptr<Runner>> &runners, const Options &o, Emit emit)
 {
 	const size_t nr = runners.size();
 	auto keep = [](Result &best, const Result &x) {
@@ -697,25 +697,22 @@ int bench_cache(int argc, char **argv)
 	if (!base)
 		return 1;
 	// Runners: UCX (a child process), the ceiling (hits), hmemreg.
-	std::vector<std::unique_ptr<Runner>> owned;
+	std::vector<std::unique_ptr<Runner>> runners;
 	std::vector<std::map<Key, Result> *> into;
 	std::map<Key, Result> ucx, ceiling, ours, chase;
 	if (o.ucx) {
-		owned.push_back(std::make_unique<UcxRunner>(argc, argv));
+		runners.push_back(std::make_unique<UcxRunner>(argc, argv));
 		into.push_back(&ucx);
 	}
 	CeilingImpl ci(base);
 	if (o.ceiling && o.hit) {
-		owned.push_back(std::make_unique<LocalRunner>(ci, o, base, true));
+		runners.push_back(std::make_unique<LocalRunner>(ci, o, base, true));
 		into.push_back(&ceiling);
 	}
-	owned.push_back(std::make_unique<LocalRunner>(h, o, base));
+	runners.push_back(std::make_unique<LocalRunner>(h, o, base));
 	into.push_back(&ours);
-	std::vector<Runner *> runners;
-	for (auto &r : owned)
-		runners.push_back(r.get());
 	run_all(runners, o, [&](size_t k, long n, int t, const char *c, Result r) { (*into[k])[{n, t, c}] = r; });
-	owned.clear(); // the UCX child ends
+	runners.clear(); // the UCX child ends
 	if (o.ceiling && o.hit) {
 		for (long n : o.entries)
 			for (long t : o.threads) {
@@ -728,54 +725,42 @@ int bench_cache(int argc, char **argv)
 				chase[{n, static_cast<int>(t), "hit"}] = b;
 			}
 	}
-	// The two ratios, read off the rows of one impl: scaling, what
-	// t threads get through against one thread (t x ns(1) / ns(t)); and
-	// vs_smallest, a hit's cost against a hit in the smallest cache of the
-	// run at the same thread count. -1 where the run lacks the other row.
-	auto ratios = [&](const std::map<Key, Result> &m, long n, int t, const std::string &c, Row &r) {
-		auto ns = [&](long nn, int tt) {
-			auto it = m.find({nn, tt, c});
-			return it != m.end() ? it->second.ns : -1.0;
+	// One row of impl's results m for (n, t, c): hmemreg's always, the
+	// references' where they measured it. Its ratios are read off m's own
+	// rows: scaling, what t threads get through against one thread
+	// (t x ns(1) / ns(t)); vs_smallest, a hit against a hit in the run's
+	// smallest cache at the same thread count; -1 where m lacks that row.
+	auto print = [&](const char *impl, const std::map<Key, Result> &m, long n, int t, const std::string &c) {
+		auto at = [&](const std::map<Key, Result> &mm, long nn, int tt) {
+			auto it = mm.find({nn, tt, c});
+			return it != mm.end() ? it->second : Result{};
 		};
-		const double here = ns(n, t), one = ns(n, 1), small = ns(o.entries.front(), t);
+		const Result res = at(m, n, t), u = at(ucx, n, t);
+		if (res.ns <= 0 && &m != &ours)
+			return;
+		const double chased = at(chase, n, t).ns, ch = chased > 0 ? chased : -1.0;
+		const double one = at(m, n, 1).ns, small = at(m, o.entries.front(), t).ns;
 		const bool hit = c == "hit";
-		r.add("scaling", hit && here > 0 && one > 0 ? t * one / here : -1.0);
-		r.add("vs_smallest", hit && here > 0 && small > 0 ? here / small : -1.0);
-	};
-	auto print = [&](long n, int t, const std::string &c, const Result &res) {
-		auto it = ucx.find({n, t, c});
-		Result u = it != ucx.end() ? it->second : Result{};
-		auto chi = chase.find({n, t, c});
-		const double ch = chi != chase.end() && chi->second.ns > 0 ? chi->second.ns : -1.0;
-		if (u.ns > 0) {
-			Row r;
-			r.add("bench", "cache").add("impl", "ucx").add("entries", n).add("threads", t).add("case", c);
-			r.add("ns_per_op", u.ns).add("vs_ucx", 1.0).add("cached", cached(u)).add("chase", ch);
-			ratios(ucx, n, t, c, r);
-			pr.print(r.add("note", note(u)));
-		}
-		if (auto ci = ceiling.find({n, t, c}); ci != ceiling.end() && ci->second.ns > 0) {
-			Row r;
-			r.add("bench", "cache").add("impl", "ceiling").add("entries", n).add("threads", t).add("case", c);
-			r.add("ns_per_op", ci->second.ns).add("vs_ucx", u.ns > 0 ? ci->second.ns / u.ns : -1.0);
-			r.add("cached", cached(ci->second)).add("chase", ch);
-			ratios(ceiling, n, t, c, r);
-			pr.print(r.add("note", note(ci->second)));
-		}
 		Row r;
-		r.add("bench", "cache").add("impl", "hmemreg").add("entries", n).add("threads", t).add("case", c);
+		r.add("bench", "cache").add("impl", impl).add("entries", n).add("threads", t).add("case", c);
 		r.add("ns_per_op", res.ns).add("vs_ucx", u.ns > 0 && res.ns > 0 ? res.ns / u.ns : -1.0);
 		r.add("cached", cached(res)).add("chase", ch);
-		ratios(ours, n, t, c, r);
+		r.add("scaling", hit && res.ns > 0 && one > 0 ? t * one / res.ns : -1.0);
+		r.add("vs_smallest", hit && res.ns > 0 && small > 0 ? res.ns / small : -1.0);
 		pr.print(r.add("note", note(res)));
 	};
 	// In run_all's order: each size's hit rows, then its miss row.
+	auto print_all = [&](long n, int t, const std::string &c) {
+		if (!ours.count({n, t, c}))
+			return;
+		print("ucx", ucx, n, t, c);
+		print("ceiling", ceiling, n, t, c);
+		print("hmemreg", ours, n, t, c);
+	};
 	for (long n : o.entries) {
 		for (long t : o.threads)
-			if (auto it = ours.find({n, static_cast<int>(t), "hit"}); it != ours.end())
-				print(n, static_cast<int>(t), "hit", it->second);
-		if (auto it = ours.find({n, 1, "miss"}); it != ours.end())
-			print(n, 1, "miss", it->second);
+			print_all(n, static_cast<int>(t), "hit");
+		print_all(n, 1, "miss");
 	}
 	return 0;
 }

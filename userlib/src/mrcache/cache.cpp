@@ -192,13 +192,6 @@ Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, 
 		     MissHint &hint)
 {
 	ReadGuard g(lock_);
-	// A full cache's next victim, loaded while the search runs: a miss
-	// evicts it, and the search finds a cached range mostly when the memo
-	// lost it (a prefetch then wasted, cheaper than a victim's lines
-	// waited for after the search at 256k entries and more).
-	if (count_ >= cfg_.max_count) [[unlikely]]
-		if (Entry *v = lru_.front())
-			prefetch_victim(v, ts);
 	Entry *before = index_.last_at_or_before(IndexKey{static_cast<uint32_t>(req.iface), req.device, s, ~0ULL});
 	Entry *c = before && before->iface == req.iface && before->device == req.device && before->range.covers(s, e)
 			   ? before
@@ -207,6 +200,11 @@ Entry *Cache::lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, 
 		hint.changes = index_.changes();
 		hint.before = before;
 		hint.valid = true;
+		// The victim the miss evicts (mostly loaded already: the
+		// previous miss prefetched it; not so the first after hits).
+		if (count_ >= cfg_.max_count) [[unlikely]]
+			if (Entry *v = lru_.front())
+				prefetch_victim(v, ts);
 		return nullptr;
 	}
 	out.shard = ts.shard;
