@@ -335,6 +335,34 @@ void Cache::prefetch_eviction_locked()
 		__builtin_prefetch(r, 1);
 }
 
+// Misses come in strides (a pool registered buffer by buffer, a transfer
+// walking a large buffer chunk by chunk, a cache cycling through more
+// regions than it holds): when this miss is as far from the thread's last
+// one as that was from the one before, the next is likely as far again.
+// Its memo line starts loading now: the memo scatters neighbouring pages,
+// so its probe would otherwise wait for memory once the memo outgrows the
+// caches. (A wrong guess costs one prefetch on a path that registers.)
+void Cache::prefetch_next_miss(const Request &req)
+{
+	struct Stride {
+		const Cache *cache;
+		uintptr_t addr;
+		intptr_t step;
+	};
+	static thread_local Stride last __attribute__((tls_model("initial-exec")));
+	const auto a = reinterpret_cast<uintptr_t>(req.addr);
+	const intptr_t step = static_cast<intptr_t>(a - last.addr);
+	if (last.cache == this && step == last.step && step) {
+		const auto d = static_cast<uintptr_t>(step);
+		// The one after next: its memo line. The next: its line came
+		// with the previous miss; the entry it names comes now (the
+		// next miss's fill reads that entry's state).
+		__builtin_prefetch(memo_.set_for(req.iface, req.device, a + 2 * d).way[0]);
+		Memo::prefetch_fill(memo_.set_for(req.iface, req.device, a + d));
+	}
+	last = Stride{this, a, step};
+}
+
 int Cache::get(const Request &req, Entry *&out)
 {
 	RawRef l;
@@ -520,6 +548,7 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint
 		return register_uncached(req, out, HMEMREG_UNCACHED_LIMIT, tally);
 	Monitor *mon = monitor_for(req.iface);
 	const Memo::Set set = memo_.set_for(req.iface, req.device, reinterpret_cast<uintptr_t>(req.addr));
+	prefetch_next_miss(req);
 	EntryPtr owned = make_entry(req, r);
 	Entry *e = owned.get();
 

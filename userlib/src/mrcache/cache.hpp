@@ -189,6 +189,7 @@ private:
 	Entry *lookup(const Request &req, uintptr_t s, uintptr_t e, RawRef &out, const ThreadState &ts, MissHint &hint);
 	void prefetch_victim(const Entry *v, const ThreadState &ts);
 	void prefetch_eviction_locked();
+	void prefetch_next_miss(const Request &req);
 	static Entry *first_starting_at(Entry *e);
 	static void raw_ref_of(Entry *c, RawRef &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
