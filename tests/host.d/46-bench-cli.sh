@@ -34,6 +34,22 @@ refused reg --iters abc --json -- "--iters: 'abc' is not a count"
 refused reg --prov tcp -- "--prov"
 refused cache --threads 1,x -- "--threads: 'x' is not a count"
 refused cache --bogus -- "--bogus"
+refused cache --cpus x-1 -- "--cpus: 'x-1' is not a CPU list"
+refused cache --cpus 0-1,8x -- "--cpus: '0-1,8x' is not a CPU list"
+# A CPU this process may not use is named, with the ones it may.
+err=$(taskset -c 0 "$bench" cache --cpus 1 --entries 16 2>&1 >/dev/null)
+rc=$?
+[ $rc = 2 ] && grep -qF -- "--cpus: CPU 1 is not one this process may run on (0)" <<<"$err" &&
+	echo "ok   cache --cpus 1 under taskset -c 0: $err" || fail "cache --cpus outside the process's CPUs: exit $rc, '$err'"
+# The runs' CPUs: auto is the process's own set, in the header.
+head=$(taskset -c 0 "$bench" cache --entries 16 --threads 1 --iters 1000 --miss-iters 100 --reps 1 --no-ucx | grep -m1 '^# cache')
+grep -qE "threads on CPUs 0$" <<<"$head" && echo "ok   cache --cpus auto under taskset -c 0: ${head##*; }" ||
+	fail "cache --cpus auto header: '$head'"
+# UCX's child runs on the same list (it is spawned before the main thread
+# binds, and binds its own): every case has its UCX row.
+ucx=$("$bench" cache --entries 16 --threads 1,2 --iters 1000 --miss-iters 100 --reps 1 --no-ceiling --json |
+	jq -r 'select(.impl == "ucx") | "\(.case)/\(.threads)"' | tr '\n' ' ')
+[ "$ucx" = "hit/1 hit/2 miss/1 " ] && echo "ok   cache --cpus auto: UCX rows $ucx" || fail "cache UCX rows under --cpus auto: '$ucx'"
 rm -f /tmp/bench-cli.$$
 
 for sub in xfer nccl reg cache; do

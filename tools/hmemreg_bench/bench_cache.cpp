@@ -34,6 +34,8 @@
 // latency (run_chase). A hit near it is bound by memory, not by its code;
 // one below it overlaps consecutive gets (the bench's addresses do not
 // depend on each other, the chase's do).
+// --cpus: thread t of each run, whichever implementation, on the t-th CPU
+// of one list (cpu_binding.hpp); the header names it.
 // The hmemreg rows' "cached" says what percent of the gets the cache served
 // from its entries (100; -1 where not known; below 100 would mean the
 // monitor refused ranges, e.g. a mapping limit).
@@ -64,6 +66,7 @@
 
 #include "bench.hpp"
 #include "cli.hpp"
+#include "cpu_binding.hpp"
 #include "hmemreg/hmemreg.h"
 
 extern char **environ;
@@ -134,6 +137,17 @@ double op_clock_ns()
 	return std::chrono::duration<double, std::nano>(Clock::now().time_since_epoch()).count();
 }
 
+// --cpus: thread t of every run on the same CPU, whichever implementation
+// runs (UCX's child gets the parent's list); the main thread, which opens
+// the caches, warms them and runs the misses, as thread 0.
+CpuBinding g_cpus;
+void bind_thread(int t)
+{
+	std::string err;
+	if (!g_cpus.bind(t, err))
+		std::fprintf(stderr, "hmemreg_bench: %s (runs unbound)\n", err.c_str());
+}
+
 // `threads` threads, started together once each has run prepare(t) (its
 // state), each running step(state, from, count) over [0, iters) in blocks
 // of kDeadlineCheck. Every thread stops at the first one's deadline, so the
@@ -148,6 +162,7 @@ Result timed_threads(int threads, long iters, double max_seconds, Prepare prepar
 	std::vector<std::thread> th;
 	for (int t = 0; t < threads; t++) {
 		th.emplace_back([&, t] {
+			bind_thread(t);
 			auto state = prepare(t);
 			ready++;
 			while (!go.load())
@@ -537,9 +552,18 @@ public:
 		::fcntl(ans[1], F_SETFD, 0);
 		std::vector<std::string> args{"/proc/self/exe", "cache", "--ucx-child",
 					      std::to_string(req[0]) + "," + std::to_string(ans[1])};
-		for (int i = 1; i < argc; i++)
-			if (std::strcmp(argv[i], "--json"))
+		// The same options, but --json (the child answers on its pipe)
+		// and --cpus: it gets the list this process resolved ("auto"
+		// there would read the main thread's binding).
+		for (int i = 1; i < argc; i++) {
+			if (!std::strcmp(argv[i], "--cpus")) {
+				i++;
+				continue;
+			}
+			if (std::strcmp(argv[i], "--json") && std::strncmp(argv[i], "--cpus=", 7))
 				args.emplace_back(argv[i]);
+		}
+		args.insert(args.end(), {"--cpus", g_cpus.list()});
 		std::vector<char *> av;
 		for (auto &a : args)
 			av.push_back(a.data());
@@ -647,6 +671,7 @@ int bench_cache(int argc, char **argv)
 	Options o;
 	std::string ucx_child_fds; // "R,W": run as UcxRunner's child
 	std::vector<std::string> cases{"hit", "miss"};
+	std::string cpus = "auto";
 	cli::Parser p("cache", "registration cache get+put latency (hits, misses) vs UCX rcache, no-op registration");
 	p.counts("--entries", o.entries, "cache sizes (entries) to run");
 	p.counts("--threads", o.threads, "thread counts for the hit case");
@@ -666,21 +691,30 @@ int bench_cache(int argc, char **argv)
 	p.app()
 		.add_option("--monitor", o.monitor, "hmemreg's memory monitor: auto (the cache's default), kmod, uffd, none")
 		->check(CLI::IsMember({"auto", "kmod", "uffd", "none"}));
+	p.text("--cpus", cpus,
+	       "CPUs the runs use, a list such as 0-3,8: thread t of a run (UCX's, the ceiling's, hmemreg's alike) on "
+	       "the t-th, the main thread on the first; auto: the CPUs this process may run on; none: unbound");
 	p.app().add_option("--ucx-child", ucx_child_fds)->group("");
 	if (int rc = p.parse(argc, argv); rc >= 0)
 		return rc;
 	o.hit = std::count(cases.begin(), cases.end(), "hit") > 0;
 	o.miss = std::count(cases.begin(), cases.end(), "miss") > 0;
+	if (std::string err; !g_cpus.set(cpus, err)) {
+		std::fprintf(stderr, "hmemreg_bench cache: --cpus: %s\n", err.c_str());
+		return 2;
+	}
 	if (!ucx_child_fds.empty()) {
 		int in = -1, out = -1;
 		if (std::sscanf(ucx_child_fds.c_str(), "%d,%d", &in, &out) != 2)
 			return 1;
+		bind_thread(0);
 		return ucx_child(o, in, out);
 	}
 
 	Printer pr(p.json);
 	pr.section("cache: get+put latency (ns per op per thread), no-op registration; vs_ucx = hmemreg/ucx; "
-		   "scaling = t threads' hits per second / one thread's; vs_smallest = hit / hit at the first --entries");
+		   "scaling = t threads' hits per second / one thread's; vs_smallest = hit / hit at the first --entries; "
+		   "threads on CPUs " + g_cpus.list());
 	HmemregImpl h;
 	h.monitor = o.monitor == "kmod"	  ? HMEMREG_MONITOR_KMOD
 		    : o.monitor == "uffd" ? HMEMREG_MONITOR_UFFD
@@ -711,6 +745,9 @@ int bench_cache(int argc, char **argv)
 	}
 	runners.push_back(std::make_unique<LocalRunner>(h, o, base));
 	into.push_back(&ours);
+	// Bound only now: UCX's child, spawned above, took this thread's CPUs
+	// as its own, and may bind its threads to any CPU of the list.
+	bind_thread(0);
 	run_all(runners, o, [&](size_t k, long n, int t, const char *c, Result r) { (*into[k])[{n, t, c}] = r; });
 	runners.clear(); // the UCX child ends
 	if (o.ceiling && o.hit) {
