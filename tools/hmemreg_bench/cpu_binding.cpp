@@ -41,7 +41,7 @@ std::string list_of(hwloc_const_bitmap_t b)
 
 } // namespace
 
-CpuBinding::CpuBinding() : impl_(std::make_unique<Impl>()) {}
+CpuBinding::CpuBinding() = default;
 CpuBinding::~CpuBinding() = default;
 
 bool CpuBinding::set(const std::string &arg, std::string &err)
@@ -49,6 +49,8 @@ bool CpuBinding::set(const std::string &arg, std::string &err)
 	cpus_.clear();
 	if (arg == "none")
 		return true;
+	if (!impl_) // (loaded on first use: other subcommands never pay for it)
+		impl_ = std::make_unique<Impl>();
 	if (!impl_->ok) {
 		err = "cannot read this machine's CPUs (hwloc)";
 		return false;

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 // Where a benchmark's threads run (--cpus): thread t of a run on the t-th
 // CPU of a list (round the list when there are more threads), the main
-// thread as thread 0. Unbound, two runs of the same case on the H200 host
-// differed by 1.5x, as the scheduler put a thread near its memory or not;
-// bound, every implementation's thread t, in this process or a child given
-// the same list, runs where the others' did.
+// thread as thread 0. Every implementation's thread t, in this process or
+// in a child given the same list, then runs where the others' did, never
+// migrates, and t threads take t distinct CPUs where the list has them.
+// (It does not remove the H200 host's drift between processes: that host
+// has one NUMA node, and bound runs drifted as much. Taking turns does.)
 #pragma once
 
 #include <memory>
