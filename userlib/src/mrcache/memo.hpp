@@ -102,7 +102,7 @@ public:
 	// Four slots per entry the cache may hold (rounded up to a power of
 	// two), 128 .. 128Ki slots of 64 bytes (8 MiB); caches of more than
 	// 32Ki entries get two per entry, up to 2Mi slots (128 MiB). In huge
-	// pages; only the lines in use are touched.
+	// pages, every slot constructed (written) once here.
 	explicit Memo(uint64_t max_entries);
 
 	__attribute__((always_inline)) Set set_for(Iface iface, uint64_t device, uintptr_t s)
