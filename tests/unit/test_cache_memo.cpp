@@ -251,7 +251,7 @@ Test(cache_memo, memo_hit_hands_out_the_entry_registration)
 {
 	Fixture f;
 	RawRef a = f.get(f.at(2) + 8, 64); // miss
-	RawRef b = f.get(f.at(2) + 8, 64); // the miss filled the memo: memo hit
+	RawRef b = f.get(f.at(2) + 8, 64); // first hit: the index, then memoised
 	RawRef c = f.get(f.at(2) + 100, 8); // same page: memo
 	cr_assert_eq(a.entry, b.entry);
 	cr_assert_eq(a.entry, c.entry);
@@ -262,6 +262,26 @@ Test(cache_memo, memo_hit_hands_out_the_entry_registration)
 	for (RawRef *l : {&a, &b, &c})
 		cr_assert_eq(f.cache->put(l->entry), 0);
 	cr_assert_eq(stats(*f.cache).hits, 2u);
+	cr_assert_eq(f.reg.regs(), 1u);
+}
+
+// A miss leaves the memo alone; the entry's first hit memoises it. (A
+// range registered once, as in a scan, then never takes a memo slot.)
+Test(cache_memo, first_hit_memoises_not_the_miss)
+{
+	Fixture f;
+	auto s = reinterpret_cast<uintptr_t>(f.at(6));
+	RawRef l;
+	RawRef a = f.get(f.at(6), 64); // miss
+	cr_assert_not(f.cache->try_hit(Iface::host, 0, s, s + 64, l), "a miss does not memoise its entry");
+	RawRef b = f.get(f.at(6), 64); // hit, from the index
+	cr_assert_eq(b.entry, a.entry);
+	cr_assert(f.cache->try_hit(Iface::host, 0, s, s + 64, l), "the first hit memoised it");
+	cr_assert_eq(l.entry, a.entry);
+	assert_ref_is_entry(l);
+	for (RawRef *r : {&a, &b, &l})
+		cr_assert_eq(f.cache->put(r->entry, r->shard), 0);
+	cr_assert_eq(stats(*f.cache).hits, 2u, "b and the memo hit");
 	cr_assert_eq(f.reg.regs(), 1u);
 }
 

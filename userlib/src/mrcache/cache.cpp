@@ -280,7 +280,7 @@ int Cache::get_slow(const Request &req, RawRef &out)
 	if (forked_.load(std::memory_order_relaxed) || (req.flags & HMEMREG_MR_NO_CACHE) || cfg_.max_count == 0)
 		[[unlikely]] return register_uncached(req, out,
 						      cfg_.max_count == 0 ? HMEMREG_UNCACHED_LIMIT : HMEMREG_UNCACHED_ASKED);
-	Memo::prefetch_fill(memo_.set_for(req.iface, req.device, s)); // lookup() or miss() fills it
+	Memo::prefetch_fill(memo_.set_for(req.iface, req.device, s)); // lookup() fills it if it finds one
 	sync_monitor();
 	if (dead_pending_.load(std::memory_order_relaxed)) [[unlikely]]
 		reap();
@@ -353,12 +353,9 @@ void Cache::prefetch_next_miss(const Request &req)
 	const auto a = reinterpret_cast<uintptr_t>(req.addr);
 	const intptr_t step = static_cast<intptr_t>(a - last.addr);
 	if (last.cache == this && step == last.step && step) {
+		// The one after next: the next one's came with the previous miss.
 		const auto d = static_cast<uintptr_t>(step);
-		// The one after next: its memo line. The next: its line came
-		// with the previous miss; the entry it names comes now (the
-		// next miss's fill reads that entry's state).
 		__builtin_prefetch(memo_.set_for(req.iface, req.device, a + 2 * d).way[0]);
-		Memo::prefetch_fill(memo_.set_for(req.iface, req.device, a + d));
 	}
 	last = Stride{this, a, step};
 }
@@ -547,7 +544,6 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint
 	if ((cfg_.max_entry_size && r.size() > cfg_.max_entry_size) || r.size() > cfg_.max_size)
 		return register_uncached(req, out, HMEMREG_UNCACHED_LIMIT, tally);
 	Monitor *mon = monitor_for(req.iface);
-	const Memo::Set set = memo_.set_for(req.iface, req.device, reinterpret_cast<uintptr_t>(req.addr));
 	prefetch_next_miss(req);
 	EntryPtr owned = make_entry(req, r);
 	Entry *e = owned.get();
@@ -571,7 +567,6 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint
 	const ThreadState &ts = thread_state();
 	lock_.lock();
 	prefetch_eviction_locked();
-	Memo::prefetch_fill_second(set); // the fill after unlocking reads it
 	record_locked(tally);
 	Entry *other = clock_.load(std::memory_order_relaxed) == clock0
 			       ? nullptr
@@ -652,8 +647,11 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint
 	dead_pending_.store(0, std::memory_order_relaxed);
 	publish_gauges_locked();
 	lock_.unlock();
-	if (cache_it) // the next get of this request hits without the index
-		Memo::fill(set, *e);
+	// The memo is left alone: the first hit memoises the entry (lookup()).
+	// A range registered and never used again (a scan, a cache cycling
+	// through more than it holds) so never takes a hot page's slot, and a
+	// miss skips the fill's reads of the slots' entries (memory at 256k
+	// entries: they were most of our miss's excess over UCX's).
 	release_entries(released);
 	raw_ref_of(e, out);
 	out.shard = ts.shard;

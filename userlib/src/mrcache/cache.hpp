@@ -31,8 +31,10 @@
 // (try_put) are forced inline into the C API's functions, with every
 // slow step out of line: a hit is about 140 instructions, a put 50
 // (they live in cache_hit.inl, which only the C API and cache.cpp include).
-// Neither get nor put writes a line that another thread writes. Memo misses search the index under a read
-// lock that writes only the thread's own cache line, and refill the memo.
+// Neither get nor put writes a line that another thread writes. Memo misses
+// search the index under a read lock that writes only the thread's own
+// cache line, and refill the memo; a miss of the cache does not (its
+// entry is memoised by its first hit: memo.hpp).
 // The LRU is ordered by the cache clock at release (puts store it when it
 // moved; the evictor fixes positions lazily), so neither get nor put
 // touches a shared list.

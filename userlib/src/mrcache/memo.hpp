@@ -9,8 +9,10 @@
 // life it had when memoised (entry.hpp), and copies of its range and
 // registration, so a hit reads this line, the entry's state word and the
 // thread's counter cell only. Slots are written
-// under a per-slot seqlock by slow lookups and misses (several may fill at
-// once; a slot busy with another writer is skipped: the memo is a hint).
+// under a per-slot seqlock by slow lookups, that is by an entry's first hit
+// and not by its miss (cache.cpp: a range used once never displaces a hot
+// page's slot). Several may fill at once; a slot busy with another writer
+// is skipped: the memo is a hint.
 // Readers take no lock: a slot that is being written, or changed while
 // read, is a miss. What a slot names is only a candidate: the cache counts
 // a reference and then checks that the entry is still cached in that life
@@ -168,9 +170,9 @@ public:
 
 	// A fill of set will soon read the state word of the entry its first
 	// way names (to keep a live one), and if that one is live the second
-	// way and its entry's: start loading them now, so a slow lookup or a
-	// miss hides those cache misses behind its own work. (The second way
-	// is not loaded here: a miss whose first way is free never needs it.)
+	// way: start loading them now, so a slow lookup hides those cache
+	// misses behind its index search. (Not the second way's entry: a fill
+	// whose first way is free never needs it.)
 	static void prefetch_fill(const Set &set)
 	{
 		uintptr_t tagged = set.way[0]->entry.load(std::memory_order_relaxed) & ~uintptr_t{63};
@@ -178,18 +180,6 @@ public:
 			__builtin_prefetch(&reinterpret_cast<const Entry *>(tagged)->state());
 			__builtin_prefetch(set.way[1]);
 		}
-	}
-
-	// Later (a miss, holding the cache lock): if the first way's entry is
-	// live (its state prefetched above, arrived by now), the fill will
-	// read the second way's entry's state too: start that load now.
-	static void prefetch_fill_second(const Set &set)
-	{
-		if (!set.way[0]->names_live_entry())
-			return;
-		uintptr_t tagged = set.way[1]->entry.load(std::memory_order_relaxed) & ~uintptr_t{63};
-		if (tagged)
-			__builtin_prefetch(&reinterpret_cast<const Entry *>(tagged)->state());
 	}
 
 	// Memoise c (caller holds a reference, so its fields are stable) in a
