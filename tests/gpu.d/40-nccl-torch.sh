@@ -93,9 +93,11 @@ run() { # label ranks-on-one-gpu(0|1) env...
 	case " ${HMEMREG_NCCL_TORCH_ONLY:-$label} " in *" $label "*) ;; *) return 0 ;; esac
 	port=$((29600 + RANDOM % 300))
 	# shellcheck disable=SC2086 # HMEMREG_NCCL_TORCH_EXTRA: more VAR=value words
-	setsid env "$@" ${HMEMREG_NCCL_TORCH_EXTRA:-} HMEMREG_ONE_GPU="$one" HMEMREG_RUN_LABEL="$label" MASTER_PORT="$port" \
+	# From the output folder: python -m puts the working folder first on
+	# sys.path, and the checkout's top folders must not shadow a module.
+	(cd "$out" && exec setsid env "$@" ${HMEMREG_NCCL_TORCH_EXTRA:-} HMEMREG_ONE_GPU="$one" HMEMREG_RUN_LABEL="$label" MASTER_PORT="$port" \
 		python3 -m torch.distributed.run --nproc_per_node=2 --master_port="$port" "$script" \
-		>"$out/$label.jsonl" 2>"$out/$label.log" &
+		>"$out/$label.jsonl" 2>"$out/$label.log") &
 	pg=$!
 	while kill -0 "$pg" 2>/dev/null && [ "$waited" -lt "$limit" ]; do
 		sleep 1
@@ -116,6 +118,8 @@ run() { # label ranks-on-one-gpu(0|1) env...
 	else
 		verdict="FAIL (exit $?)"
 		rc=1
+		grep -h -E 'Error|error:|WARN|Traceback|failed' "$out/$label.log" | grep -v 'should dump' | tail -n 12 |
+			cut -c1-240 | sed 's/^/   /'
 	fi
 	local left=""
 	for _ in 1 2 3 4 5; do
