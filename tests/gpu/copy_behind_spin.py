@@ -9,6 +9,7 @@
 # It prints done (and how long) or stuck; a trial whose copy call itself
 # never returns is ended by the caller's timeout. Needs CuPy.
 #   python3 copy_behind_spin.py EXTRA_STREAMS PINNED(0|1) LEGACY_WAITS(0|1)
+#   python3 copy_behind_spin.py --spin-only SECONDS   (a second process's spinning kernel)
 import os
 import sys
 import time
@@ -58,7 +59,25 @@ def trial(extra_streams, pinned, legacy_dep):
     return ok, took
 
 
+def spin_for(seconds):
+    """Another rank on the GPU: a spinning kernel for `seconds`, then ended."""
+    dev_flag = cp.zeros(1, dtype=cp.int32)
+    host_mem = cp.cuda.alloc_pinned_memory(4)
+    host_flag = np.frombuffer(host_mem, np.int32, 1)
+    host_flag[0] = 0
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        SPIN((1,), (1,), (dev_flag, np.uint64(host_mem.ptr)))
+    print(f"other process: kernel spinning for {seconds} s", flush=True)
+    time.sleep(seconds)
+    host_flag[0] = 1
+    s.synchronize()
+
+
 def main():
+    if sys.argv[1] == "--spin-only":
+        spin_for(float(sys.argv[2]))
+        return
     extra, pinned, legacy = (int(a) for a in sys.argv[1:4])
     conns = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "default")
     print(f"copy behind a spinning kernel: connections={conns} extra_streams={extra} "

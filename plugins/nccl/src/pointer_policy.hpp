@@ -2,19 +2,19 @@
 // Whether NCCL may hand the plugin GPU buffers (ptrSupport CUDA|DMABUF,
 // NCCL's GDR), from the setting and what the engine found.
 //
-// NCCL's kernels spin on the GPU until the proxy thread's test() says their
-// data is in. With GPU buffers through shm, PyTorch's collectives hung on
-// the H200 (two ranks on one GPU, with MPS and without): first with shm's
-// own cudaMemcpy, then with the engine staging and the plugin landing data
-// on non-blocking streams of their own, whose copies stayed unfinished for
-// the 60 s of the run while no thread was blocked in CUDA. One process's
-// copy behind its own spinning kernel finishes in 0.1 ms
-// (tests/gpu/copy_behind_spin.py), so the cause lies with the second rank
-// on the GPU; not found further. Only a NIC that writes GPU memory itself
-// (GPUDirect RDMA, no CUDA call) moves device data under NCCL; until the
-// plugin has the read-back flush such a NIC needs, NCCL keeps its buffers
-// on the host path. HMEMREG_NCCL_DEVICE_MEMORY=staged offers them anyway,
-// for drivers without NCCL's kernels (hmemreg_bench nccl, the GPU lane).
+// With GPU buffers through shm, PyTorch's collectives hung on the H200
+// (two ranks on one GPU, with MPS and without): with shm's own cudaMemcpy,
+// and again with the engine staging and the plugin landing data on
+// non-blocking streams of their own, where a landing copy's event stayed
+// unfinished for the whole run while no thread was blocked in CUDA. A copy
+// behind spinning kernels, this process's and another's, finishes in
+// 0.1-2.2 ms (tests/gpu/copy_behind_spin.py), so CUDA alone does not explain
+// it: not found yet (README, known issues). Host buffers ran every
+// collective exactly. So NCCL gets device pointers only where asked
+// (HMEMREG_NCCL_DEVICE_MEMORY=staged: for drivers without NCCL's kernels,
+// hmemreg_bench nccl and the GPU lane), and a NIC that writes GPU memory
+// itself waits for the read-back flush it needs. The engine asks every
+// rail for FI_OPT_CUDA_API_PERMITTED = false all the same.
 #pragma once
 
 #include <string>
