@@ -68,6 +68,7 @@ Json kernel_json(const Sample &s)
 	for (const auto &e : l.exports) {
 		exports.push_back({{"id", e.id},
 				   {"provider", provider_name(e.provider)},
+				   {"inner_exporter", e.inner},
 				   {"orphaned", (e.state & HMEMREG_EXP_STATE_ORPHANED) != 0},
 				   {"owner_pid", e.owner_pid},
 				   {"owner_comm", e.owner_comm},
