@@ -175,6 +175,7 @@ enum hmemreg_engine_text {
 	HMEMREG_ENGINE_TEXT_PROGRESS = 6,       /* who drives progress, thread pinning */
 	HMEMREG_ENGINE_TEXT_PEER_TIMEOUT = 7,   /* the peer timeout and where it came from */
 	HMEMREG_ENGINE_TEXT_DEVICE_ADDRESS_WHY = 8, /* why device memory last registered by address */
+	HMEMREG_ENGINE_TEXT_DEVICE_WRAP = 9,    /* DMA-BUF registrations wrapped by hmemreg.ko, why not */
 };
 /* One text (NUL-terminated, truncated to len; buf may be NULL with len 0).
  * Returns its full length, or -HMEMREG_EINVAL (null engine, unknown text)
