@@ -269,8 +269,6 @@ static void *hmemreg_wrap_vmap(void *priv)
 	struct hmemreg_wrap *w = priv;
 	struct iosys_map map;
 
-	if (!w->inner->ops->vmap)
-		return NULL;
 	if (dma_buf_vmap(w->inner, &map))
 		return NULL;
 	/* Kernel virtual addresses only: the export's vmap has no I/O form. */
@@ -288,6 +286,13 @@ static void hmemreg_wrap_vunmap(void *priv, void *vaddr)
 
 	dma_buf_vunmap(w->inner, &w->vmap);
 	iosys_map_clear(&w->vmap);
+}
+
+static bool hmemreg_wrap_can_vmap(void *priv)
+{
+	struct hmemreg_wrap *w = priv;
+
+	return w->inner->ops->vmap;
 }
 
 static struct dma_resv *hmemreg_wrap_resv(void *priv)
@@ -379,6 +384,7 @@ static const struct hmemreg_provider_ops hmemreg_wrap_ops = {
 	.vmap = hmemreg_wrap_vmap,
 	.vunmap = hmemreg_wrap_vunmap,
 	.resv = hmemreg_wrap_resv,
+	.can_vmap = hmemreg_wrap_can_vmap,
 	.describe = hmemreg_wrap_describe,
 	.release = hmemreg_wrap_release,
 	.check = hmemreg_wrap_check,

@@ -345,15 +345,18 @@ static void hmemreg_exp_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
 }
 #endif
 
+#define HMEMREG_DMABUF_OPS_COMMON				\
+	.attach = hmemreg_exp_attach,				\
+	.detach = hmemreg_exp_detach,				\
+	.pin = hmemreg_exp_pin,					\
+	.unpin = hmemreg_exp_unpin,				\
+	.map_dma_buf = hmemreg_exp_map,				\
+	.unmap_dma_buf = hmemreg_exp_unmap,			\
+	.release = hmemreg_exp_release,				\
+	.mmap = hmemreg_exp_mmap
+
 static const struct dma_buf_ops hmemreg_dmabuf_ops = {
-	.attach = hmemreg_exp_attach,
-	.detach = hmemreg_exp_detach,
-	.pin = hmemreg_exp_pin,
-	.unpin = hmemreg_exp_unpin,
-	.map_dma_buf = hmemreg_exp_map,
-	.unmap_dma_buf = hmemreg_exp_unmap,
-	.release = hmemreg_exp_release,
-	.mmap = hmemreg_exp_mmap,
+	HMEMREG_DMABUF_OPS_COMMON,
 #ifdef HMEMREG_HAVE_DMA_BUF_VMAP_IOSYS
 	.vmap = hmemreg_exp_vmap,
 	.vunmap = hmemreg_exp_vunmap,
@@ -364,6 +367,21 @@ static const struct dma_buf_ops hmemreg_dmabuf_ops = {
 	 * targets, so DMA_BUF_IOCTL_SYNC has nothing to do.
 	 */
 };
+
+/*
+ * Exports whose memory has no kernel mapping (a provider without vmap, a
+ * wrapped buffer whose exporter has none): without the op, dma_buf_vmap()
+ * refuses with EINVAL; a failing op would make 6.1's core warn.
+ */
+static const struct dma_buf_ops hmemreg_dmabuf_ops_novmap = {
+	HMEMREG_DMABUF_OPS_COMMON,
+};
+
+static bool hmemreg_is_export(const struct dma_buf *dmabuf)
+{
+	return dmabuf->ops == &hmemreg_dmabuf_ops ||
+	       dmabuf->ops == &hmemreg_dmabuf_ops_novmap;
+}
 
 /* The ledger asks: extra HMEMREG_EXP_STATE_* bits, the provider's among them. */
 static u32 hmemreg_exp_ledger_state(const struct hmemreg_ledger_exp *rec)
@@ -452,7 +470,7 @@ u32 hmemreg_export_provider(const struct dma_buf *dmabuf)
 {
 	const struct hmemreg_exp *exp;
 
-	if (dmabuf->ops != &hmemreg_dmabuf_ops)
+	if (!hmemreg_is_export(dmabuf))
 		return 0;
 	exp = dmabuf->priv;
 	return exp->prov->id;
@@ -488,7 +506,8 @@ struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 
 	info.exp_name = KBUILD_MODNAME;
 	info.owner = THIS_MODULE;	/* rmmod is refused while any exists */
-	info.ops = &hmemreg_dmabuf_ops;
+	info.ops = prov->ops->vmap && (!prov->ops->can_vmap || prov->ops->can_vmap(priv)) ?
+		   &hmemreg_dmabuf_ops : &hmemreg_dmabuf_ops_novmap;
 	info.size = desc->len;
 	info.flags = desc->writable ? O_RDWR : O_RDONLY;
 	info.priv = exp;

@@ -33,6 +33,8 @@
  *   resv      the inner buffer's reservation object, which the export
  *             then shares (one lock for both buffers).
  *   describe  the inner exporter's name for the ledger.
+ *   can_vmap  whether the inner buffer has a kernel mapping to offer;
+ *             where not, the export has no vmap op at all.
  *   mmap      with FORWARDS, the provider's mapping stays as it made it
  *             (the inner buffer's file and vm_ops; not counted as a user
  *             mmap of this export).
@@ -106,6 +108,8 @@ struct hmemreg_provider_ops {
 	void (*unmap_att)(void *att, struct sg_table *sgt,
 			  enum dma_data_direction dir);
 	struct dma_resv *(*resv)(void *priv);
+	/* Optional: whether vmap can succeed for @priv (else not offered). */
+	bool (*can_vmap)(void *priv);
 	void (*describe)(void *priv, char *name, size_t size);
 };
 

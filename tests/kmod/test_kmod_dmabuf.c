@@ -19,21 +19,6 @@
 		usleep(10000);						\
 	(cond); })
 
-// Wrap [off, off + len) of the DMA-BUF inner: the wrapper's fd or -errno.
-static int hm_wrap(int fd, int64_t inner, uint64_t off, uint64_t len, uint32_t flags,
-		   struct hmemreg_export *out)
-{
-	struct hmemreg_export e = {
-		.size = sizeof(e), .provider = HMEMREG_PROVIDER_DMABUF, .flags = flags,
-		.addr = off, .len = len, .handle = (uint64_t)inner, .cookie = 0xd0b,
-	};
-	int ret = hm_ioctl(fd, HMEMREG_IOC_EXPORT, &e);
-
-	if (out)
-		*out = e;
-	return ret ? ret : e.fd;
-}
-
 static struct ledger_export export_by_id(uint64_t id)
 {
 	struct ledger_export e[32];
