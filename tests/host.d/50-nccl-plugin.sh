@@ -11,6 +11,8 @@ bin="$HMEMREG_BUILD/tests/nccl/test_nccl_plugin"
 export HMEMREG_NCCL_PROVIDER="tcp;ofi_rxm" HMEMREG_NCCL_NODE=127.0.0.1
 echo "---- test_nccl_protocol (control messages)"
 "$HMEMREG_BUILD/tests/nccl/test_nccl_protocol"
+echo "---- test_nccl_pointer_policy (which buffers NCCL may hand over)"
+"$HMEMREG_BUILD/tests/nccl/test_nccl_pointer_policy"
 echo "---- test_nccl_plugin (engine progress thread)"
 "$bin" --jobs 2
 # (eager_slots_come_back needs the receiver to make progress while it

@@ -93,6 +93,10 @@ bool Config::load(std::string &why)
 	if (!number("HMEMREG_NCCL_EAGER_SLOTS", 1, 1024, x, why))
 		return false;
 	eager_slots = x;
+	x = stall_ms;
+	if (!number("HMEMREG_NCCL_STALL_MS", 0, 86'400'000, x, why))
+		return false;
+	stall_ms = static_cast<unsigned>(x);
 	x = inline_max;
 	if (!number("HMEMREG_NCCL_INLINE_MAX", 0, 64ULL << 10, x, why, true))
 		return false;
@@ -118,6 +122,13 @@ bool Config::load(std::string &why)
 			return false;
 		}
 	}
+	if (const char *v = env("HMEMREG_NCCL_DEVICE_MEMORY")) {
+		device_memory = v;
+		if (device_memory != "auto" && device_memory != "staged" && device_memory != "host") {
+			why = std::string("HMEMREG_NCCL_DEVICE_MEMORY='") + v + "' is not auto, staged or host";
+			return false;
+		}
+	}
 	return true;
 }
 
@@ -127,7 +138,7 @@ std::string Config::describe() const
 	o << "provider=" << (provider.empty() ? "auto" : provider) << " node=" << (node.empty() ? "default" : node)
 	  << " domain=" << (domain.empty() ? "any" : domain) << " rails=" << rails
 	  << " progress_threads=" << progress_threads << " speed=" << speed_mbps << "Mbps"
-	  << " max_requests=" << max_requests << " notify=" << notify << " eager=" << eager_slots << "x"
+	  << " max_requests=" << max_requests << " notify=" << notify << " device_memory=" << device_memory << " eager=" << eager_slots << "x"
 	  << (eager_max >> 10) << "KiB (busy<=" << (eager_busy_max >> 10) << "KiB) inline<=" << inline_max << "B rail0<=" << (first_rail_max >> 10) << "KiB peer_timeout="
 	  << (peer_timeout_ms == kEngineDefault ? std::string("engine's")
 	      : peer_timeout_ms == 0		 ? std::string("never")

@@ -60,6 +60,17 @@ struct Config {
 	// writes with immediate data where the provider has it), "immediate", or
 	// "message" (a Done message after delivery-complete writes).
 	std::string notify = "auto";
+	// DEVICE_MEMORY: whether NCCL may pass GPU buffers (ptrSupport CUDA,
+	// NCCL's GDR): "staged" (the engine copies them through host memory
+	// on its own streams), "host" (no: NCCL copies through host buffers
+	// itself), "auto" (staged on shm, host elsewhere). The provider
+	// itself never gets them (pointer_policy.hpp).
+	std::string device_memory = "auto";
+	// STALL_MS: a request NCCL has waited on this long gets the plugin's
+	// state logged once (NCCL WARN: comms, waiting requests, the engine's
+	// staged and immediate counters; or that a call has held the plugin's
+	// lock that long). 0: off.
+	unsigned stall_ms = 0;
 	// PEER_TIMEOUT_MS: a peer with unfinished transfers and no completion for
 	// this long is declared dead and its requests fail (test() reports an
 	// error, as NCCL expects of a broken connection). 0: never; unset

@@ -28,7 +28,7 @@ struct hmemreg_nccl_counters {
 	uint64_t eager_receives;   /* receives whose data came through an eager slot */
 	uint64_t peer_closes;      /* connections whose other side closed them */
 	uint64_t device_regs;      /* regMr/regMrDmaBuf of CUDA memory (direct, FI_HMEM) */
-	uint64_t device_flushes;   /* iflush calls that waited for device copies */
+	uint64_t device_flushes;   /* device buffers iflush was asked about (nothing to wait for) */
 };
 int hmemreg_nccl_stats(struct hmemreg_nccl_counters *out);
 

@@ -9,6 +9,7 @@
 
 #include "cuda_driver.hpp"
 #include "log.hpp"
+#include "pointer_policy.hpp"
 
 namespace hmemreg::nccl {
 
@@ -25,50 +26,6 @@ ncclResult_t result_of(const Error &e)
 	default:
 		return ncclSystemError;
 	}
-}
-
-// Waits for the copies queued on `device`'s legacy default stream (where
-// shm's CUDA IPC target copies). 0, or -1 with why.
-int finish_legacy_copies(int device, std::string &why)
-{
-	const cuda::Driver &d = cuda::Driver::get();
-	if (!d.loaded) {
-		why = d.why_not;
-		return -1;
-	}
-	if (cuda::use_device(device) < 0) {
-		why = "cannot make a context current on CUDA device " + std::to_string(device);
-		return -1;
-	}
-	const CUresult r = d.cuStreamSynchronize(CU_STREAM_LEGACY);
-	if (r != CUDA_SUCCESS) {
-		why = "cuStreamSynchronize(CU_STREAM_LEGACY) on device " + std::to_string(device) + ": " +
-		      cuda::error_text(r);
-		return -1;
-	}
-	return 0;
-}
-
-// Data that came through host memory (Inline, an eager slot) into a receive
-// buffer: memcpy for host memory, a copy the device has finished for CUDA
-// memory (device < 0: host). 0, or -1 with why.
-int copy_into_receive(uint8_t *dst, int device, const uint8_t *src, size_t n, std::string &why)
-{
-	if (device < 0) {
-		std::memcpy(dst, src, n);
-		return 0;
-	}
-	const cuda::Driver &d = cuda::Driver::get();
-	if (!d.loaded || cuda::use_device(device) < 0) {
-		why = "no CUDA context for device " + std::to_string(device);
-		return -1;
-	}
-	const CUresult r = d.cuMemcpyHtoD(static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(dst)), src, n);
-	if (r != CUDA_SUCCESS) {
-		why = "cuMemcpyHtoD of " + std::to_string(n) + " bytes: " + cuda::error_text(r);
-		return -1;
-	}
-	return finish_legacy_copies(device, why);
 }
 
 uint64_t random_u64()
@@ -138,29 +95,18 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	ec.notify = cfg.notify == "immediate" ? EngineConfig::Notify::Immediate
 		    : cfg.notify == "message" ? EngineConfig::Notify::Message
 					      : EngineConfig::Notify::Auto;
+	// No provider CUDA call (pointer_policy.hpp).
+	ec.flags |= HMEMREG_ENGINE_NO_PROVIDER_CUDA;
+	if (cfg.device_memory == "staged")
+		ec.flags |= HMEMREG_ENGINE_NO_HMEM;
 	engine_ = std::make_unique<Engine>(ec);
 	regs_ = std::make_unique<Registrations>(*engine_);
 	const auto &caps = engine_->caps();
 	dev_name_ = "hmemreg:" + caps.provider + (caps.rail_domains.empty() ? "" : ":" + caps.rail_domains[0]);
 	NINFO(NCCL_INIT | NCCL_NET, "engine: %s", engine_->describe().c_str());
-	// Device pointers only where the provider reaches device memory itself
-	// and iflush gives NCCL the ordering it needs: shm, whose target copies
-	// into device memory with cudaMemcpy on this process's legacy stream
-	// (iflush waits for that stream). A NIC writing GPU memory (verbs, efa
-	// with GPUDirect RDMA) needs a read-back flush this plugin does not do,
-	// so there device data goes through host buffers NCCL registers here.
-	const bool cpu_copies = caps.provider == "shm";
-	if (caps.hmem() && cpu_copies) {
-		ptr_support_ = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
-		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST|CUDA|DMABUF: provider %s registers CUDA memory directly (%s)",
-		      caps.provider.c_str(), caps.device_memory.c_str());
-	} else {
-		host_only_why_ = caps.hmem() ? "provider " + caps.provider +
-						     " has FI_HMEM, but its device writes would need a GPUDirect RDMA flush "
-						     "(a read-back), which iflush does not do"
-					   : caps.device_memory;
-		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST only: %s", host_only_why_.c_str());
-	}
+	if (!caps.rail_pci_paths.empty())
+		pci_path_ = caps.rail_pci_paths[0];
+	choose_pointer_support(caps);
 	// Callbacks run on the engine's progress context: nothing may escape them.
 	engine_->on_message([this](const Message &m) {
 		try {
@@ -169,6 +115,8 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 			NWARN("control message dropped: %s", e.what());
 		}
 	});
+	if (cfg.stall_ms)
+		watch_ = std::thread([this] { watch_stalls(); });
 	engine_->on_notify([this](const Notification &n) {
 		try {
 			on_notify(n);
@@ -178,13 +126,103 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	});
 }
 
+// pointer_policy.hpp says why the provider never gets device memory.
+void Plugin::choose_pointer_support(const EngineInfo &caps)
+{
+	const cuda::Driver &d = cuda::Driver::get();
+	const PointerPolicy p = choose_pointers({cfg_.device_memory, caps.provider, d.loaded, d.why_not, caps.hmem()});
+	if (p.device) {
+		ptr_support_ = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
+		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST|CUDA|DMABUF: %s; %s", p.why.c_str(),
+		      caps.hmem_why_not.c_str());
+	} else {
+		host_only_why_ = p.why;
+		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST only: %s", p.why.c_str());
+	}
+}
+
 Plugin::~Plugin()
 {
+	if (watch_.joinable()) {
+		{
+			std::lock_guard l(watch_mu_);
+			watch_stop_ = true;
+		}
+		watch_cv_.notify_all();
+		watch_.join();
+	}
 	// The engine goes first (its threads stop, transfers still pending fail
 	// through our callbacks, which need the state below).
 	regs_.reset();
 	engine_.reset();
 	retired_eager_.clear(); // nothing can land in them now
+}
+
+// Once a second: a request waiting longer than STALL_MS gets the state
+// logged, once; so does a plugin lock that stayed held that long (a call
+// stuck inside the provider or CUDA: the lock is tried, never waited for).
+void Plugin::watch_stalls()
+{
+	using clock = std::chrono::steady_clock;
+	const auto stall = std::chrono::milliseconds(cfg_.stall_ms);
+	clock::time_point held_since{}; // the epoch: not held at the last look
+	bool held_told = false;
+	std::unique_lock wl(watch_mu_);
+	while (!watch_cv_.wait_for(wl, std::chrono::seconds(1), [this] { return watch_stop_; })) {
+		const auto now = clock::now();
+		std::unique_lock l(mu_, std::try_to_lock);
+		if (!l.owns_lock()) {
+			if (held_since == clock::time_point{})
+				held_since = now;
+			if (!held_told && now - held_since > stall) {
+				NWARN("stall: the plugin's lock has been held for over %u ms by a call that has not returned "
+				      "(a provider or CUDA call that blocks?)",
+				      cfg_.stall_ms);
+				held_told = true;
+			}
+			continue;
+		}
+		held_since = {};
+		tell_stalls_locked(now);
+	}
+}
+
+void Plugin::tell_stalls_locked(std::chrono::steady_clock::time_point now)
+{
+	const auto stall = std::chrono::milliseconds(cfg_.stall_ms);
+	std::vector<Request *> late;
+	for (auto &[key, r] : requests_)
+		if (r->state == Request::State::Pending && !r->stall_told && now - r->posted > stall)
+			late.push_back(r.get());
+	if (late.empty())
+		return;
+	const auto ms = [&](const Request &r) {
+		return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(now - r.posted).count());
+	};
+	NWARN("stall: %zu request(s) waited over %u ms; %zu pending in all, %zu send and %zu recv comms", late.size(),
+	      cfg_.stall_ms, requests_.size(), sends_.size(), recvs_.size());
+	for (const auto &[id, c] : sends_)
+		NWARN("stall:  send comm %u -> recv comm %u: next seq %u, %zu outstanding, %zu advertised%s", id,
+		      c->remote_id, c->next_seq, c->outstanding, c->cts.size(), c->peer_closed ? ", peer closed" : "");
+	for (const auto &[id, c] : recvs_)
+		NWARN("stall:  recv comm %u <- send comm %u: next seq %u, done up to %u, %zu outstanding, %zu early%s", id,
+		      c->remote_id, c->next_seq, c->done_upto, c->outstanding,
+		      c->inline_early.size() + c->eager_early.size(), c->peer_closed ? ", peer closed" : "");
+	size_t shown = 0;
+	for (Request *r : late) {
+		r->stall_told = true;
+		if (shown++ < 16)
+			NWARN("stall:  %s comm %u seq %u: %zu bytes (%s), waiting %lld ms%s%s", r->send ? "send" : "recv",
+			      r->comm_id, r->seq, r->size, r->device >= 0 ? "device" : "host", ms(*r),
+			      r->deferred ? ", advertisement deferred" : "", r->landing ? ", copy into device memory queued" : "");
+	}
+	const auto ps = engine_->path_stats();
+	NWARN("stall:  engine: staged writes %llu (to host %llu B, to device %llu B, landings %llu, errors %llu), "
+	      "immediate transfers partly arrived %llu",
+	      static_cast<unsigned long long>(ps.staged_writes), static_cast<unsigned long long>(ps.staged_to_host_bytes),
+	      static_cast<unsigned long long>(ps.staged_to_device_bytes),
+	      static_cast<unsigned long long>(ps.staged_landings), static_cast<unsigned long long>(ps.staged_errors),
+	      static_cast<unsigned long long>(ps.immediate_pending));
 }
 
 // NCCL's calls drive progress themselves, progress threads or not: a write
@@ -263,7 +301,10 @@ ncclResult_t Plugin::properties(int dev, ncclNetProperties_v11_t *props)
 	}
 	std::memset(props, 0, sizeof(*props));
 	props->name = const_cast<char *>(dev_name_.c_str());
-	props->pciPath = nullptr; // not tied to one PCI device we could name
+	// Rail 0's NIC: NCCL's topology places it by this path and turns GDR on
+	// where it is close to the GPU. None (shm, tcp, Soft-RoCE): NCCL puts
+	// the NIC at the CPU, and GDR needs NCCL_NET_GDR_LEVEL.
+	props->pciPath = pci_path_.empty() ? nullptr : const_cast<char *>(pci_path_.c_str());
 	props->guid = 0;
 	props->ptrSupport = ptr_support_;
 	props->regIsGlobal = 1; // registrations belong to the engine, usable on any comm
@@ -637,6 +678,8 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		return ncclInvalidUsage;
 	}
 	auto rq = std::make_shared<Request>();
+	if (cfg_.stall_ms)
+		rq->posted = std::chrono::steady_clock::now();
 	rq->send = true;
 	rq->comm_id = c->id;
 	rq->seq = seq;
@@ -803,6 +846,8 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 	if (c->outstanding >= cfg_.max_requests)
 		return ncclSuccess;
 	auto rq = std::make_shared<Request>();
+	if (cfg_.stall_ms)
+		rq->posted = std::chrono::steady_clock::now();
 	rq->comm_id = c->id;
 	rq->seq = seq;
 	rq->size = size;
@@ -885,34 +930,22 @@ proto::Cts Plugin::cts_of_locked(const RecvComm &c, const Request &r, const MemH
 
 ncclResult_t Plugin::iflush(void *recv_comm, int n, void **, int *, void **mhandles, void **request)
 {
-	// Host memory: in place once the receive completed. CUDA memory: the
-	// provider moved it into device memory before completing, but on shm
-	// (CUDA IPC) with a cudaMemcpy that, device to device, may return before
-	// the copy ran; it ran on this process's legacy default stream (the
-	// target copies), so waiting for that stream makes the bytes visible to
-	// NCCL's kernels on their own streams. NULL request = done.
-	std::vector<int> devices;
+	// Nothing to wait for: no provider writes device memory here (see
+	// choose_pointer_support), and every copy into it (the engine's staged
+	// landings, our Inline and eager landings) ran on a stream of ours and
+	// had finished before test() reported the receive. NULL request = done.
+	uint64_t device_buffers = 0;
 	{
 		std::lock_guard l(mu_);
 		if (!find_locked<RecvComm>(recv_comm, Comm::Kind::Recv)) {
 			NWARN("iflush: %p is not a recv comm of this plugin", recv_comm);
 			return ncclInternalError;
 		}
-		for (int i = 0; mhandles && i < n; i++) {
-			auto it = mhandles_.find(mhandles[i]);
-			if (it != mhandles_.end() && it->second->cuda_device >= 0 &&
-			    std::find(devices.begin(), devices.end(), it->second->cuda_device) == devices.end())
-				devices.push_back(it->second->cuda_device);
-		}
+		for (int i = 0; mhandles && i < n; i++)
+			if (auto it = mhandles_.find(mhandles[i]); it != mhandles_.end() && it->second->cuda_device >= 0)
+				device_buffers++;
 	}
-	for (int d : devices) {
-		std::string why;
-		if (finish_legacy_copies(d, why) < 0) {
-			NWARN("iflush: %s", why.c_str());
-			return ncclUnhandledCudaError;
-		}
-	}
-	flushes_ += devices.size();
+	flushes_ += device_buffers;
 	if (request)
 		*request = nullptr;
 	return ncclSuccess;
@@ -932,6 +965,8 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 				return ncclInternalError;
 			}
 			Request &r = *it->second;
+			if (r.landing)
+				settle_landing_locked(r);
 			if (r.state == Request::State::Pending && !r.send && peer_closes_)
 				expire_after_close_locked(r); // only once some sender closed
 			// The clock only now and then: NCCL spins on test().
@@ -1119,19 +1154,29 @@ void Plugin::complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, 
 	mark_done_locked(*c, seq);
 }
 
-// Copy `bytes` of eager data for r out of its slot (without the lock: up to
-// 512 KiB; the slot is not reused before r is marked done, and a closed
-// comm's slots stay allocated), then settle r.
+// Eager data for r in its slot: copied out (host memory: at once, without
+// the lock; device memory: queued on our stream, settled by test()), then r
+// is settled. The slot is not reused before r is marked done, and a closed
+// comm's slots stay allocated.
 void Plugin::land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes)
 {
 	const bool fits = bytes <= r->size;
 	std::string why;
-	const bool copied = fits && copy_into_receive(r->data, r->device, slot, bytes, why) == 0;
+	DeviceCopies::Event ev;
+	if (fits && r->device >= 0)
+		ev = copies_.start(r->data, r->device, slot, bytes, why);
+	else if (fits)
+		std::memcpy(r->data, slot, bytes);
 	std::lock_guard l(mu_);
-	if (fits && !copied) {
+	if (fits && r->device >= 0 && !ev) {
 		r->state = Request::State::Failed;
 		r->error = ncclSystemError;
 		r->why = "send #" + std::to_string(r->seq) + " (eager): " + why;
+	} else if (ev) {
+		r->landing = std::move(ev);
+		r->landing_bytes = bytes;
+		r->landing_eager = true;
+		return; // settle_landing_locked
 	} else if (fits) {
 		r->state = Request::State::Done;
 		r->bytes = bytes;
@@ -1143,15 +1188,12 @@ void Plugin::land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, 
 		r->why = "send #" + std::to_string(r->seq) + " of " + std::to_string(bytes) +
 			 " bytes (eager) exceeds the posted receive of " + std::to_string(r->size) + " bytes";
 	}
-	eager_receives_++;
-	if (auto it = recvs_.find(r->comm_id); it != recvs_.end()) {
-		it->second->eager_uncredited++;
-		mark_done_locked(*it->second, r->seq);
-	}
+	finish_landing_locked(*r, true);
 }
 
 // Inline data for r (no longer in c.pending): copied under the lock (at
-// most INLINE_MAX bytes), then r is settled.
+// most INLINE_MAX bytes; into device memory queued on our stream and
+// settled by test()), then r is settled.
 void Plugin::land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<const uint8_t> data)
 {
 	if (tag != r.tag) {
@@ -1159,23 +1201,65 @@ void Plugin::land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<
 		r.error = ncclInvalidUsage;
 		r.why = "send #" + std::to_string(r.seq) + " (inline) has tag " + std::to_string(tag) +
 			", the matching receive tag " + std::to_string(r.tag);
-	} else if (std::string why; data.size() <= r.size && !data.empty() &&
-		   copy_into_receive(r.data, r.device, data.data(), data.size(), why) != 0) {
-		r.state = Request::State::Failed;
-		r.error = ncclSystemError;
-		r.why = "send #" + std::to_string(r.seq) + " (inline): " + why;
-	} else if (data.size() <= r.size) {
-		r.state = Request::State::Done;
-		r.bytes = data.size();
-		bytes_received_ += data.size();
-	} else {
+	} else if (data.size() > r.size) {
 		// The sender may have had no Cts to check against: only this side fails.
 		r.state = Request::State::Failed;
 		r.error = ncclInvalidUsage;
 		r.why = "send #" + std::to_string(r.seq) + " of " + std::to_string(data.size()) +
 			" bytes (inline) exceeds the posted receive of " + std::to_string(r.size) + " bytes";
+	} else if (r.device >= 0 && !data.empty()) {
+		r.landing_src.assign(data.begin(), data.end());
+		std::string why;
+		r.landing = copies_.start(r.data, r.device, r.landing_src.data(), data.size(), why);
+		if (r.landing) {
+			r.landing_bytes = data.size();
+			return; // settle_landing_locked
+		}
+		r.state = Request::State::Failed;
+		r.error = ncclSystemError;
+		r.why = "send #" + std::to_string(r.seq) + " (inline): " + why;
+	} else {
+		if (!data.empty())
+			std::memcpy(r.data, data.data(), data.size());
+		r.state = Request::State::Done;
+		r.bytes = data.size();
+		bytes_received_ += data.size();
 	}
 	mark_done_locked(c, r.seq);
+}
+
+// Receive r's data has landed (or failed to): its slot or sequence number
+// is free for the sender.
+void Plugin::finish_landing_locked(Request &r, bool eager)
+{
+	auto it = recvs_.find(r.comm_id);
+	if (eager)
+		eager_receives_++;
+	if (it == recvs_.end())
+		return;
+	if (eager)
+		it->second->eager_uncredited++;
+	mark_done_locked(*it->second, r.seq);
+}
+
+void Plugin::settle_landing_locked(Request &r)
+{
+	std::string why;
+	const int rc = DeviceCopies::poll(r.landing, why);
+	if (rc == 0)
+		return;
+	if (rc > 0) {
+		r.state = Request::State::Done;
+		r.bytes = r.landing_bytes;
+		bytes_received_ += r.landing_bytes;
+	} else {
+		r.state = Request::State::Failed;
+		r.error = ncclSystemError;
+		r.why = "send #" + std::to_string(r.seq) + (r.landing_eager ? " (eager): " : " (inline): ") + why;
+	}
+	r.landing.reset();
+	r.landing_src = {};
+	finish_landing_locked(r, r.landing_eager);
 }
 
 void Plugin::on_notify(const Notification &n)

@@ -13,17 +13,20 @@
 #include <atomic>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "config.hpp"
+#include "device_copies.hpp"
 #include <hmemreg/engine.hpp>
 #include "nccl_abi.h"
 #include "protocol.hpp"
@@ -142,6 +145,15 @@ struct Request {
 	// (failed, at the latest, when the engine goes). Under Plugin::mu_.
 	std::shared_ptr<Request> engine_hold;
 	class Plugin *plugin = nullptr;
+	// A receive whose data (Inline or eager) is still being copied into its
+	// device buffer: settled by the test() that finds the copy done. Its
+	// source stays: Inline data here, an eager slot reserved until then.
+	DeviceCopies::Event landing;
+	std::vector<uint8_t> landing_src;
+	size_t landing_bytes = 0;
+	bool landing_eager = false;
+	std::chrono::steady_clock::time_point posted{}; // for Config::stall_ms
+	bool stall_told = false;
 };
 
 struct MemHandle {
@@ -186,6 +198,9 @@ private:
 	PeerId peer_for_locked(uint64_t engine_id, std::span<const uint8_t> address);
 	void progress_now(); // caller-driven mode: one engine progress turn
 	void idle();         // nothing to do yet: progress turn, or yield to the progress thread
+	void choose_pointer_support(const EngineInfo &caps);
+	void watch_stalls(); // the stall watch's thread (Config::stall_ms)
+	void tell_stalls_locked(std::chrono::steady_clock::time_point now);
 	void on_message(const Message &m);
 	void on_notify(const Notification &n);
 	void complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, ncclResult_t err, const std::string &why);
@@ -198,6 +213,9 @@ private:
 	void mark_done_locked(RecvComm &c, uint32_t seq);
 	void land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes);
 	void land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<const uint8_t> data);
+	// A landing of r in device memory found done (or failed) by test().
+	void settle_landing_locked(Request &r);
+	void finish_landing_locked(Request &r, bool eager);
 	void send_control_locked(PeerId peer, std::span<const uint8_t> msg);
 	// The engine's completion of a send made by try_isend (arg: its Request).
 	static void send_done(void *arg, int status);
@@ -212,8 +230,9 @@ private:
 
 	Config cfg_;
 	std::string dev_name_;
+	std::string pci_path_; // rail 0's NIC (getProperties' pciPath), "" where none
 	// NCCL_PTR_HOST, plus NCCL_PTR_CUDA | NCCL_PTR_DMABUF where the engine
-	// registers device memory directly (FI_HMEM).
+	// takes device memory (Config::device_memory; Plugin::Plugin).
 	int ptr_support_ = NCCL_PTR_HOST;
 	std::string host_only_why_; // why not more, when HOST only
 	std::mutex mu_;
@@ -230,6 +249,11 @@ private:
 	std::vector<uint8_t> wire_;
 	uint64_t bytes_sent_ = 0, bytes_received_ = 0, eager_receives_ = 0, peer_closes_ = 0;
 	std::atomic<uint64_t> device_regs_{0}, flushes_{0};
+	DeviceCopies copies_; // Inline and eager data into device buffers
+	std::mutex watch_mu_;
+	std::condition_variable watch_cv_;
+	bool watch_stop_ = false;
+	std::thread watch_; // joined first in ~Plugin
 	// Eager slots of closed recv comms (8 MiB each by default), freed with the engine.
 	std::vector<std::unique_ptr<uint8_t[]>> retired_eager_;
 

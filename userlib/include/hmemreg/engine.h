@@ -63,6 +63,14 @@ enum hmemreg_engine_notify {
 							  * (-HMEMREG_ENOTSUP) instead of staging it */
 #define HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL (1U << 5)   /* control messages all on rail 0 (see
 							  * first_rail_write_max) */
+#define HMEMREG_ENGINE_NO_PROVIDER_CUDA (1U << 6)      /* the provider may make no CUDA call
+							  * (FI_OPT_CUDA_API_PERMITTED false on every
+							  * rail); one that refuses gets device memory
+							  * staged on the engine's own streams. For
+							  * clients whose GPU kernels wait on the
+							  * network (NCCL): a provider's cudaMemcpy
+							  * runs on the legacy stream, behind work
+							  * that waits on those kernels. */
 
 /*
  * Extensible: fields are only ever appended. `size` says how much of it
@@ -175,7 +183,9 @@ enum hmemreg_engine_text {
 	HMEMREG_ENGINE_TEXT_PROGRESS = 6,       /* who drives progress, thread pinning */
 	HMEMREG_ENGINE_TEXT_PEER_TIMEOUT = 7,   /* the peer timeout and where it came from */
 	HMEMREG_ENGINE_TEXT_DEVICE_ADDRESS_WHY = 8, /* why device memory last registered by address */
-	HMEMREG_ENGINE_TEXT_DEVICE_WRAP = 9,    /* DMA-BUF registrations wrapped by hmemreg.ko, why not */
+	HMEMREG_ENGINE_TEXT_RAIL_PCI_PATH = 9,  /* sysfs path of rail `index`'s NIC ("/sys/devices/pci.../
+						 * 0000:17:00.0"), "" where the provider names no PCI device */
+	HMEMREG_ENGINE_TEXT_DEVICE_WRAP = 10,   /* DMA-BUF registrations wrapped by hmemreg.ko, why not */
 };
 /* One text (NUL-terminated, truncated to len; buf may be NULL with len 0).
  * Returns its full length, or -HMEMREG_EINVAL (null engine, unknown text)

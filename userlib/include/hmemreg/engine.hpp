@@ -120,6 +120,7 @@ struct EngineInfo {
 	hmemreg_engine_info raw{};
 	std::string provider, fabric, device_memory, hmem_why_not, notify;
 	std::vector<std::string> rail_domains;
+	std::vector<std::string> rail_pci_paths; // the NIC's sysfs path, "" where none
 	bool hmem() const { return raw.flags & HMEMREG_ENGINE_HAS_HMEM; }
 	bool dmabuf() const { return raw.flags & HMEMREG_ENGINE_HAS_DMABUF; }
 	uint32_t imm_key_bytes() const { return raw.imm_key_bytes; }
@@ -382,8 +383,10 @@ private:
 		info_.device_memory = text(HMEMREG_ENGINE_TEXT_DEVICE_MEMORY);
 		info_.hmem_why_not = text(HMEMREG_ENGINE_TEXT_HMEM_WHY_NOT);
 		info_.notify = text(HMEMREG_ENGINE_TEXT_NOTIFY);
-		for (uint32_t r = 0; r < info_.raw.rails; r++)
+		for (uint32_t r = 0; r < info_.raw.rails; r++) {
 			info_.rail_domains.push_back(text(HMEMREG_ENGINE_TEXT_RAIL_DOMAIN, r));
+			info_.rail_pci_paths.push_back(text(HMEMREG_ENGINE_TEXT_RAIL_PCI_PATH, r));
+		}
 	}
 
 	std::unique_ptr<Handlers> handlers_; // outlives e_: destroyed after it

@@ -181,6 +181,7 @@ Config to_config(const hmemreg_engine_config &in)
 	c.require_remote_cq_data = in.flags & HMEMREG_ENGINE_REQUIRE_REMOTE_CQ_DATA;
 	c.stage_device_memory = !(in.flags & HMEMREG_ENGINE_NO_STAGING);
 	c.sends_on_first_rail = in.flags & HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL;
+	c.provider_cuda_calls = !(in.flags & HMEMREG_ENGINE_NO_PROVIDER_CUDA);
 	c.caller_backoff_us = in.caller_backoff_us;
 	c.first_rail_write_max = in.first_rail_write_max;
 	c.peer_timeout_ms = in.peer_timeout_ms == 0			   ? Config::kPeerTimeoutDefault
@@ -271,7 +272,7 @@ int hmemreg_engine_text(const hmemreg_engine_t *engine, uint32_t what, uint32_t 
 		return fail(HMEMREG_EINVAL, "engine is NULL");
 	return guard([&] {
 		const Capabilities &c = engine->e->caps();
-		if (what != HMEMREG_ENGINE_TEXT_RAIL_DOMAIN && index != 0)
+		if (what != HMEMREG_ENGINE_TEXT_RAIL_DOMAIN && what != HMEMREG_ENGINE_TEXT_RAIL_PCI_PATH && index != 0)
 			throw Error(HMEMREG_EINVAL, "engine text " + std::to_string(what) + " has no index " +
 							    std::to_string(index));
 		switch (what) {
@@ -284,6 +285,11 @@ int hmemreg_engine_text(const hmemreg_engine_t *engine, uint32_t what, uint32_t 
 				throw Error(HMEMREG_ENOENT, "engine text: no rail " + std::to_string(index) + " (" +
 								    std::to_string(c.rail_domains.size()) + " rails)");
 			return copy_text(c.rail_domains[index], buf, len);
+		case HMEMREG_ENGINE_TEXT_RAIL_PCI_PATH:
+			if (index >= c.rail_pci_paths.size())
+				throw Error(HMEMREG_ENOENT, "engine text: no rail " + std::to_string(index) + " (" +
+								    std::to_string(c.rail_pci_paths.size()) + " rails)");
+			return copy_text(c.rail_pci_paths[index], buf, len);
 		case HMEMREG_ENGINE_TEXT_DEVICE_MEMORY:
 			return copy_text(c.device_memory, buf, len);
 		case HMEMREG_ENGINE_TEXT_HMEM_WHY_NOT:

@@ -304,7 +304,10 @@ RegionRef Engine::register_region(void *addr, size_t len)
 	MemoryKind kind;
 	if (rc == 0 && info.kind == cuda::MemKind::device) {
 		kind = {HMEMREG_IFACE_CUDA, static_cast<uint64_t>(info.device)};
-		im->delivery.direct_device(info.device);
+		// The provider's own copies (cudaMemcpy) are waited for before a
+		// notification; a provider that promised no CUDA call made none.
+		if (core.cfg.provider_cuda_calls)
+			im->delivery.direct_device(info.device);
 	}
 	auto reg = register_local(core.caches, addr, len, kind);
 	return std::make_shared<RegionImpl>(core.id, addr, len, std::move(holders), std::move(reg));

@@ -188,6 +188,9 @@ struct Config {
 	// Device memory where the provider has no FI_HMEM: stage it through pinned
 	// host mirrors (true), or refuse it with HMEMREG_ENOTSUP (false).
 	bool stage_device_memory = true;
+	// HMEMREG_ENGINE_NO_PROVIDER_CUDA (engine.h says why): false asks every
+	// rail's endpoint for FI_OPT_CUDA_API_PERMITTED = false.
+	bool provider_cuda_calls = true;
 	// Bytes per pipeline piece of a staged write.
 	size_t staging_piece = 4u << 20;
 };
@@ -197,6 +200,7 @@ struct Capabilities {
 	std::string provider;
 	std::string fabric;
 	std::vector<std::string> rail_domains; // one per rail
+	std::vector<std::string> rail_pci_paths; // one per rail: the NIC's sysfs path, or ""
 	bool rma = false;
 	uint32_t api_version = 0;        // libfabric API version asked for (FI_VERSION)
 	bool hmem = false;               // FI_HMEM offered (and used)

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -83,6 +85,21 @@ fabric::InfoPtr make_hints(const Config &cfg, bool hmem, const std::string &prov
 	if (!cfg.domain.empty())
 		h->domain_attr->name = strdup(cfg.domain.c_str());
 	return h;
+}
+
+// The sysfs path of the PCI device behind an fi_info (its fid_nic's bus
+// address), "" where the provider names none (shm, tcp, Soft-RoCE): what
+// NCCL's topology needs to place the NIC beside a GPU.
+std::string nic_pci_path(const fi_info *info)
+{
+	if (!info->nic || !info->nic->bus_attr || info->nic->bus_attr->bus_type != FI_BUS_PCI)
+		return {};
+	const fi_pci_attr &p = info->nic->bus_attr->attr.pci;
+	char dev[64];
+	std::snprintf(dev, sizeof(dev), "/sys/bus/pci/devices/%04x:%02x:%02x.%x", p.domain_id, p.bus_id, p.device_id,
+		      p.function_id);
+	char real[PATH_MAX];
+	return ::realpath(dev, real) ? std::string(real) : std::string();
 }
 
 // Immediate keys of 8 bytes where the provider carries them, else of 4
@@ -277,15 +294,32 @@ void Core::open_rails()
 		       cfg.send_buffers, cfg.post_batch,
 		       caps.delivery_complete, cfg.post_more,
 		       bundle,
+		       !cfg.provider_cuda_calls,
 		       &doom_epoch};
 	for (unsigned r = 0; r < cfg.rails; r++) {
 		const fi_info *info = distinct[r % distinct.size()];
 		rails.push_back(std::make_unique<Rail>(r, info, ro, topo));
 		caches.push_back(rails.back()->cache());
 		caps.rail_domains.push_back(info->domain_attr->name);
+		caps.rail_pci_paths.push_back(nic_pci_path(info));
 	}
 	caps.notes.push_back("local memory: " + rails.front()->cache()->describe());
 	caps.notes.push_back("hmemreg.ko exports: " + export_path(prov, caps.api_version));
+	// A provider that would call CUDA itself (shm and tcp copy device memory
+	// with cudaMemcpy, rxm through its bounce buffers) gets none where the
+	// client forbids it: the engine stages device memory on its own streams.
+	if (caps.hmem && !cfg.provider_cuda_calls) {
+		for (const auto &r : rails) {
+			const int rc = r->cuda_forbidden_rc();
+			if (rc == 0)
+				continue;
+			caps.hmem = false;
+			caps.dmabuf = false;
+			caps.hmem_why_not = "provider " + prov + " refuses FI_OPT_CUDA_API_PERMITTED = false (" +
+					    fi_strerror(-rc) + "): it would copy device memory with CUDA calls";
+			break;
+		}
+	}
 	// FI_HMEM is no promise of CUDA (1.17's shm offers it without): one
 	// probe registration decides between the direct and the staged path.
 	if (caps.hmem && cuda::available()) {

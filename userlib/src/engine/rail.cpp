@@ -44,7 +44,7 @@ Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const To
 	size_t nslots = opt_.recv_buffers + opt_.send_buffers;
 	ctrl_mem_ = topo.alloc_near(info_.get(), nslots * slot_size_);
 	ctrl_mr_ = fabric::MemoryRegion(domain(), ctrl_mem_.get(), nslots * slot_size_, FI_SEND | FI_RECV, 0);
-	ep_ = fabric::Endpoint(domain(), info_.get(), cq_, av_);
+	ep_ = fabric::Endpoint(domain(), info_.get(), cq_, av_, opt_.forbid_cuda);
 	name_ = ep_.name();
 	// mr_cache_stat tells a process's caches apart by this name (and their id).
 	name_rail_cache(*dom_->cache, "rail" + std::to_string(index_) + " " + info_->fabric_attr->prov_name + " " +

@@ -73,6 +73,7 @@ struct RailOptions {
 	bool delivery_complete;
 	bool post_more; // FI_MORE on all but the last write of a batch
 	bool bundle;	// messages queued together for one peer share one send
+	bool forbid_cuda; // FI_OPT_CUDA_API_PERMITTED = false (Config::provider_cuda_calls)
 	// Bumped by the engine when a peer is removed or declared dead: the next
 	// turn drains that peer's queued items even if the queue depth is used up.
 	const std::atomic<uint64_t> *doom_epoch;
@@ -89,6 +90,8 @@ public:
 	RailCache *cache() const { return dom_->cache.get(); }
 	std::shared_ptr<DomainHolder> domain_holder() const { return dom_; }
 	std::vector<uint8_t> name() const { return name_; }
+	// 0: the provider promised no CUDA calls; < 0: it refused (fi_errno).
+	int cuda_forbidden_rc() const { return ep_.cuda_forbidden_rc(); }
 	size_t queue_depth() const { return opt_.queue_depth; }
 
 	fi_addr_t insert_peer(const std::vector<uint8_t> &name);

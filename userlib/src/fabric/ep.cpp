@@ -13,6 +13,10 @@ namespace hmemreg::fabric {
 
 namespace {
 
+// FI_OPT_CUDA_API_PERMITTED: libfabric's ABI value since 1.18 (Debian's
+// 1.17 headers lack the name; the runtime decides).
+constexpr int kOptCudaApiPermitted = 10;
+
 // shm names an endpoint's region after the pid ("<pid>:<domain>:<ep>" in
 // /dev/shm), and a process killed before closing leaves its region behind:
 // a later process that gets the same pid then fails fi_enable with EBUSY.
@@ -35,13 +39,19 @@ std::string name_shm_endpoint(fid_ep *ep, const fi_info *info)
 
 } // namespace
 
-Endpoint::Endpoint(fid_domain *domain, fi_info *info, CompletionQueue &cq, AddressVector &av)
+Endpoint::Endpoint(fid_domain *domain, fi_info *info, CompletionQueue &cq, AddressVector &av, bool forbid_cuda)
 {
 	fid_ep *ep = nullptr;
 	check(fi_endpoint(domain, info, &ep, nullptr), "fi_endpoint");
 	ep_ = Fid<fid_ep>(ep);
 	check(fi_ep_bind(ep, &cq.get()->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
 	check(fi_ep_bind(ep, &av.get()->fid, 0), "fi_ep_bind(av)");
+	if (forbid_cuda) {
+		// Before fi_enable (fi_endpoint(3)); a runtime older than 1.18
+		// answers -FI_ENOPROTOOPT, as for any option it does not know.
+		bool permitted = false;
+		cuda_forbidden_rc_ = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, kOptCudaApiPermitted, &permitted, sizeof(permitted));
+	}
 	std::string region = name_shm_endpoint(ep, info);
 	check(fi_enable(ep), "fi_enable");
 	if (!region.empty())

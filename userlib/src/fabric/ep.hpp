@@ -18,15 +18,20 @@ namespace hmemreg::fabric {
 class Endpoint {
 public:
 	Endpoint() = default;
-	Endpoint(fid_domain *domain, fi_info *info, CompletionQueue &cq, AddressVector &av);
+	// forbid_cuda: ask for FI_OPT_CUDA_API_PERMITTED = false before enabling.
+	Endpoint(fid_domain *domain, fi_info *info, CompletionQueue &cq, AddressVector &av, bool forbid_cuda = false);
 
 	// The endpoint's raw address, to be inserted into a peer's AV.
 	std::vector<uint8_t> name() const;
 	fid_ep *get() const { return ep_.get(); }
+	// fi_setopt's answer to forbid_cuda: 0 (the provider makes no CUDA
+	// call), a negative fi_errno (it needs them), 1 (not asked).
+	int cuda_forbidden_rc() const { return cuda_forbidden_rc_; }
 
 private:
 	UniqueFd region_lock_; // shm provider: held on our region until ep_ closed (and removed) it
 	Fid<fid_ep> ep_;
+	int cuda_forbidden_rc_ = 1;
 };
 
 } // namespace hmemreg::fabric

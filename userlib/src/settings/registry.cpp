@@ -17,7 +17,7 @@ extern char **environ;
 
 namespace {
 
-constexpr std::array<hmemreg_setting, 30> kSettings = {{
+constexpr std::array<hmemreg_setting, 32> kSettings = {{
 	{"HMEMREG_LOG_LEVEL", "warn", "log", "none|error|warn|info|debug",
 	 "messages on stderr at this level and more severe ones"},
 	{"HMEMREG_MR_CACHE_MAX_COUNT", "1024", "cache", "number", "entries per cache before the LRU evicts"},
@@ -51,6 +51,9 @@ constexpr std::array<hmemreg_setting, 30> kSettings = {{
 	{"HMEMREG_NCCL_MAX_REQUESTS", "provider's", "nccl", "number", "requests in flight per comm (1-65536)"},
 	{"HMEMREG_NCCL_MAX_WRITE", "0 (engine's)", "nccl", "size", "largest single RDMA write"},
 	{"HMEMREG_NCCL_NOTIFY", "auto", "nccl", "auto|immediate|message", "how the receiver learns a write landed"},
+	{"HMEMREG_NCCL_STALL_MS", "0", "nccl", "ms", "log the plugin's state once when a request waits this long (0: off)"},
+	{"HMEMREG_NCCL_DEVICE_MEMORY", "auto", "nccl", "auto|staged|host",
+	 "GPU buffers NCCL may hand over: staged (the engine copies them through host memory on its own streams), host (none: NCCL copies), auto (staged on shm, else host)"},
 	{"HMEMREG_NCCL_EAGER_MAX", "512k", "nccl", "size", "largest send copied through an eager slot (0: off)"},
 	{"HMEMREG_NCCL_EAGER_BUSY_MAX", "64k", "nccl", "size",
 	 "largest eager send while the comm has sends outstanding"},
