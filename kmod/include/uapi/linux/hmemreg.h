@@ -98,17 +98,45 @@ struct hmemreg_version {
 #define HMEMREG_EXPORT_WRITE	0x1U	/* importers may write; fd is O_RDWR */
 #define HMEMREG_EXPORT_WATCH	0x2U	/* HOST only: also arm a watch */
 
+/*
+ * HMEMREG_PROVIDER_DMABUF (HMEMREG_CAP_EXPORT_DMABUF): wrap a DMA-BUF of
+ * any exporter so that its importers are in the ledger. @handle is the fd
+ * of that DMA-BUF in the calling process, @addr a page-aligned byte offset
+ * into it and @len the bytes from there. The export holds a reference to
+ * the inner buffer (closing its fd afterwards changes nothing) and
+ * forwards to it: an importer's attach attaches to the inner buffer for
+ * the same device (dynamically when the importer is dynamic, so the inner
+ * exporter's move_notify reaches it; else a static attachment, which the
+ * inner exporter pins as it does for any static importer), and map, unmap,
+ * pin and unpin go through; the inner exporter's rules (peer-to-peer,
+ * direction) apply and its errors come back unchanged. An importer maps
+ * the inner buffer's whole sg table: @addr and @len select what mmap() and
+ * vmap reach and what the ledger reports; importers that need the bytes
+ * at an offset wrap from offset 0. mmap() of the export maps the inner
+ * buffer (EOPNOTSUPP where its exporter has no mmap); vmap likewise.
+ * The ledger record names the inner exporter (HMEMREG_NLA_EXP_INNER_NAME);
+ * @handle there is the fd number given here. HMEMREG_EXPORT_WRITE needs an
+ * inner fd opened for writing. Nothing is attached or pinned until an
+ * importer attaches. Errors besides those above:
+ *   EBADF      @handle is not an open fd
+ *   EINVAL     @handle is not a DMA-BUF, or HMEMREG_EXPORT_WATCH
+ *   ELOOP      @handle is itself a DMABUF export of hmemreg (a wrapper
+ *              of a wrapper)
+ *   ERANGE     [@addr, @addr + @len) is not inside the inner buffer
+ *   EACCES     HMEMREG_EXPORT_WRITE on a read-only inner buffer
+ */
 /**
  * struct hmemreg_export - HMEMREG_IOC_EXPORT argument
  * @size:       IN  sizeof(struct hmemreg_export)
- * @provider:   IN  HMEMREG_PROVIDER_HOST or HMEMREG_PROVIDER_DEVMEM
+ * @provider:   IN  HMEMREG_PROVIDER_HOST, _DEVMEM or _DMABUF (above)
  * @flags:      IN  HMEMREG_EXPORT_* bits
  * @fd:         OUT the new DMA-BUF fd (O_CLOEXEC; O_RDWR with
  *                  HMEMREG_EXPORT_WRITE, else O_RDONLY)
  * @addr:       IN  HOST: user virtual address, page aligned;
- *                  DEVMEM: byte offset inside @handle, page aligned
+ *                  DEVMEM, DMABUF: byte offset inside @handle, page aligned
  * @len:        IN  bytes, page aligned, > 0
- * @handle:     IN  DEVMEM: handle from HMEMREG_IOC_DEVMEM_ALLOC; HOST: 0
+ * @handle:     IN  DEVMEM: handle from HMEMREG_IOC_DEVMEM_ALLOC; DMABUF: the
+ *                  DMA-BUF fd; HOST: 0
  * @cookie:     IN  any value; echoed in events and the ledger dump
  * @export_id:  OUT ledger id of this export (HMEMREG_NLA_EXP_ID), never
  *                  reused while the module is loaded
@@ -158,33 +186,6 @@ struct hmemreg_version {
  *   ENOMEM     out of memory or could not pin pages; HOST: the pin would
  *              exceed the caller's RLIMIT_MEMLOCK (pins are charged to it
  *              unless the caller has CAP_IPC_LOCK)
- */
-/*
- * HMEMREG_PROVIDER_DMABUF (HMEMREG_CAP_EXPORT_DMABUF): wrap a DMA-BUF of
- * any exporter so that its importers are in the ledger. @handle is the fd
- * of that DMA-BUF in the calling process, @addr a page-aligned byte offset
- * into it and @len the bytes from there. The export holds a reference to
- * the inner buffer (closing its fd afterwards changes nothing) and
- * forwards to it: an importer's attach attaches to the inner buffer for
- * the same device (dynamically when the importer is dynamic, so the inner
- * exporter's move_notify reaches it; else a static attachment, which the
- * inner exporter pins as it does for any static importer), and map, unmap,
- * pin and unpin go through; the inner exporter's rules (peer-to-peer,
- * direction) apply and its errors come back unchanged. An importer maps
- * the inner buffer's whole sg table: @addr and @len select what mmap() and
- * vmap reach and what the ledger reports; importers that need the bytes
- * at an offset wrap from offset 0. mmap() of the export maps the inner
- * buffer (EOPNOTSUPP where its exporter has no mmap); vmap likewise.
- * The ledger record names the inner exporter (HMEMREG_NLA_EXP_INNER_NAME);
- * @handle there is the fd number given here. HMEMREG_EXPORT_WRITE needs an
- * inner fd opened for writing. Nothing is attached or pinned until an
- * importer attaches. Errors besides those above:
- *   EBADF      @handle is not an open fd
- *   EINVAL     @handle is not a DMA-BUF, or HMEMREG_EXPORT_WATCH
- *   ELOOP      @handle is itself a DMABUF export of hmemreg (a wrapper
- *              of a wrapper)
- *   ERANGE     [@addr, @addr + @len) is not inside the inner buffer
- *   EACCES     HMEMREG_EXPORT_WRITE on a read-only inner buffer
  */
 struct hmemreg_export {
 	__u32 size;
