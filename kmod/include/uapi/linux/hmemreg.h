@@ -109,11 +109,11 @@ struct hmemreg_version {
  * exporter's move_notify reaches it; else a static attachment, which the
  * inner exporter pins as it does for any static importer), and map, unmap,
  * pin and unpin go through; the inner exporter's rules (peer-to-peer,
- * direction) apply and its errors come back unchanged. An importer maps
- * the inner buffer's whole sg table: @addr and @len select what mmap() and
- * vmap reach and what the ledger reports; importers that need the bytes
- * at an offset wrap from offset 0. mmap() of the export maps the inner
- * buffer (EOPNOTSUPP where its exporter has no mmap); vmap likewise.
+ * direction) apply and its errors come back unchanged. The export is
+ * [@addr, @addr + @len) of the inner buffer for importers (their table is
+ * cut to it), mmap() and vmap; mmap() maps the inner buffer's pages
+ * (EOPNOTSUPP where its exporter has no mmap), and an export whose inner
+ * exporter has no vmap offers none (dma_buf_vmap() fails with EINVAL).
  * The ledger record names the inner exporter (HMEMREG_NLA_EXP_INNER_NAME);
  * @handle there is the fd number given here. HMEMREG_EXPORT_WRITE needs an
  * inner fd opened for writing. Nothing is attached or pinned until an
