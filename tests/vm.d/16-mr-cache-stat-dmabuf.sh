@@ -22,7 +22,8 @@ echo "$out"
 grep -Eq "^$id +dmabuf:hmemreg +$child .*orphaned" <<<"$out" &&
 	echo "ok   --kernel: the wrapper as dmabuf:hmemreg, orphaned" ||
 	{ echo "FAIL --kernel does not show export $id as an orphaned dmabuf:hmemreg"; bad=1; }
-"$stat" --kernel --json | grep -q "\"id\":$id,\"provider\":\"dmabuf\",\"inner_exporter\":\"hmemreg\",\"orphaned\":true" &&
+"$stat" --kernel --json |
+	jq -e ".kernel.exports[] | select(.id == $id) | .provider == \"dmabuf\" and .orphaned and .inner_exporter == \"hmemreg\"" >/dev/null &&
 	echo "ok   --kernel --json: provider dmabuf, inner_exporter hmemreg, orphaned" ||
 	{ echo "FAIL --kernel --json"; "$stat" --kernel --json; bad=1; }
 "$stat" --kernel --check >/dev/null 2>/tmp/check.err

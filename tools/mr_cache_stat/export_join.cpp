@@ -39,8 +39,7 @@ std::string importers_text(const Export &e)
 
 Json kernel_side_json(const Export &e)
 {
-	return {{"provider", provider_name(e.provider)},
-		{"inner_exporter", e.inner},
+	Json o = {{"provider", provider_name(e.provider)},
 		{"state", state_text(e.state)},
 		{"owner_pid", e.owner_pid},
 		{"len", e.len},
@@ -48,6 +47,10 @@ Json kernel_side_json(const Export &e)
 		{"pins_live", e.pins_live},
 		{"maps_live", e.maps_live},
 		{"attachments", attachments_json(e)}};
+	// A DMABUF wrapper only (the other rows' keys are as before).
+	if (!e.inner.empty())
+		o["inner_exporter"] = e.inner;
+	return o;
 }
 
 } // namespace
