@@ -3,8 +3,9 @@
 # so) and the plugin's init/devices/getProperties/regMr behave on CUDA
 # memory. Needs an NVIDIA GPU (libcuda.so.1) and NCCL (libnccl.so.2).
 # Twice: on the system libfabric (tcp: ptrSupport HOST), then on libfabric
-# 2.6.0 over shm (FI_HMEM: ptrSupport HOST|CUDA|DMABUF, regMr of CUDA memory
-# must work); see 10-cuda.sh for HMEMREG_LIBFABRIC2.
+# 2.6.0 over shm with the staged device path asked for (ptrSupport
+# HOST|CUDA|DMABUF, regMr of CUDA memory must work); see 10-cuda.sh for
+# HMEMREG_LIBFABRIC2. 40-nccl-torch.sh runs NCCL itself.
 set -e
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../libfabric2.sh"
@@ -28,7 +29,8 @@ echo "---- $(basename "$bin") (system libfabric $(libfabric_version), $HMEMREG_N
 "$bin"
 if libfabric2_env; then
 	echo "---- $(basename "$bin") (libfabric $(libfabric_version), shm)"
-	HMEMREG_NCCL_PROVIDER=shm HMEMREG_GPU_DIRECT=shm "$bin"
+	# No NCCL kernels here: the opt-in staged device path is safe to drive.
+	HMEMREG_NCCL_PROVIDER=shm HMEMREG_NCCL_DEVICE_MEMORY=staged HMEMREG_GPU_DIRECT=shm "$bin"
 elif [ "${HMEMREG_LIBFABRIC2:-}" != none ]; then
 	echo "FAIL: no libfabric 2.6.0 for the second pass"; exit 1
 fi

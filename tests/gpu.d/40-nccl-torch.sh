@@ -47,21 +47,33 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET PYTHONUNBUFFERED=1
 export MASTER_ADDR=127.0.0.1
 
+# A process and its descendants (torchrun starts its workers in sessions of
+# their own: a process group does not hold them).
+tree() {
+	local c
+	echo "$1"
+	for c in $(ps -o pid= --ppid "$1"); do tree "$c"; done
+}
+
 # A hung run's state, then its end: nothing of it may stay on the GPU.
-dump_state() { # pgid label
-	local pg=$1 label=$2 p t
+dump_state() { # label pid...
+	local label=$1 p t workers
+	shift
+	workers=$(for p in "$@"; do
+		! grep -qs torch.distributed.run "/proc/$p/cmdline" && grep -qs nccl_torch "/proc/$p/cmdline" && echo "$p"
+	done)
 	echo "   HANG: $label did not finish in ${limit}s; its state:"
-	for p in $(pgrep -g "$pg"); do
+	for p in "$@"; do
 		echo "   -- pid $p: $(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | cut -c1-100)"
 		for t in /proc/$p/task/*; do
 			printf '      %-16s wchan=%-24s syscall=%s\n' "$(cat "$t/comm" 2>/dev/null)" \
 				"$(cat "$t/wchan" 2>/dev/null)" "$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
 		done | sort | uniq -c | sed 's/^/   /'
 	done
-	pkill -USR1 -g "$pg" -f nccl_torch.py 2>/dev/null # Python stacks into the run's log
+	[ -n "$workers" ] && kill -USR1 $workers 2>/dev/null # Python stacks into the run's log
 	sleep 1
 	if command -v cuda-gdb >/dev/null; then
-		for p in $(pgrep -g "$pg" -f nccl_torch.py); do
+		for p in $workers; do
 			echo "   -- native stacks of rank pid $p (cuda-gdb)"
 			timeout 60 cuda-gdb -q -batch -p "$p" -ex 'thread apply all bt 14' 2>/dev/null |
 				grep -E '^(Thread|#)' | grep -v -E 'in (syscall|__GI___|pthread_cond)' | cut -c1-160 | head -120 |
@@ -76,13 +88,16 @@ dump_state() { # pgid label
 
 rc=0
 run() { # label ranks-on-one-gpu(0|1) env...
-	local label=$1 one=$2 port pg waited=0
+	local label=$1 one=$2 port pg waited=0 pids
 	shift 2
 	case " ${HMEMREG_NCCL_TORCH_ONLY:-$label} " in *" $label "*) ;; *) return 0 ;; esac
 	port=$((29600 + RANDOM % 300))
-	setsid env "$@" HMEMREG_ONE_GPU="$one" HMEMREG_RUN_LABEL="$label" MASTER_PORT="$port" \
+	# shellcheck disable=SC2086 # HMEMREG_NCCL_TORCH_EXTRA: more VAR=value words
+	# From the output folder: python -m puts the working folder first on
+	# sys.path, and the checkout's top folders must not shadow a module.
+	(cd "$out" && exec setsid env "$@" ${HMEMREG_NCCL_TORCH_EXTRA:-} HMEMREG_ONE_GPU="$one" HMEMREG_RUN_LABEL="$label" MASTER_PORT="$port" \
 		python3 -m torch.distributed.run --nproc_per_node=2 --master_port="$port" "$script" \
-		>"$out/$label.jsonl" 2>"$out/$label.log" &
+		>"$out/$label.jsonl" 2>"$out/$label.log") &
 	pg=$!
 	while kill -0 "$pg" 2>/dev/null && [ "$waited" -lt "$limit" ]; do
 		sleep 1
@@ -90,8 +105,11 @@ run() { # label ranks-on-one-gpu(0|1) env...
 	done
 	local verdict
 	if kill -0 "$pg" 2>/dev/null; then
-		dump_state "$pg" "$label"
-		kill -KILL -- "-$pg" 2>/dev/null
+		pids=$(tree "$pg")
+		# shellcheck disable=SC2086
+		dump_state "$label" $pids
+		# shellcheck disable=SC2086
+		kill -KILL $pids 2>/dev/null
 		wait "$pg" 2>/dev/null
 		verdict="FAIL (hang)"
 		rc=1
@@ -100,10 +118,18 @@ run() { # label ranks-on-one-gpu(0|1) env...
 	else
 		verdict="FAIL (exit $?)"
 		rc=1
+		grep -h -E 'Error|error:|WARN|Traceback|failed' "$out/$label.log" | grep -v 'should dump' | tail -n 12 |
+			cut -c1-240 | sed 's/^/   /'
 	fi
-	for _ in 1 2 3 4 5; do pgrep -g "$pg" >/dev/null || break; sleep 1; done
-	if pgrep -g "$pg" >/dev/null; then
-		echo "   FAIL: processes of $label outlived it: $(pgrep -g "$pg" | tr '\n' ' ')"
+	local left=""
+	for _ in 1 2 3 4 5; do
+		left=$(for p in ${pids:-}; do [ -d /proc/$p ] && echo $p; done)
+		left="$left $(pgrep -f "master_port=$port" || true)"
+		[ -z "${left// /}" ] && break
+		sleep 1
+	done
+	if [ -n "${left// /}" ]; then
+		echo "   FAIL: processes of $label outlived it:$left"
 		rc=1
 	fi
 	local good wrong

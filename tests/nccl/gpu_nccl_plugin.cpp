@@ -205,8 +205,9 @@ GPU_TEST(nccl_plugin, regmr_on_cuda_memory_matches_ptr_support)
 		GPU_ASSERT(r == ncclInvalidUsage && mh == nullptr,
 			   "(ptrSupport lacks CUDA: regMr must fail with ncclInvalidUsage, got %d)", r);
 	}
-	// The run on libfabric 2.6.0 over shm (HMEMREG_GPU_DIRECT) must offer
-	// device pointers: silently staying host-only would pass the rest.
+	// The run on libfabric 2.6.0 over shm (HMEMREG_GPU_DIRECT, with
+	// HMEMREG_NCCL_DEVICE_MEMORY=staged) must offer device pointers:
+	// silently staying host-only would pass the rest.
 	const char *direct = std::getenv("HMEMREG_GPU_DIRECT");
 	const char *prov = std::getenv("HMEMREG_NCCL_PROVIDER");
 	if (direct && prov && std::strstr(direct, prov))

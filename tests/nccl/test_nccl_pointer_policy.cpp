@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Which buffers NCCL may hand the plugin (plugins/nccl/src/pointer_policy.cpp):
 // never device memory to a provider that would copy it with CUDA calls, nor
-// to a NIC while the read-back flush is missing; staged device memory on shm
-// by default; the setting decides elsewhere; every answer says why.
+// to a NIC while the read-back flush is missing; staged device memory only
+// when asked; every answer says why.
 #include <string>
 
 #include <criterion/criterion.h>
@@ -21,16 +21,9 @@ bool says(const std::string &why, const char *what)
 
 } // namespace
 
-Test(nccl_pointer_policy, shm_stages_device_memory_by_default)
+Test(nccl_pointer_policy, no_device_memory_by_default)
 {
-	auto p = choose_pointers({"auto", "shm", true, "", false});
-	cr_assert(p.device);
-	cr_assert(says(p.why, "staged"), "%s", p.why.c_str());
-}
-
-Test(nccl_pointer_policy, nics_and_tcp_stay_host_by_default)
-{
-	for (const char *prov : {"tcp;ofi_rxm", "verbs;ofi_rxm", "efa"}) {
+	for (const char *prov : {"shm", "tcp;ofi_rxm", "verbs;ofi_rxm", "efa"}) {
 		auto p = choose_pointers({"auto", prov, true, "", false});
 		cr_assert_not(p.device, "%s", prov);
 		cr_assert(says(p.why, "HMEMREG_NCCL_DEVICE_MEMORY=host") && says(p.why, prov), "%s", p.why.c_str());
@@ -39,7 +32,9 @@ Test(nccl_pointer_policy, nics_and_tcp_stay_host_by_default)
 
 Test(nccl_pointer_policy, the_setting_decides_when_given)
 {
-	cr_assert(choose_pointers({"staged", "tcp;ofi_rxm", true, "", false}).device);
+	auto s = choose_pointers({"staged", "shm", true, "", false});
+	cr_assert(s.device);
+	cr_assert(says(s.why, "staged") && says(s.why, "hang"), "%s", s.why.c_str());
 	auto p = choose_pointers({"host", "shm", true, "", false});
 	cr_assert_not(p.device);
 	cr_assert(says(p.why, "HMEMREG_NCCL_DEVICE_MEMORY=host") && !says(p.why, "auto"), "%s", p.why.c_str());

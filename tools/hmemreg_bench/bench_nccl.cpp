@@ -727,6 +727,10 @@ PluginRun run_plugin(const Options &o, const std::string &path, const char *labe
 				setenv("OFI_NCCL_PROTOCOL", "SENDRECV", 0);
 			} else {
 				setenv("HMEMREG_NCCL_PROVIDER", o.provider.c_str(), 1);
+				// No NCCL kernels wait here: the staged device path is
+				// safe (the plugin's default keeps GPU buffers from it).
+				if (o.mem == "cuda")
+					setenv("HMEMREG_NCCL_DEVICE_MEMORY", "staged", 0);
 				if (!o.node.empty())
 					setenv("HMEMREG_NCCL_NODE", o.node.c_str(), 1);
 			}

@@ -62,9 +62,8 @@ struct Config {
 	std::string notify = "auto";
 	// DEVICE_MEMORY: whether NCCL may pass GPU buffers (ptrSupport CUDA,
 	// NCCL's GDR): "staged" (the engine copies them through host memory
-	// on its own streams), "host" (no: NCCL copies through host buffers
-	// itself), "auto" (staged on shm, host elsewhere). The provider
-	// itself never gets them (pointer_policy.hpp).
+	// on its own streams; hangs under NCCL itself), "host" or "auto" (no:
+	// NCCL copies through host buffers; pointer_policy.hpp says why).
 	std::string device_memory = "auto";
 	// STALL_MS: a request NCCL has waited on this long gets the plugin's
 	// state logged once (NCCL WARN: comms, waiting requests, the engine's

@@ -5,10 +5,9 @@ namespace hmemreg::nccl {
 
 PointerPolicy choose_pointers(const PointerFacts &f)
 {
-	// Staging costs a copy each way on the copy engines: worth it between
-	// processes of one host (shm), where NCCL's own host path costs its
-	// kernels a copy too; over a NIC NCCL's host path is one copy.
-	const std::string mode = f.setting != "auto" ? f.setting : f.provider == "shm" ? "staged" : "host";
+	// auto: host until a NIC path with its read-back flush exists (the
+	// header says why staging is not the default).
+	const std::string mode = f.setting == "staged" ? "staged" : "host";
 	if (!f.cuda)
 		return {false, "no CUDA driver: " + f.cuda_why_not};
 	if (f.provider_direct)
@@ -19,7 +18,7 @@ PointerPolicy choose_pointers(const PointerFacts &f)
 		return {false, "HMEMREG_NCCL_DEVICE_MEMORY=host" +
 				       std::string(f.setting == "auto" ? " (auto, provider " + f.provider + ")" : "")};
 	return {true, "device memory staged by the engine on its own streams (provider " + f.provider +
-			      (f.setting == "auto" ? ", HMEMREG_NCCL_DEVICE_MEMORY=auto)" : ")")};
+			      ", HMEMREG_NCCL_DEVICE_MEMORY=staged: can hang while NCCL's kernels spin)"};
 }
 
 } // namespace hmemreg::nccl

@@ -3,13 +3,18 @@
 // NCCL's GDR), from the setting and what the engine found.
 //
 // NCCL's kernels spin on the GPU until the proxy thread's test() says their
-// data is in; PyTorch meanwhile queues work on the legacy default stream
-// that waits for those kernels. A CUDA call on that path that syncs the
-// legacy stream (shm's and tcp's cudaMemcpy, rxm's bounce copies,
-// cuMemcpyHtoD, cuStreamSynchronize(CU_STREAM_LEGACY)) therefore waits for
-// itself. So the provider never copies device memory for us: the engine asks
-// every rail for FI_OPT_CUDA_API_PERMITTED = false, and where a provider
-// refuses, device memory is staged on the engine's own non-blocking streams.
+// data is in. With GPU buffers through shm, PyTorch's collectives hung on
+// the H200 (two ranks on one GPU, with MPS and without): first with shm's
+// own cudaMemcpy, then with the engine staging and the plugin landing data
+// on non-blocking streams of their own, whose copies stayed unfinished for
+// the 60 s of the run while no thread was blocked in CUDA. One process's
+// copy behind its own spinning kernel finishes in 0.1 ms
+// (tests/gpu/copy_behind_spin.py), so the cause lies with the second rank
+// on the GPU; not found further. Only a NIC that writes GPU memory itself
+// (GPUDirect RDMA, no CUDA call) moves device data under NCCL; until the
+// plugin has the read-back flush such a NIC needs, NCCL keeps its buffers
+// on the host path. HMEMREG_NCCL_DEVICE_MEMORY=staged offers them anyway,
+// for drivers without NCCL's kernels (hmemreg_bench nccl, the GPU lane).
 #pragma once
 
 #include <string>
@@ -17,7 +22,7 @@
 namespace hmemreg::nccl {
 
 struct PointerFacts {
-	std::string setting;      // HMEMREG_NCCL_DEVICE_MEMORY: auto, staged, host
+	std::string setting;      // HMEMREG_NCCL_DEVICE_MEMORY: auto (host), staged, host
 	std::string provider;     // the engine's provider
 	bool cuda = false;        // a CUDA driver is loaded
 	std::string cuda_why_not; // when not

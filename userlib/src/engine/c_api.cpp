@@ -144,7 +144,8 @@ Config to_config(const hmemreg_engine_config &in)
 						     " bytes) does not know");
 	constexpr uint32_t kKnownFlags = HMEMREG_ENGINE_POST_MORE | HMEMREG_ENGINE_REQUIRE_HMEM |
 					 HMEMREG_ENGINE_NO_HMEM | HMEMREG_ENGINE_REQUIRE_REMOTE_CQ_DATA |
-					 HMEMREG_ENGINE_NO_STAGING | HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL;
+					 HMEMREG_ENGINE_NO_STAGING | HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL |
+					 HMEMREG_ENGINE_NO_PROVIDER_CUDA;
 	if (in.flags & ~kKnownFlags)
 		throw Error(HMEMREG_EINVAL, "engine config flags " + std::to_string(in.flags & ~kKnownFlags) +
 						    " are not HMEMREG_ENGINE_* flags");
