@@ -44,6 +44,10 @@ struct hmemreg_exp {
  */
 static DEFINE_MUTEX(hmemreg_link_lock);
 
+#ifdef HMEMREG_HAVE_DMA_BUF_LOCK
+static struct lock_class_key hmemreg_forward_lock_key;
+#endif
+
 static int hmemreg_exp_attach(struct dma_buf *dmabuf,
 			      struct dma_buf_attachment *attach)
 {
@@ -67,6 +71,15 @@ static int hmemreg_exp_attach(struct dma_buf *dmabuf,
 	att->pid = task_tgid_nr(current);
 	att->dynamic = dma_buf_attachment_is_dynamic(attach);
 	att->attached_ns = ktime_get_boottime_ns();
+	/* A forwarding provider attaches to its inner buffer for this device. */
+	if (exp->prov->ops->attach) {
+		int ret = exp->prov->ops->attach(exp->priv, attach, &att->prov);
+
+		if (ret) {
+			kfree(att);
+			return ret;
+		}
+	}
 	attach->priv = att;
 
 	spin_lock(&hmemreg_ledger_lock);
@@ -95,6 +108,8 @@ static void hmemreg_exp_detach(struct dma_buf *dmabuf,
 		pr_warn_ratelimited("export %llu: %s detached with %u pins, %u maps\n",
 				    exp->rec.id, att->device, att->pinned, att->mapped);
 	}
+	if (exp->prov->ops->detach)
+		exp->prov->ops->detach(exp->priv, att->prov);
 	kfree(att);
 }
 
@@ -140,9 +155,12 @@ static bool hmemreg_count_unpin(struct hmemreg_exp *exp,
 static int hmemreg_exp_pin(struct dma_buf_attachment *attach)
 {
 	struct hmemreg_exp *exp = attach->dmabuf->priv;
+	struct hmemreg_ledger_att *att = attach->priv;
 	int ret = 0;
 
-	if (exp->prov->ops->pin)
+	if (exp->prov->ops->pin_att)
+		ret = exp->prov->ops->pin_att(att->prov);
+	else if (exp->prov->ops->pin)
 		ret = exp->prov->ops->pin(exp->priv);
 	if (!ret)
 		hmemreg_count_pin(exp, attach->priv);
@@ -152,8 +170,13 @@ static int hmemreg_exp_pin(struct dma_buf_attachment *attach)
 static void hmemreg_exp_unpin(struct dma_buf_attachment *attach)
 {
 	struct hmemreg_exp *exp = attach->dmabuf->priv;
+	struct hmemreg_ledger_att *att = attach->priv;
 
-	if (hmemreg_count_unpin(exp, attach->priv) && exp->prov->ops->unpin)
+	if (!hmemreg_count_unpin(exp, att))
+		return;
+	if (exp->prov->ops->unpin_att)
+		exp->prov->ops->unpin_att(att->prov);
+	else if (exp->prov->ops->unpin)
 		exp->prov->ops->unpin(exp->priv);
 }
 
@@ -175,7 +198,10 @@ static struct sg_table *hmemreg_exp_map(struct dma_buf_attachment *attach,
 	 */
 	if (dir != DMA_TO_DEVICE && !(exp->rec.state & HMEMREG_EXP_STATE_WRITABLE))
 		return ERR_PTR(-EACCES);
-	sgt = exp->prov->ops->map(exp->priv, attach->dev, dir);
+	if (exp->prov->ops->map_att)
+		sgt = exp->prov->ops->map_att(att->prov, dir);
+	else
+		sgt = exp->prov->ops->map(exp->priv, attach->dev, dir);
 	if (IS_ERR(sgt))
 		return sgt;
 	spin_lock(&hmemreg_ledger_lock);
@@ -206,7 +232,10 @@ static void hmemreg_exp_unmap(struct dma_buf_attachment *attach,
 		atomic64_dec(&hmemreg_stats.maps_live);
 	else
 		atomic64_inc(&hmemreg_stats.unbalanced);
-	exp->prov->ops->unmap(exp->priv, attach->dev, sgt, dir);
+	if (exp->prov->ops->unmap_att)
+		exp->prov->ops->unmap_att(att->prov, sgt, dir);
+	else
+		exp->prov->ops->unmap(exp->priv, attach->dev, sgt, dir);
 }
 
 static void hmemreg_exp_release(struct dma_buf *dmabuf)
@@ -265,7 +294,8 @@ static int hmemreg_exp_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
 	/* Pages of another mm or a pool: never copied into a child. */
 	hmemreg_vma_set_flags(vma, VM_DONTCOPY | VM_DONTEXPAND, 0);
 	ret = exp->prov->ops->mmap(exp->priv, vma);
-	if (ret)
+	/* The inner exporter's mapping: its vm_ops and file, not ours. */
+	if (ret || (exp->prov->flags & HMEMREG_PROV_FORWARDS))
 		return ret;
 	vma->vm_ops = &hmemreg_exp_vm_ops;
 	vma->vm_private_data = exp;
@@ -315,15 +345,18 @@ static void hmemreg_exp_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
 }
 #endif
 
+#define HMEMREG_DMABUF_OPS_COMMON				\
+	.attach = hmemreg_exp_attach,				\
+	.detach = hmemreg_exp_detach,				\
+	.pin = hmemreg_exp_pin,					\
+	.unpin = hmemreg_exp_unpin,				\
+	.map_dma_buf = hmemreg_exp_map,				\
+	.unmap_dma_buf = hmemreg_exp_unmap,			\
+	.release = hmemreg_exp_release,				\
+	.mmap = hmemreg_exp_mmap
+
 static const struct dma_buf_ops hmemreg_dmabuf_ops = {
-	.attach = hmemreg_exp_attach,
-	.detach = hmemreg_exp_detach,
-	.pin = hmemreg_exp_pin,
-	.unpin = hmemreg_exp_unpin,
-	.map_dma_buf = hmemreg_exp_map,
-	.unmap_dma_buf = hmemreg_exp_unmap,
-	.release = hmemreg_exp_release,
-	.mmap = hmemreg_exp_mmap,
+	HMEMREG_DMABUF_OPS_COMMON,
 #ifdef HMEMREG_HAVE_DMA_BUF_VMAP_IOSYS
 	.vmap = hmemreg_exp_vmap,
 	.vunmap = hmemreg_exp_vunmap,
@@ -334,6 +367,21 @@ static const struct dma_buf_ops hmemreg_dmabuf_ops = {
 	 * targets, so DMA_BUF_IOCTL_SYNC has nothing to do.
 	 */
 };
+
+/*
+ * Exports whose memory has no kernel mapping (a provider without vmap, a
+ * wrapped buffer whose exporter has none): without the op, dma_buf_vmap()
+ * refuses with EINVAL; a failing op would make 6.1's core warn.
+ */
+static const struct dma_buf_ops hmemreg_dmabuf_ops_novmap = {
+	HMEMREG_DMABUF_OPS_COMMON,
+};
+
+static bool hmemreg_is_export(const struct dma_buf *dmabuf)
+{
+	return dmabuf->ops == &hmemreg_dmabuf_ops ||
+	       dmabuf->ops == &hmemreg_dmabuf_ops_novmap;
+}
 
 /* The ledger asks: extra HMEMREG_EXP_STATE_* bits, the provider's among them. */
 static u32 hmemreg_exp_ledger_state(const struct hmemreg_ledger_exp *rec)
@@ -412,6 +460,22 @@ void hmemreg_export_unlink(struct hmemreg_exp **link, bool fired)
 	mutex_unlock(&hmemreg_link_lock);
 }
 
+/**
+ * hmemreg_export_provider() - the provider behind a dma-buf of this module
+ * @dmabuf: any dma-buf
+ *
+ * Return: its HMEMREG_PROVIDER_* id, or 0 if another module exported it.
+ */
+u32 hmemreg_export_provider(const struct dma_buf *dmabuf)
+{
+	const struct hmemreg_exp *exp;
+
+	if (!hmemreg_is_export(dmabuf))
+		return 0;
+	exp = dmabuf->priv;
+	return exp->prov->id;
+}
+
 struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 			       const struct hmemreg_export_desc *desc, u64 *id)
 {
@@ -442,10 +506,19 @@ struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 
 	info.exp_name = KBUILD_MODNAME;
 	info.owner = THIS_MODULE;	/* rmmod is refused while any exists */
-	info.ops = &hmemreg_dmabuf_ops;
+	info.ops = prov->ops->vmap && (!prov->ops->can_vmap || prov->ops->can_vmap(priv)) ?
+		   &hmemreg_dmabuf_ops : &hmemreg_dmabuf_ops_novmap;
 	info.size = desc->len;
 	info.flags = desc->writable ? O_RDWR : O_RDONLY;
 	info.priv = exp;
+	/*
+	 * A forwarding provider's buffer shares its inner buffer's reservation
+	 * object: one lock covers both, so the inner exporter's move_notify
+	 * (under its lock) reaches this buffer's importers, and map and pin
+	 * (under this buffer's lock) reach the inner buffer without nesting.
+	 */
+	if (prov->ops->resv)
+		info.resv = prov->ops->resv(priv);
 	dmabuf = dma_buf_export(&info);
 	if (IS_ERR(dmabuf)) {
 		if (!hmemreg_provider_builtin(prov))
@@ -454,6 +527,17 @@ struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 		return dmabuf;
 	}
 	exp->dmabuf = dmabuf;
+#ifdef HMEMREG_HAVE_DMA_BUF_LOCK
+	/*
+	 * Kernels whose dma_buf_vmap() takes the buffer's own mutex: a
+	 * forwarding buffer's vmap takes its inner buffer's under its own, an
+	 * order of two locks of one class that lockdep would flag.
+	 */
+	if (info.resv)
+		lockdep_set_class(&dmabuf->lock, &hmemreg_forward_lock_key);
+#endif
+	if (prov->ops->describe)
+		prov->ops->describe(priv, exp->rec.inner, sizeof(exp->rec.inner));
 	hmemreg_ledger_add(&exp->rec);
 	*id = exp->rec.id;
 	return dmabuf;

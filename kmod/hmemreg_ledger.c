@@ -122,6 +122,8 @@ static int hmemreg_summary_show(struct seq_file *m, void *unused)
 			   rec->addr, rec->len, rec->cookie,
 			   hmemreg_ledger_state(rec), rec->attach_live,
 			   rec->pins_live, rec->maps_live);
+		if (rec->inner[0])
+			seq_printf(m, "  wraps %s\n", rec->inner);
 		list_for_each_entry(att, &rec->attachments, node)
 			seq_printf(m, "  attach %s pid %d %s pinned %u mapped %u dynamic %d\n",
 				   att->device, att->pid, att->comm, att->pinned,

@@ -227,10 +227,13 @@ static int __init hmemreg_init(void)
 	ret = hmemreg_devmem_init();
 	if (ret)
 		goto err_host;
+	ret = hmemreg_dmabuf_init();
+	if (ret)
+		goto err_devmem;
 	ret = misc_register(&hmemreg_misc);
 	if (ret) {
 		pr_err("cannot register /dev/%s: %d\n", HMEMREG_DEVICE_NAME, ret);
-		goto err_devmem;
+		goto err_dmabuf;
 	}
 	ret = hmemreg_netlink_init();
 	if (ret) {
@@ -244,6 +247,8 @@ static int __init hmemreg_init(void)
 
 err_misc:
 	misc_deregister(&hmemreg_misc);
+err_dmabuf:
+	hmemreg_dmabuf_exit();
 err_devmem:
 	hmemreg_devmem_exit();
 err_host:
@@ -256,6 +261,7 @@ static void __exit hmemreg_exit(void)
 	hmemreg_debugfs_exit();
 	hmemreg_netlink_exit();
 	misc_deregister(&hmemreg_misc);
+	hmemreg_dmabuf_exit();
 	hmemreg_devmem_exit();
 	hmemreg_host_exit();
 	pr_info("unloaded\n");

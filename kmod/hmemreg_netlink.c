@@ -118,7 +118,9 @@ static int hmemreg_fill_exp(struct sk_buff *skb, const struct hmemreg_ledger_exp
 	    hmemreg_put_u64(skb, HMEMREG_NLA_EXP_PINS_TOTAL, rec->pins_total) ||
 	    hmemreg_put_u64(skb, HMEMREG_NLA_EXP_MAPS_TOTAL, rec->maps_total) ||
 	    hmemreg_put_u64(skb, HMEMREG_NLA_EXP_LAST_PIN_NS, rec->last_pin_ns) ||
-	    hmemreg_put_u64(skb, HMEMREG_NLA_EXP_LAST_UNPIN_NS, rec->last_unpin_ns))
+	    hmemreg_put_u64(skb, HMEMREG_NLA_EXP_LAST_UNPIN_NS, rec->last_unpin_ns) ||
+	    (rec->inner[0] &&
+	     nla_put_string(skb, HMEMREG_NLA_EXP_INNER_NAME, rec->inner)))
 		return -EMSGSIZE;
 	list_for_each_entry(att, &rec->attachments, node)
 		if (hmemreg_fill_att(skb, att))

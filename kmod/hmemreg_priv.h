@@ -20,7 +20,8 @@
 #include "hmemreg_provider.h"
 
 #define HMEMREG_CAPS	(HMEMREG_CAP_EXPORT_HOST | HMEMREG_CAP_WATCH | \
-			 HMEMREG_CAP_NETLINK | HMEMREG_CAP_FAULT_INJECT)
+			 HMEMREG_CAP_NETLINK | HMEMREG_CAP_FAULT_INJECT | \
+			 HMEMREG_CAP_EXPORT_DMABUF)
 
 /* Size of the page header in front of gen[] in the fd's mapping. */
 #define HMEMREG_GEN_OFFSET	sizeof(struct hmemreg_gen_page)
@@ -118,6 +119,7 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *arg,
 			  void __user *uarg, u32 outsize);
 void hmemreg_export_link(struct dma_buf *dmabuf, struct hmemreg_exp **link);
 void hmemreg_export_unlink(struct hmemreg_exp **link, bool fired);
+u32 hmemreg_export_provider(const struct dma_buf *dmabuf);
 
 /* **** hmemreg_provider.c **** */
 struct hmemreg_provider *hmemreg_provider_get(u32 id);
@@ -141,6 +143,10 @@ long hmemreg_ioc_devmem_free(struct hmemreg_ctx *ctx, void *arg);
 void hmemreg_devmem_release_all(struct hmemreg_ctx *ctx);
 bool hmemreg_devmem_enabled(void);
 
+/* **** hmemreg_dmabuf.c **** */
+int hmemreg_dmabuf_init(void);
+void hmemreg_dmabuf_exit(void);
+
 /* **** hmemreg_ledger.c **** */
 
 /* How the ledger asks an export about itself (the export fills it in). */
@@ -157,6 +163,7 @@ struct hmemreg_ledger_exp_ops {
  * @id:        export id, unique while the module is loaded
  * @owner:     exporting process (tgid), referenced
  * @comm:      its comm at export time
+ * @inner:     exp_name of the dma-buf a forwarding export wraps, else ""
  */
 struct hmemreg_ledger_exp {
 	struct list_head node;
@@ -165,6 +172,7 @@ struct hmemreg_ledger_exp {
 	u64 id;
 	struct pid *owner;
 	char comm[TASK_COMM_LEN];
+	char inner[32];
 	u32 provider;
 	u32 state;
 	u64 addr;
@@ -182,9 +190,13 @@ struct hmemreg_ledger_exp {
 	u64 last_unpin_ns;
 };
 
-/* Ledger record of one attachment (importer device). */
+/*
+ * Ledger record of one attachment (importer device); @prov is a forwarding
+ * provider's state for it (its attachment to the inner buffer).
+ */
 struct hmemreg_ledger_att {
 	struct list_head node;
+	void *prov;
 	char device[32];
 	char comm[TASK_COMM_LEN];
 	pid_t pid;

@@ -16,7 +16,13 @@ static u32 hmemreg_next_provider_id = HMEMREG_PROVIDER_DYNAMIC;
 
 int hmemreg_provider_register(struct hmemreg_provider *prov)
 {
-	if (!prov->ops || !prov->ops->map || !prov->ops->unmap || !prov->ops->release)
+	const struct hmemreg_provider_ops *ops = prov->ops;
+
+	if (!ops || !ops->release)
+		return -EINVAL;
+	/* Whole-range maps, or per-attachment ones (forwarding providers). */
+	if (!(ops->map && ops->unmap) &&
+	    !(ops->attach && ops->detach && ops->map_att && ops->unmap_att))
 		return -EINVAL;
 	mutex_lock(&hmemreg_providers_lock);
 	if (!hmemreg_provider_builtin(prov))

@@ -20,6 +20,25 @@
  *   state   optional: extra HMEMREG_EXP_STATE_* bits of @priv for the
  *           ledger (called under a spinlock: must not sleep).
  *
+ * A provider whose memory is another dma-buf (HMEMREG_PROV_FORWARDS)
+ * keeps state per attachment and leaves map/unmap/pin/unpin above NULL:
+ *
+ *   attach    attach to the inner buffer for @attach's device (dynamic
+ *             when @attach is); store the provider's state in *@att.
+ *             Called without the reservation lock. Return 0 or -errno
+ *             (the importer's attach fails with it).
+ *   detach    undo attach (without the reservation lock).
+ *   pin_att / unpin_att / map_att / unmap_att: as pin / unpin / map /
+ *             unmap, for one attachment (reservation lock held).
+ *   resv      the inner buffer's reservation object, which the export
+ *             then shares (one lock for both buffers).
+ *   describe  the inner exporter's name for the ledger.
+ *   can_vmap  whether the inner buffer has a kernel mapping to offer;
+ *             where not, the export has no vmap op at all.
+ *   mmap      with FORWARDS, the provider's mapping stays as it made it
+ *             (the inner buffer's file and vm_ops; not counted as a user
+ *             mmap of this export).
+ *
  * A provider that HMEMREG_IOC_EXPORT may name by its id also has:
  *
  *   check   optional: refuse the request (@watch: it asks for
@@ -61,6 +80,7 @@ struct hmemreg_export_desc;
 struct vm_area_struct;
 
 #define HMEMREG_PROV_NEEDS_P2P	BIT(0)
+#define HMEMREG_PROV_FORWARDS	BIT(1)	/* memory of another dma-buf */
 
 struct hmemreg_provider_ops {
 	struct sg_table *(*map)(void *priv, struct device *dev,
@@ -79,6 +99,18 @@ struct hmemreg_provider_ops {
 		     const struct hmemreg_export_desc *desc, bool watch);
 	void *(*create)(struct hmemreg_ctx *ctx,
 			const struct hmemreg_export_desc *desc);
+	/* HMEMREG_PROV_FORWARDS providers, see above. */
+	int (*attach)(void *priv, struct dma_buf_attachment *attach, void **att);
+	void (*detach)(void *priv, void *att);
+	int (*pin_att)(void *att);
+	void (*unpin_att)(void *att);
+	struct sg_table *(*map_att)(void *att, enum dma_data_direction dir);
+	void (*unmap_att)(void *att, struct sg_table *sgt,
+			  enum dma_data_direction dir);
+	struct dma_resv *(*resv)(void *priv);
+	/* Optional: whether vmap can succeed for @priv (else not offered). */
+	bool (*can_vmap)(void *priv);
+	void (*describe)(void *priv, char *name, size_t size);
 };
 
 /**

@@ -259,6 +259,11 @@ void device_to_device_between_processes(const char *provider, int src_dev = 0, i
 			salt ? " (after cuMemFree + cuMemAlloc)" : "",
 			direct ? (ps.device_regs_dmabuf ? "FI_MR_DMABUF" : ("by address: " + ps.device_address_why).c_str())
 			       : "");
+		// Whether hmemreg.ko wrapped the DMA-BUFs (its pin ledger sees them), and why not.
+		if (direct && ps.device_regs_dmabuf)
+			GPU_LOG("%s: %llu of %llu DMA-BUF registrations wrapped by hmemreg.ko%s%s", provider,
+				(unsigned long long)ps.device_regs_wrapped, (unsigned long long)ps.device_regs_dmabuf,
+				ps.device_wrap_why.empty() ? "" : "; not wrapped: ", ps.device_wrap_why.c_str());
 	}
 	int st;
 	waitpid(pid, &st, 0);

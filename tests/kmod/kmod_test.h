@@ -139,6 +139,21 @@ static inline int hm_export_dev(int fd, uint64_t handle, uint64_t off, uint64_t 
 	return ret ? ret : e.fd;
 }
 
+// Wrap [off, off + len) of the DMA-BUF inner: the wrapper's fd or -errno.
+static inline int hm_wrap(int fd, int64_t inner, uint64_t off, uint64_t len, uint32_t flags,
+		   struct hmemreg_export *out)
+{
+	struct hmemreg_export e = {
+		.size = sizeof(e), .provider = HMEMREG_PROVIDER_DMABUF, .flags = flags,
+		.addr = off, .len = len, .handle = (uint64_t)inner, .cookie = 0xd0b,
+	};
+	int ret = hm_ioctl(fd, HMEMREG_IOC_EXPORT, &e);
+
+	if (out)
+		*out = e;
+	return ret ? ret : e.fd;
+}
+
 // A devmem handle, or -errno.
 static inline int64_t hm_dev_alloc(int fd, uint64_t len)
 {

@@ -113,6 +113,8 @@ static int export_cb(struct nl_msg *msg, void *arg)
 	U32(HMEMREG_NLA_EXP_ATTACH_LIVE, attach_live);
 	U32(HMEMREG_NLA_EXP_PINS_LIVE, pins_live);
 	U32(HMEMREG_NLA_EXP_MAPS_LIVE, maps_live);
+	if (tb[HMEMREG_NLA_EXP_INNER_NAME])
+		snprintf(e->inner, sizeof(e->inner), "%s", nla_get_string(tb[HMEMREG_NLA_EXP_INNER_NAME]));
 	if (tb[HMEMREG_NLA_EXP_OWNER_COMM])
 		snprintf(e->comm, sizeof(e->comm), "%s", nla_get_string(tb[HMEMREG_NLA_EXP_OWNER_COMM]));
 	nla_for_each_attr(pos, genlmsg_attrdata(nlmsg_data(nlmsg_hdr(msg)), 0),

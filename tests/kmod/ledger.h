@@ -15,6 +15,7 @@ struct ledger_export {
 	uint64_t id, addr, len, handle, cookie, pins_total, maps_total;
 	uint32_t provider, state, owner_pid, attach_live, pins_live, maps_live;
 	char comm[16];
+	char inner[32];		// HMEMREG_NLA_EXP_INNER_NAME (DMABUF), else ""
 	int attachments;
 	char att_device[32];
 	uint32_t att_pinned, att_mapped, att_dynamic;

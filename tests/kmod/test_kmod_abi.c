@@ -38,7 +38,7 @@ Test(version, raw_ioctl_fills_struct)
 	cr_assert_eq(v.abi_major, HMEMREG_ABI_MAJOR);
 	cr_assert_eq(v.abi_minor, HMEMREG_ABI_MINOR);
 	uint64_t want = HMEMREG_CAP_EXPORT_HOST | HMEMREG_CAP_EXPORT_DEVMEM | HMEMREG_CAP_WATCH |
-			HMEMREG_CAP_NETLINK | HMEMREG_CAP_FAULT_INJECT;
+			HMEMREG_CAP_NETLINK | HMEMREG_CAP_FAULT_INJECT | HMEMREG_CAP_EXPORT_DMABUF;
 	cr_assert_eq(v.caps, want, "caps 0x%llx", (unsigned long long)v.caps);
 	close(fd);
 }

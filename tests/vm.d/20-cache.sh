@@ -11,8 +11,8 @@ set -e
 . "$(dirname "$0")/../lib.sh"
 require_vm
 bad=0
-kmod_load max_watches=256 ring_events=32
-for s in test_cache_kmod test_cache_uffd test_cache_changes test_cache_concurrency; do
+kmod_load max_watches=256 ring_events=32 devmem_mb=8
+for s in test_cache_kmod test_cache_uffd test_cache_changes test_cache_concurrency test_dmabuf_wrap; do
 	echo "---- $s"
 	HMEMREG_TEST_EXPECT_MONITORS="kmod uffd" "$HMEMREG_BUILD/tests/unit/$s" --jobs 1 || bad=$((bad + 1))
 done

@@ -247,6 +247,7 @@ int xfer_cuda_two_processes(const CudaProcsOptions &o)
 			double h2d = best_gbps(n, 1, o.seconds / 4, [&] { check(d.cuMemcpyHtoD(copy, pinned, n), "cuMemcpyHtoD"); });
 			const struct hmemreg_engine_path_stats ps = a.path_stats();
 			const std::string address_why = a.text(HMEMREG_ENGINE_TEXT_DEVICE_ADDRESS_WHY);
+			const std::string wrap = a.text(HMEMREG_ENGINE_TEXT_DEVICE_WRAP);
 			Row r;
 			r.add("bench", "xfer").add("provider", o.provider).add("mem", "cuda").add("target", "child");
 			r.add("bytes", static_cast<long long>(n)).add("window", static_cast<long long>(o.window));
@@ -254,6 +255,8 @@ int xfer_cuda_two_processes(const CudaProcsOptions &o)
 			r.add("registered", staged ? "host mirror"
 					    : ps.device_regs_dmabuf ? "FI_MR_DMABUF"
 					    : "by address (" + (address_why.empty() ? std::string("API < 1.20") : address_why) + ")");
+			if (!staged && ps.device_regs_dmabuf)
+				r.add("wrapped", wrap);
 			r.add("GBps", gbps, 2).add("d2d_GBps", d2d, 1).add("pinned_GBps", std::min(d2h, h2d), 1);
 			r.add("x_of_d2d", d2d > 0 ? gbps / d2d : 0.0, 4);
 			r.add("verified", verified);

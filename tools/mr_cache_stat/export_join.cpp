@@ -39,7 +39,7 @@ std::string importers_text(const Export &e)
 
 Json kernel_side_json(const Export &e)
 {
-	return {{"provider", provider_name(e.provider)},
+	Json o = {{"provider", provider_name(e.provider)},
 		{"state", state_text(e.state)},
 		{"owner_pid", e.owner_pid},
 		{"len", e.len},
@@ -47,6 +47,10 @@ Json kernel_side_json(const Export &e)
 		{"pins_live", e.pins_live},
 		{"maps_live", e.maps_live},
 		{"attachments", attachments_json(e)}};
+	// A DMABUF wrapper only (the other rows' keys are as before).
+	if (!e.inner.empty())
+		o["inner_exporter"] = e.inner;
+	return o;
 }
 
 } // namespace
@@ -97,13 +101,13 @@ void print_exports_text(const Sample &s, const ExportJoin &j)
 	if (j.rows.empty()) {
 		std::printf("no cache holds registrations of hmemreg.ko exports\n");
 	} else {
-		std::printf("%7s %-16s %4s %-24s %8s %7s %9s %-6s %-8s %5s %s\n", "PID", "COMM", "ID", "CACHE", "EXPORT",
+		std::printf("%7s %-16s %4s %-24s %8s %7s %9s %-14s %-8s %5s %s\n", "PID", "COMM", "ID", "CACHE", "EXPORT",
 			    "ENTRIES", "BYTES", "KIND", "STATE", "PINS", "IMPORTERS");
 		for (const auto &r : j.rows) {
 			const Export *k = r.kernel;
-			std::printf("%7d %-16.16s %4u %-24.24s %8" PRIu64 " %7" PRIu64 " %9s %-6s %-8s %5s %s\n", r.pid,
-				    r.comm.c_str(), r.cache_id, r.cache_name.c_str(), r.export_id, r.entries,
-				    human(r.bytes).c_str(), k ? provider_name(k->provider) : "-",
+			std::printf("%7d %-16.16s %4u %-24.24s %8" PRIu64 " %7" PRIu64 " %9s %-14.14s %-8s %5s %s\n",
+				    r.pid, r.comm.c_str(), r.cache_id, r.cache_name.c_str(), r.export_id, r.entries,
+				    human(r.bytes).c_str(), k ? kind_text(*k).c_str() : "-",
 				    !s.loaded ? "?" : k ? state_text(k->state).c_str() : "MISSING",
 				    k ? std::to_string(k->pins_live).c_str() : "-",
 				    k ? importers_text(*k).c_str() : "-");
@@ -113,7 +117,7 @@ void print_exports_text(const Sample &s, const ExportJoin &j)
 		std::printf("BUG: %zu cache row(s) name an export the kernel does not have (marked MISSING)\n", j.missing);
 	for (const Export *e : j.unexplained)
 		std::printf("not from a cache: export %" PRIu64 " (%s, owner pid %u): %u pin(s), importers %s\n", e->id,
-			    provider_name(e->provider), e->owner_pid, e->pins_live, importers_text(*e).c_str());
+			    kind_text(*e).c_str(), e->owner_pid, e->pins_live, importers_text(*e).c_str());
 	if (j.unlisted)
 		std::printf("%" PRIu64 " (cache, export) pair(s) not listed: a process's table is full\n", j.unlisted);
 	if (j.old_blocks)

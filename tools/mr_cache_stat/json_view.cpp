@@ -66,19 +66,23 @@ Json kernel_json(const Sample &s)
 		stats[k] = v;
 	Json exports = Json::array();
 	for (const auto &e : l.exports) {
-		exports.push_back({{"id", e.id},
-				   {"provider", provider_name(e.provider)},
-				   {"orphaned", (e.state & HMEMREG_EXP_STATE_ORPHANED) != 0},
-				   {"owner_pid", e.owner_pid},
-				   {"owner_comm", e.owner_comm},
-				   {"addr", e.addr},
-				   {"len", e.len},
-				   {"cookie", e.cookie},
-				   {"attach_live", e.attach_live},
-				   {"pins_live", e.pins_live},
-				   {"maps_live", e.maps_live},
-				   {"pins_total", e.pins_total},
-				   {"attachments", attachments_json(e)}});
+		Json o = {{"id", e.id},
+			  {"provider", provider_name(e.provider)},
+			  {"orphaned", (e.state & HMEMREG_EXP_STATE_ORPHANED) != 0},
+			  {"owner_pid", e.owner_pid},
+			  {"owner_comm", e.owner_comm},
+			  {"addr", e.addr},
+			  {"len", e.len},
+			  {"cookie", e.cookie},
+			  {"attach_live", e.attach_live},
+			  {"pins_live", e.pins_live},
+			  {"maps_live", e.maps_live},
+			  {"pins_total", e.pins_total},
+			  {"attachments", attachments_json(e)}};
+		// A DMABUF wrapper only (the other rows' keys are as before).
+		if (!e.inner.empty())
+			o["inner_exporter"] = e.inner;
+		exports.push_back(std::move(o));
 	}
 	return {{"loaded", true}, {"stats", stats}, {"exports", exports}};
 }

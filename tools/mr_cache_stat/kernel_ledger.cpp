@@ -88,6 +88,7 @@ int on_export(nl_msg *msg, void *arg)
 	e.state = get_u32(tb[HMEMREG_NLA_EXP_STATE]);
 	e.owner_pid = get_u32(tb[HMEMREG_NLA_EXP_OWNER_PID]);
 	e.owner_comm = get_str(tb[HMEMREG_NLA_EXP_OWNER_COMM]);
+	e.inner = get_str(tb[HMEMREG_NLA_EXP_INNER_NAME]);
 	e.addr = get_u64(tb[HMEMREG_NLA_EXP_ADDR]);
 	e.len = get_u64(tb[HMEMREG_NLA_EXP_LEN]);
 	e.handle = get_u64(tb[HMEMREG_NLA_EXP_HANDLE]);
@@ -152,8 +153,15 @@ const char *provider_name(uint32_t provider)
 	switch (provider) {
 	case HMEMREG_PROVIDER_HOST: return "host";
 	case HMEMREG_PROVIDER_DEVMEM: return "devmem";
+	case HMEMREG_PROVIDER_DMABUF: return "dmabuf";
 	default: return provider >= HMEMREG_PROVIDER_DYNAMIC ? "external" : "?";
 	}
+}
+
+std::string kind_text(const Export &e)
+{
+	std::string k = provider_name(e.provider);
+	return e.inner.empty() ? k : k + ":" + e.inner;
 }
 
 // One socket per request: a dump after a doit on the same socket can come

@@ -25,6 +25,7 @@ struct Export {
 	uint32_t state = 0;
 	uint32_t owner_pid = 0;
 	std::string owner_comm;
+	std::string inner;	// DMABUF: the wrapped buffer's exporter (exp_name), else ""
 	uint64_t addr = 0, len = 0, handle = 0, cookie = 0;
 	uint64_t created_ns = 0;
 	uint32_t attach_live = 0, pins_live = 0, maps_live = 0;
@@ -47,5 +48,7 @@ struct Ledger {
 int read_ledger(Ledger &out, bool with_exports, uint32_t owner_pid, std::string &why);
 
 const char *provider_name(uint32_t provider);
+// provider_name(), and for a DMABUF wrapper the inner exporter: "dmabuf:nvidia".
+std::string kind_text(const Export &e);
 
 } // namespace mr_cache_stat

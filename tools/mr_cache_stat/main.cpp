@@ -26,6 +26,7 @@
 #include <thread>
 
 #include <hmemreg/common.h>
+#include <linux/hmemreg.h>
 
 #include "export_join.hpp"
 #include "gc.hpp"
@@ -65,7 +66,8 @@ void usage(FILE *f)
 			"  -c COUNT     with -w: stop after COUNT samples\n"
 			"  --json       one JSON record per sample, one line each (schema in mr_cache_stat(1))\n"
 			"  --kernel     the kernel's pin ledger only\n"
-			"  --check      exit 3 when the kernel holds orphaned exports or unbalanced pins,\n"
+			"  --check      exit 3 when the kernel holds orphaned exports or unbalanced pins\n"
+			"               (naming wrappers of other exporters' dma-bufs whose owner died),\n"
 			"               4 when it cannot tell (hmemreg.ko not loaded)\n"
 			"  --gc         remove the stats blocks and libfabric shm regions of dead processes\n"
 			"  --dry-run    with --gc: list them, remove nothing\n"
@@ -95,6 +97,21 @@ Sample take_sample(const Options &opt)
 	return s;
 }
 
+// " (N wrapping other exporters' dma-bufs: export 7 of pid 12 over nvidia, ...)", or "".
+std::string orphaned_wrappers(const Ledger &l)
+{
+	std::string list;
+	size_t n = 0;
+	for (const auto &e : l.exports) {
+		if (e.provider != HMEMREG_PROVIDER_DMABUF || !(e.state & HMEMREG_EXP_STATE_ORPHANED))
+			continue;
+		list += (n++ ? ", " : ": ") + std::string("export ") + std::to_string(e.id) + " of pid " +
+			std::to_string(e.owner_pid) + " over " + e.inner + " (" + std::to_string(e.pins_live) +
+			" pins, " + std::to_string(e.attach_live) + " importers)";
+	}
+	return n ? " (" + std::to_string(n) + " wrapping another exporter's dma-buf" + list + ")" : "";
+}
+
 // The exit status one sample calls for; `complaint` is its one line for stderr.
 int verdict(const Options &opt, const Sample &s, std::string &complaint)
 {
@@ -109,8 +126,9 @@ int verdict(const Options &opt, const Sample &s, std::string &complaint)
 	if (opt.check) {
 		uint64_t orphans = s.ledger.stat("orphans_live"), unbalanced = s.ledger.stat("unbalanced");
 		if (orphans || unbalanced) {
-			complaint = "--check failed: " + std::to_string(orphans) + " orphaned export(s), " +
-				    std::to_string(unbalanced) + " unbalanced unpin/unmap call(s)";
+			complaint = "--check failed: " + std::to_string(orphans) + " orphaned export(s)" +
+				    orphaned_wrappers(s.ledger) + ", " + std::to_string(unbalanced) +
+				    " unbalanced unpin/unmap call(s)";
 			return kExitCheckFailed;
 		}
 	}

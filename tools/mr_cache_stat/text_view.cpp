@@ -168,7 +168,7 @@ void kernel_lines(const Ledger &l, std::vector<std::string> &out)
 	}
 	if (l.exports.empty())
 		return;
-	std::snprintf(b, sizeof(b), "%-6s %-7s %-8s %-16s %-18s %10s %5s %5s %5s %s", "ID", "KIND", "OWNER", "COMM",
+	std::snprintf(b, sizeof(b), "%-6s %-14s %-8s %-16s %-18s %10s %5s %5s %5s %s", "ID", "KIND", "OWNER", "COMM",
 		      "ADDR", "LEN", "ATT", "PINS", "MAPS", "STATE / IMPORTERS");
 	out.push_back(b);
 	for (const auto &e : l.exports) {
@@ -180,8 +180,8 @@ void kernel_lines(const Ledger &l, std::vector<std::string> &out)
 		for (const auto &a : e.attachments)
 			state += " " + a.device + "(" + a.comm + "/" + std::to_string(a.pid) + (a.dynamic ? ",dyn" : "") +
 				 " pinned=" + std::to_string(a.pinned) + ")";
-		std::snprintf(b, sizeof(b), "%-6" PRIu64 " %-7s %-8u %-16.16s 0x%016" PRIx64 " %10s %5u %5u %5u ", e.id,
-			      provider_name(e.provider), e.owner_pid, e.owner_comm.c_str(), e.addr, human(e.len).c_str(),
+		std::snprintf(b, sizeof(b), "%-6" PRIu64 " %-14.14s %-8u %-16.16s 0x%016" PRIx64 " %10s %5u %5u %5u ", e.id,
+			      kind_text(e).c_str(), e.owner_pid, e.owner_comm.c_str(), e.addr, human(e.len).c_str(),
 			      e.attach_live, e.pins_live, e.maps_live);
 		out.push_back(b + state);
 	}

@@ -185,6 +185,7 @@ enum hmemreg_engine_text {
 	HMEMREG_ENGINE_TEXT_DEVICE_ADDRESS_WHY = 8, /* why device memory last registered by address */
 	HMEMREG_ENGINE_TEXT_RAIL_PCI_PATH = 9,  /* sysfs path of rail `index`'s NIC ("/sys/devices/pci.../
 						 * 0000:17:00.0"), "" where the provider names no PCI device */
+	HMEMREG_ENGINE_TEXT_DEVICE_WRAP = 10,   /* DMA-BUF registrations wrapped by hmemreg.ko, why not */
 };
 /* One text (NUL-terminated, truncated to len; buf may be NULL with len 0).
  * Returns its full length, or -HMEMREG_EINVAL (null engine, unknown text)

@@ -303,6 +303,15 @@ int hmemreg_engine_text(const hmemreg_engine_t *engine, uint32_t what, uint32_t 
 			return copy_text(c.peer_timeout, buf, len);
 		case HMEMREG_ENGINE_TEXT_DEVICE_ADDRESS_WHY:
 			return copy_text(engine->e->path_stats().device_address_why, buf, len);
+		case HMEMREG_ENGINE_TEXT_DEVICE_WRAP: {
+			const PathStats ps = engine->e->path_stats();
+			std::string t = std::to_string(ps.device_regs_wrapped) + " of " +
+					std::to_string(ps.device_regs_dmabuf) +
+					" DMA-BUF registrations wrapped by hmemreg.ko";
+			if (!ps.device_wrap_why.empty())
+				t += "; not wrapped: " + ps.device_wrap_why;
+			return copy_text(t, buf, len);
+		}
 		default:
 			throw Error(HMEMREG_EINVAL, "engine text " + std::to_string(what) +
 							    " is not one of HMEMREG_ENGINE_TEXT_*");

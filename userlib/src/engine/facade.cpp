@@ -470,6 +470,9 @@ PathStats Engine::path_stats() const
 		s.device_regs_address += c->device_address_regs();
 		if (s.device_address_why.empty())
 			s.device_address_why = c->address_path_reason();
+		s.device_regs_wrapped += c->device_wrapped_regs();
+		if (s.device_wrap_why.empty())
+			s.device_wrap_why = c->not_wrapped_reason();
 	}
 	return s;
 }

@@ -317,6 +317,10 @@ struct PathStats {
 	uint64_t device_regs_dmabuf = 0;
 	uint64_t device_regs_address = 0;
 	std::string device_address_why;
+	// Of the DMA-BUF ones, wrapped by hmemreg.ko's DMABUF provider (in its
+	// pin ledger); device_wrap_why: why the last one was not.
+	uint64_t device_regs_wrapped = 0;
+	std::string device_wrap_why;
 };
 
 class Engine {

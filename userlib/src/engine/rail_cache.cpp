@@ -47,6 +47,16 @@ std::string RailCache::address_path_reason() const
 	return registrar_->paths().why_address;
 }
 
+uint64_t RailCache::device_wrapped_regs() const
+{
+	return registrar_->paths().wrapped;
+}
+
+std::string RailCache::not_wrapped_reason() const
+{
+	return registrar_->paths().why_not_wrapped;
+}
+
 void RailCache::retire()
 {
 	for (uint32_t i = 0; i < HMEMREG_IFACE_MAX; i++)

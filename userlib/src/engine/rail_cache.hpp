@@ -39,6 +39,10 @@ public:
 	// Why device memory registered by address although FI_MR_DMABUF was
 	// usable (the provider refused it, an export failed); empty otherwise.
 	std::string address_path_reason() const;
+	// Of the DMA-BUF ones, those wrapped by hmemreg.ko, and why the last
+	// one was not ("" when none was refused).
+	uint64_t device_wrapped_regs() const;
+	std::string not_wrapped_reason() const;
 	// Unlink every registration (Rail::abandon): the unused ones are
 	// deregistered now, the held ones at their last put.
 	void retire();

@@ -10,6 +10,7 @@
 #include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/fabric_registrar.hpp"
+#include "mrcache/dmabuf_wrap.hpp"
 
 namespace hmemreg::mr {
 
@@ -123,7 +124,15 @@ FabricRegistrar::Paths FabricRegistrar::paths() const
 	p.dmabuf_refused = dmabuf_refused_.load();
 	std::lock_guard l(why_mu_);
 	p.why_address = why_address_;
+	p.wrapped = wrapped_regs_.load(std::memory_order_relaxed);
+	p.why_not_wrapped = why_not_wrapped_;
 	return p;
+}
+
+void FabricRegistrar::note_not_wrapped(const std::string &why)
+{
+	std::lock_guard l(why_mu_);
+	why_not_wrapped_ = why;
 }
 
 void FabricRegistrar::note_address_path(const std::string &why)
@@ -194,6 +203,18 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 	// copies through bounce buffers); efa accepts the flag.
 	uint64_t flags = req.iface != Iface::host && !kexport ? FI_HMEM_DEVICE_ONLY : 0;
 	fabric::DmabufRange dmabuf{};
+	// Device memory's DMA-BUF goes through hmemreg.ko's DMABUF provider
+	// when it is there, so the NIC's pins of it are in the pin ledger.
+	// The wrapper is all of the buffer: offsets stay those of `fd`.
+	const int inner_fd = fd;
+	UniqueFd wrapped;
+	if (fd >= 0 && !kexport && dmabuf_usable()) {
+		std::string why;
+		if (wrap_dmabuf(fd, wrapped, why) == 0)
+			fd = wrapped.get();
+		else
+			note_not_wrapped(why);
+	}
 	if (fd >= 0 && (kexport ? dmabuf_usable_for_exports() : dmabuf_usable())) {
 		// The DMA-BUF starts at base_addr; the range sits at its offset.
 		dmabuf.fd = fd;
@@ -215,6 +236,14 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 		flags &= ~FI_HMEM_DEVICE_ONLY;
 		rc = fi_mr_regattr(domain_, &attr, flags, &mr);
 	}
+	if (rc && wrapped && rc != -FI_EOPNOTSUPP && rc != -FI_ENOSYS) {
+		// The NIC refused the wrapper (an importer the module cannot
+		// forward for): register the buffer itself, as without the module.
+		note_not_wrapped(std::string("the provider refused the wrapped DMA-BUF (") + fi_strerror(-rc) + ")");
+		wrapped.reset();
+		dmabuf.fd = inner_fd;
+		rc = fi_mr_regattr(domain_, &attr, flags, &mr);
+	}
 	if ((rc == -FI_EOPNOTSUPP || rc == -FI_ENOSYS) && (flags & fabric::kMrDmabuf)) {
 		dmabuf_refused_.store(true);
 		note_address_path(std::string("the provider refused FI_MR_DMABUF (") + fi_strerror(-rc) + ")");
@@ -228,6 +257,8 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 	}
 	if (req.iface != Iface::host)
 		((flags & fabric::kMrDmabuf) ? dmabuf_regs_ : address_regs_).fetch_add(1, std::memory_order_relaxed);
+	if (wrapped && (flags & fabric::kMrDmabuf))
+		wrapped_regs_.fetch_add(1, std::memory_order_relaxed);
 	out.handle = mr;
 	out.desc = fi_mr_desc(mr);
 	out.key = fi_mr_key(mr);

@@ -73,6 +73,10 @@ public:
 		uint64_t address = 0;
 		bool dmabuf_refused = false;
 		std::string why_address;
+		// ... of the DMA-BUF ones, wrapped by hmemreg.ko (the pin ledger
+		// sees them), and why the last one was not (empty when all were).
+		uint64_t wrapped = 0;
+		std::string why_not_wrapped;
 	};
 	Paths paths() const;
 
@@ -99,8 +103,11 @@ private:
 	std::atomic<uint64_t> address_regs_{0};
 	mutable std::mutex why_mu_;
 	std::string why_address_;
+	std::atomic<uint64_t> wrapped_regs_{0};
+	std::string why_not_wrapped_;
 
 	void note_address_path(const std::string &why);
+	void note_not_wrapped(const std::string &why);
 };
 
 } // namespace hmemreg::mr

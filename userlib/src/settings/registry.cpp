@@ -17,7 +17,7 @@ extern char **environ;
 
 namespace {
 
-constexpr std::array<hmemreg_setting, 31> kSettings = {{
+constexpr std::array<hmemreg_setting, 32> kSettings = {{
 	{"HMEMREG_LOG_LEVEL", "warn", "log", "none|error|warn|info|debug",
 	 "messages on stderr at this level and more severe ones"},
 	{"HMEMREG_MR_CACHE_MAX_COUNT", "1024", "cache", "number", "entries per cache before the LRU evicts"},
@@ -32,6 +32,8 @@ constexpr std::array<hmemreg_setting, 31> kSettings = {{
 	 "count hits with plain stores and membarrier(2) at unlink (0: seq_cst atomics)"},
 	{"HMEMREG_KEEP_PROVIDER_MR_CACHE", "0", "fabric", "bool",
 	 "leave libfabric providers' own MR caches on (default: their monitors off, FI_MR_CACHE_MONITOR=disabled)"},
+	{"HMEMREG_WRAP_DMABUF", "1", "fabric", "bool",
+	 "register device memory's DMA-BUF through hmemreg.ko's DMABUF provider where loaded (the pin ledger sees it)"},
 	{"HMEMREG_FABRIC_API", "newest of 2.0, 1.20, 1.17 the runtime takes", "fabric", "MAJOR.MINOR",
 	 "cap on the libfabric API version asked for (1.17: no FI_MR_DMABUF)"},
 	{"HMEMREG_PEER_TIMEOUT_MS", "10000", "engine", "number",

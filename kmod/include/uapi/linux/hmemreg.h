@@ -52,7 +52,7 @@
 
 /* ABI version: major changes break userspace, minor ones only add. */
 #define HMEMREG_ABI_MAJOR	1
-#define HMEMREG_ABI_MINOR	1
+#define HMEMREG_ABI_MINOR	2
 
 /* ioctl magic; not listed in Documentation/userspace-api/ioctl/ioctl-number.rst. */
 #define HMEMREG_IOC_MAGIC	0xB5
@@ -63,6 +63,7 @@
 #define HMEMREG_CAP_WATCH		0x4ULL	/* watches, gen page, events */
 #define HMEMREG_CAP_NETLINK		0x8ULL	/* genl family "hmemreg" */
 #define HMEMREG_CAP_FAULT_INJECT	0x10ULL	/* fail_every knob present */
+#define HMEMREG_CAP_EXPORT_DMABUF	0x20ULL	/* provider DMABUF (ABI 1.2) */
 
 /**
  * struct hmemreg_version - HMEMREG_IOC_VERSION argument
@@ -90,23 +91,52 @@ struct hmemreg_version {
  */
 #define HMEMREG_PROVIDER_HOST		1	/* caller's own pages (pinned) */
 #define HMEMREG_PROVIDER_DEVMEM		2	/* emulated device memory pool */
+#define HMEMREG_PROVIDER_DMABUF		3	/* another exporter's DMA-BUF */
 #define HMEMREG_PROVIDER_DYNAMIC	16
 
 /* struct hmemreg_export.flags */
 #define HMEMREG_EXPORT_WRITE	0x1U	/* importers may write; fd is O_RDWR */
 #define HMEMREG_EXPORT_WATCH	0x2U	/* HOST only: also arm a watch */
 
+/*
+ * HMEMREG_PROVIDER_DMABUF (HMEMREG_CAP_EXPORT_DMABUF): wrap a DMA-BUF of
+ * any exporter so that its importers are in the ledger. @handle is the fd
+ * of that DMA-BUF in the calling process, @addr a page-aligned byte offset
+ * into it and @len the bytes from there. The export holds a reference to
+ * the inner buffer (closing its fd afterwards changes nothing) and
+ * forwards to it: an importer's attach attaches to the inner buffer for
+ * the same device (dynamically when the importer is dynamic, so the inner
+ * exporter's move_notify reaches it; else a static attachment, which the
+ * inner exporter pins as it does for any static importer), and map, unmap,
+ * pin and unpin go through; the inner exporter's rules (peer-to-peer,
+ * direction) apply and its errors come back unchanged. The export is
+ * [@addr, @addr + @len) of the inner buffer for importers (their table is
+ * cut to it), mmap() and vmap; mmap() maps the inner buffer's pages
+ * (EOPNOTSUPP where its exporter has no mmap), and an export whose inner
+ * exporter has no vmap offers none (dma_buf_vmap() fails with EINVAL).
+ * The ledger record names the inner exporter (HMEMREG_NLA_EXP_INNER_NAME);
+ * @handle there is the fd number given here. HMEMREG_EXPORT_WRITE needs an
+ * inner fd opened for writing. Nothing is attached or pinned until an
+ * importer attaches. Errors besides those above:
+ *   EBADF      @handle is not an open fd
+ *   EINVAL     @handle is not a DMA-BUF, or HMEMREG_EXPORT_WATCH
+ *   ELOOP      @handle is itself a DMABUF export of hmemreg (a wrapper
+ *              of a wrapper)
+ *   ERANGE     [@addr, @addr + @len) is not inside the inner buffer
+ *   EACCES     HMEMREG_EXPORT_WRITE on a read-only inner buffer
+ */
 /**
  * struct hmemreg_export - HMEMREG_IOC_EXPORT argument
  * @size:       IN  sizeof(struct hmemreg_export)
- * @provider:   IN  HMEMREG_PROVIDER_HOST or HMEMREG_PROVIDER_DEVMEM
+ * @provider:   IN  HMEMREG_PROVIDER_HOST, _DEVMEM or _DMABUF (above)
  * @flags:      IN  HMEMREG_EXPORT_* bits
  * @fd:         OUT the new DMA-BUF fd (O_CLOEXEC; O_RDWR with
  *                  HMEMREG_EXPORT_WRITE, else O_RDONLY)
  * @addr:       IN  HOST: user virtual address, page aligned;
- *                  DEVMEM: byte offset inside @handle, page aligned
+ *                  DEVMEM, DMABUF: byte offset inside @handle, page aligned
  * @len:        IN  bytes, page aligned, > 0
- * @handle:     IN  DEVMEM: handle from HMEMREG_IOC_DEVMEM_ALLOC; HOST: 0
+ * @handle:     IN  DEVMEM: handle from HMEMREG_IOC_DEVMEM_ALLOC; DMABUF: the
+ *                  DMA-BUF fd; HOST: 0
  * @cookie:     IN  any value; echoed in events and the ledger dump
  * @export_id:  OUT ledger id of this export (HMEMREG_NLA_EXP_ID), never
  *                  reused while the module is loaded
@@ -507,6 +537,8 @@ enum hmemreg_genl_attr {
 	HMEMREG_NLA_EXP_LAST_PIN_NS,		/* 39: u64 CLOCK_BOOTTIME, 0 never */
 	HMEMREG_NLA_EXP_LAST_UNPIN_NS,		/* 40: u64 CLOCK_BOOTTIME, 0 never */
 	HMEMREG_NLA_EXP_ATTACH,			/* 41: nested HMEMREG_NLA_ATT_*, repeated */
+	HMEMREG_NLA_EXP_INNER_NAME,		/* 42: string, DMABUF: the wrapped */
+						/*     buffer's exporter (exp_name) */
 	__HMEMREG_NLA_MAX,
 };
 
