@@ -259,11 +259,20 @@ void device_to_device_between_processes(const char *provider, int src_dev = 0, i
 			salt ? " (after cuMemFree + cuMemAlloc)" : "",
 			direct ? (ps.device_regs_dmabuf ? "FI_MR_DMABUF" : ("by address: " + ps.device_address_why).c_str())
 			       : "");
-		// Whether hmemreg.ko wrapped the DMA-BUFs (its pin ledger sees them), and why not.
-		if (direct && ps.device_regs_dmabuf)
+		// Whether hmemreg.ko wrapped the DMA-BUFs (its pin ledger sees them),
+		// and why not. Without the module every one is registered unwrapped
+		// and says so.
+		if (direct && ps.device_regs_dmabuf) {
+			if (access("/dev/hmemreg", F_OK) != 0)
+				GPU_ASSERT(ps.device_regs_wrapped == 0 && !ps.device_wrap_why.empty(),
+					   "no /dev/hmemreg, yet %llu wrapped (why: '%s')",
+					   (unsigned long long)ps.device_regs_wrapped, ps.device_wrap_why.c_str());
 			GPU_LOG("%s: %llu of %llu DMA-BUF registrations wrapped by hmemreg.ko%s%s", provider,
 				(unsigned long long)ps.device_regs_wrapped, (unsigned long long)ps.device_regs_dmabuf,
 				ps.device_wrap_why.empty() ? "" : "; not wrapped: ", ps.device_wrap_why.c_str());
+		} else if (direct) {
+			GPU_LOG("%s: no DMA-BUF registration, nothing for hmemreg.ko to wrap", provider);
+		}
 	}
 	int st;
 	waitpid(pid, &st, 0);
