@@ -205,7 +205,7 @@ for my $file (@files) {
 			}
 		}
 		# Man pages of the project: NAME(N) is man/NAME.N.
-		while ($l =~ /\b(hmemreg|mr_cache_stat|hmemreg_bench)\((\d)\)/g) {
+		while ($l =~ /\b(hmemreg|mr_cache_stat|hmemreg_bench)\s?\((\d)\)/g) {
 			finding($file, $n, "names $1($2): no man/$1.$2") unless -e "man/$1.$2";
 		}
 	}
