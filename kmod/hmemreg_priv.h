@@ -86,7 +86,6 @@ struct hmemreg_ctx {
 };
 
 struct hmemreg_ledger_exp;
-struct hmemreg_exp;
 struct dma_buf;
 
 /* **** hmemreg_main.c **** */
@@ -111,14 +110,35 @@ ssize_t hmemreg_events_read(struct hmemreg_ctx *ctx, char __user *buf,
 __poll_t hmemreg_events_poll(struct hmemreg_ctx *ctx, struct file *file,
 			     poll_table *wait);
 int hmemreg_gen_mmap(struct hmemreg_ctx *ctx, struct vm_area_struct *vma);
-int hmemreg_watch_link_export(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
-			      struct dma_buf *dmabuf);
+
+struct hmemreg_watch_hook;
+
+/* What a watch tells the object it guards (the object's owner fills it in). */
+struct hmemreg_watch_hook_ops {
+	/*
+	 * The watched range changed. Called once, under ctx->lock and the
+	 * hook lock (the hook cannot be deleted meanwhile); may sleep.
+	 */
+	void (*fired)(struct hmemreg_watch_hook *hook);
+};
+
+/**
+ * struct hmemreg_watch_hook - an object's end of its watch (embedded in it)
+ * @ops:   what the watch calls
+ * @watch: the watch while the two are tied, else NULL (under the hook lock)
+ */
+struct hmemreg_watch_hook {
+	const struct hmemreg_watch_hook_ops *ops;
+	struct hmemreg_watch *watch;
+};
+
+int hmemreg_watch_hook_add(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
+			   struct hmemreg_watch_hook *hook);
+void hmemreg_watch_hook_del(struct hmemreg_watch_hook *hook);
 
 /* **** hmemreg_export.c **** */
 long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *arg,
 			  void __user *uarg, u32 outsize);
-void hmemreg_export_link(struct dma_buf *dmabuf, struct hmemreg_exp **link);
-void hmemreg_export_unlink(struct hmemreg_exp **link, bool fired);
 u32 hmemreg_export_provider(const struct dma_buf *dmabuf);
 
 /* **** hmemreg_provider.c **** */

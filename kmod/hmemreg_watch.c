@@ -5,8 +5,10 @@
  * and queues one event, all under a spinlock, so the user-visible
  * invalidation is complete before the change that caused it finishes.
  * Removing the fired notifier (which may sleep) is deferred to a work item,
- * which also invalidates the export an EXPORT_WATCH watch guards (dynamic
- * importers get move_notify, which needs the dma-buf's reservation lock).
+ * which also calls the hook of the object the watch guards, if any (an
+ * EXPORT_WATCH export, whose dynamic importers get move_notify under the
+ * dma-buf's reservation lock). Calls run one way: that object's owner ties
+ * it to the watch (hmemreg_watch_hook_add()); the watch knows only the hook.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -33,8 +35,8 @@
  * @ev_flags:   HMEMREG_EVF_* bits for its event
  * @fired:      set (under ctx->ring_lock) when fired or being disarmed;
  *              from then on the callback ignores it
- * @exp:        the export it guards (EXPORT_WATCH), NULL once either is
- *              gone (see hmemreg_export_link())
+ * @hook:       the object it guards, NULL once either is gone (under
+ *              hmemreg_hook_lock)
  */
 struct hmemreg_watch {
 	struct mmu_interval_notifier mni;
@@ -48,8 +50,32 @@ struct hmemreg_watch {
 	u32 flags;
 	u32 ev_flags;
 	bool fired;
-	struct hmemreg_exp *exp;
+	struct hmemreg_watch_hook *hook;
 };
+
+/*
+ * Guards both ends of every watch <-> hook tie; held while a fired watch
+ * calls its hook, so the hook's owner cannot delete it meanwhile. Taken
+ * under ctx->lock, before reservation locks.
+ */
+static DEFINE_MUTEX(hmemreg_hook_lock);
+
+/* Untie @w from its hook, if still tied; @fired: call the hook first. */
+static void hmemreg_watch_unhook(struct hmemreg_watch *w, bool fired)
+{
+	struct hmemreg_watch_hook *hook;
+
+	lockdep_assert_held(&w->ctx->lock);
+	mutex_lock(&hmemreg_hook_lock);
+	hook = w->hook;
+	if (hook) {
+		if (fired)
+			hook->ops->fired(hook);
+		hook->watch = NULL;
+		w->hook = NULL;
+	}
+	mutex_unlock(&hmemreg_hook_lock);
+}
 
 static u32 hmemreg_reason(enum mmu_notifier_event event, u32 flags)
 {
@@ -148,7 +174,7 @@ static const struct mmu_interval_notifier_ops hmemreg_watch_ops = {
 static void hmemreg_watch_free(struct hmemreg_ctx *ctx, struct hmemreg_watch *w)
 {
 	lockdep_assert_held(&ctx->lock);
-	hmemreg_export_unlink(&w->exp, false);
+	hmemreg_watch_unhook(w, false);
 	ctx->slots[w->slot] = NULL;
 	ida_free(&ctx->slot_ida, w->slot);
 	spin_lock(&ctx->ring_lock);
@@ -171,7 +197,7 @@ static void hmemreg_reap_locked(struct hmemreg_ctx *ctx)
 	list_for_each_entry_safe(w, tmp, &list, fired_node) {
 		list_del(&w->fired_node);
 		mmu_interval_notifier_remove(&w->mni);
-		hmemreg_export_unlink(&w->exp, true);
+		hmemreg_watch_unhook(w, true);
 		hmemreg_watch_free(ctx, w);
 	}
 }
@@ -274,8 +300,8 @@ void hmemreg_watch_teardown(struct hmemreg_ctx *ctx)
 		w->fired = true;
 		spin_unlock(&ctx->ring_lock);
 		mmu_interval_notifier_remove(&w->mni);
-		/* Fired but not reaped: its export is invalidated here instead. */
-		hmemreg_export_unlink(&w->exp, fired);
+		/* Fired but not reaped: its hook is called here instead. */
+		hmemreg_watch_unhook(w, fired);
 		hmemreg_watch_free(ctx, w);
 	}
 	INIT_LIST_HEAD(&ctx->fired);
@@ -429,20 +455,20 @@ out_unlock:
 }
 
 /**
- * hmemreg_watch_link_export() - make the live watch (@slot, @gen) guard an export
- * @ctx:    context
- * @slot:   slot from arm
- * @gen:    generation from arm
- * @dmabuf: the export's dma-buf
+ * hmemreg_watch_hook_add() - make the live watch (@slot, @gen) guard @hook's object
+ * @ctx:  context
+ * @slot: slot from arm
+ * @gen:  generation from arm
+ * @hook: the object's hook, not tied to any watch
  *
- * Once linked, the watch firing invalidates the export (see
- * hmemreg_export_unlink()); a firing from now on is reaped under ctx->lock,
- * so after this linking it cannot be missed.
+ * Once tied, the watch firing calls @hook->ops->fired; a firing from now on
+ * is reaped under ctx->lock, so after this it cannot be missed. The tie
+ * ends when the watch goes, or with hmemreg_watch_hook_del().
  *
  * Return: 0, or -EAGAIN when the watch fired already.
  */
-int hmemreg_watch_link_export(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
-			      struct dma_buf *dmabuf)
+int hmemreg_watch_hook_add(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
+			   struct hmemreg_watch_hook *hook)
 {
 	struct hmemreg_watch *w;
 	int ret = -EAGAIN;
@@ -450,11 +476,30 @@ int hmemreg_watch_link_export(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
 	mutex_lock(&ctx->lock);
 	w = slot < ctx->max_watches ? ctx->slots[slot] : NULL;
 	if (w && w->gen == gen && READ_ONCE(ctx->gen[slot]) == gen) {
-		hmemreg_export_link(dmabuf, &w->exp);
+		mutex_lock(&hmemreg_hook_lock);
+		hook->watch = w;
+		w->hook = hook;
+		mutex_unlock(&hmemreg_hook_lock);
 		ret = 0;
 	}
 	mutex_unlock(&ctx->lock);
 	return ret;
+}
+
+/**
+ * hmemreg_watch_hook_del() - untie @hook from its watch, if still tied
+ * @hook: hook whose object is going away
+ *
+ * May sleep. Waits for a call of @hook->ops->fired in progress; none comes
+ * after it.
+ */
+void hmemreg_watch_hook_del(struct hmemreg_watch_hook *hook)
+{
+	mutex_lock(&hmemreg_hook_lock);
+	if (hook->watch)
+		hook->watch->hook = NULL;
+	hook->watch = NULL;
+	mutex_unlock(&hmemreg_hook_lock);
 }
 
 long hmemreg_ioc_watch_arm(struct hmemreg_ctx *ctx, void *arg)
