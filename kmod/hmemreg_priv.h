@@ -23,9 +23,6 @@
 			 HMEMREG_CAP_NETLINK | HMEMREG_CAP_FAULT_INJECT | \
 			 HMEMREG_CAP_EXPORT_DMABUF)
 
-/* Size of the page header in front of gen[] in the fd's mapping. */
-#define HMEMREG_GEN_OFFSET	sizeof(struct hmemreg_gen_page)
-
 struct hmemreg_watch;
 
 /**
@@ -95,8 +92,26 @@ extern unsigned int hmemreg_ring_events;
 extern unsigned int hmemreg_devmem_mb;
 extern unsigned int hmemreg_max_export_mb;
 
-/* **** hmemreg_watch.c **** */
+/* **** hmemreg_gen_page.c **** */
+
+/* Size of the page header in front of gen[] in the fd's mapping. */
+#define HMEMREG_GEN_OFFSET	sizeof(struct hmemreg_gen_page)
+
 int hmemreg_watch_setup(struct hmemreg_ctx *ctx);
+void hmemreg_gen_free(struct hmemreg_ctx *ctx);
+void hmemreg_page_sync(struct hmemreg_ctx *ctx);
+int hmemreg_gen_mmap(struct hmemreg_ctx *ctx, struct vm_area_struct *vma);
+
+/* **** hmemreg_events.c **** */
+void hmemreg_queue_event(struct hmemreg_ctx *ctx, const struct hmemreg_event *ev);
+long hmemreg_ioc_events_ack(struct hmemreg_ctx *ctx, void *arg);
+ssize_t hmemreg_events_read(struct hmemreg_ctx *ctx, char __user *buf,
+			    size_t count, bool nonblock);
+__poll_t hmemreg_events_poll(struct hmemreg_ctx *ctx, struct file *file,
+			     poll_table *wait);
+
+/* **** hmemreg_watch.c **** */
+void hmemreg_watch_init(struct hmemreg_ctx *ctx);
 void hmemreg_watch_teardown(struct hmemreg_ctx *ctx);
 int hmemreg_watch_arm(struct hmemreg_ctx *ctx, u64 addr, u64 len, u64 cookie,
 		      u32 flags, u32 ev_flags, u32 *slot, u64 *gen);
@@ -104,12 +119,6 @@ long hmemreg_ioc_watch_arm(struct hmemreg_ctx *ctx, void *arg);
 int hmemreg_watch_disarm(struct hmemreg_ctx *ctx, u32 slot, u64 gen);
 long hmemreg_ioc_watch_disarm(struct hmemreg_ctx *ctx, void *arg);
 long hmemreg_ioc_watch_info(struct hmemreg_ctx *ctx, void *arg);
-long hmemreg_ioc_events_ack(struct hmemreg_ctx *ctx, void *arg);
-ssize_t hmemreg_events_read(struct hmemreg_ctx *ctx, char __user *buf,
-			    size_t count, bool nonblock);
-__poll_t hmemreg_events_poll(struct hmemreg_ctx *ctx, struct file *file,
-			     poll_table *wait);
-int hmemreg_gen_mmap(struct hmemreg_ctx *ctx, struct vm_area_struct *vma);
 
 struct hmemreg_watch_hook;
 
