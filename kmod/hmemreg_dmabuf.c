@@ -79,7 +79,7 @@ static void hmemreg_wrap_move_notify(struct dma_buf_attachment *inner)
 
 	dma_resv_assert_held(outer->dmabuf->resv);
 	atomic64_inc(&hmemreg_stats.move_notifies);
-#ifdef HMEMREG_HAVE_INVALIDATE_MAPPINGS
+#ifdef HMEMREG_HAVE_ATTACH_OPS_INVALIDATE_MAPPINGS
 	outer->importer_ops->invalidate_mappings(outer);
 #else
 	outer->importer_ops->move_notify(outer);
@@ -89,7 +89,7 @@ static void hmemreg_wrap_move_notify(struct dma_buf_attachment *inner)
 /* The importer's peer2peer wish goes with its attachment to the inner buffer. */
 static const struct dma_buf_attach_ops hmemreg_wrap_attach_ops = {
 	.allow_peer2peer = false,
-#ifdef HMEMREG_HAVE_INVALIDATE_MAPPINGS
+#ifdef HMEMREG_HAVE_ATTACH_OPS_INVALIDATE_MAPPINGS
 	.invalidate_mappings = hmemreg_wrap_move_notify,
 #else
 	.move_notify = hmemreg_wrap_move_notify,
@@ -98,7 +98,7 @@ static const struct dma_buf_attach_ops hmemreg_wrap_attach_ops = {
 
 static const struct dma_buf_attach_ops hmemreg_wrap_attach_ops_p2p = {
 	.allow_peer2peer = true,
-#ifdef HMEMREG_HAVE_INVALIDATE_MAPPINGS
+#ifdef HMEMREG_HAVE_ATTACH_OPS_INVALIDATE_MAPPINGS
 	.invalidate_mappings = hmemreg_wrap_move_notify,
 #else
 	.move_notify = hmemreg_wrap_move_notify,

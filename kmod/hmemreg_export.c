@@ -53,6 +53,23 @@ static int hmemreg_exp_attach(struct dma_buf *dmabuf,
 				     exp->prov->name);
 		return -EOPNOTSUPP;
 	}
+	/*
+	 * A static importer maps bidirectionally. Some cores (6.1's) map it
+	 * at attach, others only when it asks; refuse what could not be
+	 * mapped here, so that it fails at attach with the same errno on
+	 * every kernel: the device would write a read-only export, and a
+	 * stale one maps nothing.
+	 */
+	if (!dma_buf_attachment_is_dynamic(attach)) {
+		if (READ_ONCE(exp->stale))
+			return -ESTALE;
+		if (!(exp->rec.state & HMEMREG_EXP_STATE_WRITABLE)) {
+			dev_warn_ratelimited(attach->dev,
+					     "hmemreg: export %llu is read-only, a static importer maps it writable\n",
+					     exp->rec.id);
+			return -EACCES;
+		}
+	}
 	if (hmemreg_should_fail(HMEMREG_FAIL_ALLOC))
 		return -ENOMEM;
 	att = kzalloc(sizeof(*att), GFP_KERNEL);
@@ -184,9 +201,8 @@ static struct sg_table *hmemreg_exp_map(struct dma_buf_attachment *attach,
 		return ERR_PTR(-ESTALE);
 	/*
 	 * A read-only export never lets the device write: only DMA_TO_DEVICE
-	 * (BIDIRECTIONAL writes too). Static importers of a pinnable exporter
-	 * are mapped BIDIRECTIONAL by the core at attach, so they are refused
-	 * here as well.
+	 * (BIDIRECTIONAL writes too). Static importers never get here for one
+	 * (refused at attach).
 	 */
 	if (dir != DMA_TO_DEVICE && !(exp->rec.state & HMEMREG_EXP_STATE_WRITABLE))
 		return ERR_PTR(-EACCES);
@@ -407,7 +423,7 @@ static void hmemreg_exp_watch_fired(struct hmemreg_watch_hook *hook)
 	WRITE_ONCE(exp->stale, true);
 	/* Pins change under the reservation lock only. */
 	if (!READ_ONCE(exp->rec.pins_live)) {
-		dma_buf_move_notify(dmabuf);
+		hmemreg_dma_buf_invalidate(dmabuf);
 		atomic64_inc(&hmemreg_stats.move_notifies);
 	}
 	dma_resv_unlock(dmabuf->resv);

@@ -156,7 +156,8 @@ static int hmemreg_open(struct inode *inode, struct file *file)
 	ctx->next_handle = 1;
 	file->private_data = ctx;
 	atomic64_inc(&hmemreg_stats.contexts_live);
-	return nonseekable_open(inode, file);
+	/* An event stream: no position, so lseek and pread fail with ESPIPE. */
+	return stream_open(inode, file);
 }
 
 static int hmemreg_release(struct inode *inode, struct file *file)
@@ -199,7 +200,6 @@ static const struct file_operations hmemreg_fops = {
 	.mmap = hmemreg_mmap,
 	.unlocked_ioctl = hmemreg_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
-	.llseek = no_llseek,
 };
 
 struct miscdevice hmemreg_misc = {

@@ -131,12 +131,12 @@ static int hmemreg_fill_exp(struct sk_buff *skb, const struct hmemreg_ledger_exp
 /* cb->args[0]: last export id sent; cb->args[1]: owner pid filter (0 = all). */
 static int hmemreg_nl_exports_start(struct netlink_callback *cb)
 {
-	const struct genl_dumpit_info *info = genl_dumpit_info(cb);
+	struct nlattr **attrs = hmemreg_genl_dump_attrs(cb);
 
 	cb->args[0] = 0;
 	cb->args[1] = 0;
-	if (info->attrs && info->attrs[HMEMREG_NLA_EXP_OWNER_PID])
-		cb->args[1] = nla_get_u32(info->attrs[HMEMREG_NLA_EXP_OWNER_PID]);
+	if (attrs && attrs[HMEMREG_NLA_EXP_OWNER_PID])
+		cb->args[1] = nla_get_u32(attrs[HMEMREG_NLA_EXP_OWNER_PID]);
 	return 0;
 }
 

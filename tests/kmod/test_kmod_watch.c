@@ -312,6 +312,8 @@ Test(watch, bad_input)
 	struct hmemreg_event ev;
 	cr_assert_eq(pread(fd, &ev, sizeof(ev), 0), -1);
 	cr_assert_eq(errno, ESPIPE);
+	cr_assert_eq(lseek(fd, 0, SEEK_SET), -1, "an event stream has no position");
+	cr_assert_eq(errno, ESPIPE);
 	close(fd);
 	munmap(buf, PG);
 }

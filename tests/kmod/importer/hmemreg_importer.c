@@ -111,9 +111,9 @@ static struct hmimp_dev *hmimp_dev_create(u32 max_seg, u64 boundary)
 	if (!ret)
 		ret = dma_coerce_mask_and_coherent(&d->dev, DMA_BIT_MASK(64));
 	if (!ret)
-		ret = dma_set_max_seg_size(&d->dev, max_seg);
+		ret = hmemreg_dma_set_max_seg_size(&d->dev, max_seg);
 	if (!ret && boundary)
-		ret = dma_set_seg_boundary(&d->dev, boundary);
+		ret = hmemreg_dma_set_seg_boundary(&d->dev, boundary);
 	if (!ret)
 		ret = device_add(&d->dev);
 	if (ret) {
@@ -165,7 +165,7 @@ static void hmimp_move_notify(struct dma_buf_attachment *attach)
 
 static const struct dma_buf_attach_ops hmimp_attach_ops = {
 	.allow_peer2peer = false,
-#ifdef HMEMREG_HAVE_INVALIDATE_MAPPINGS
+#ifdef HMEMREG_HAVE_ATTACH_OPS_INVALIDATE_MAPPINGS
 	.invalidate_mappings = hmimp_move_notify,
 #else
 	.move_notify = hmimp_move_notify,
@@ -727,7 +727,7 @@ static int hmimp_open(struct inode *inode, struct file *file)
 		return -ENOMEM;
 	xa_init_flags(&f->atts, XA_FLAGS_ALLOC);
 	file->private_data = f;
-	return 0;
+	return nonseekable_open(inode, file);
 }
 
 /* A killed test leaves nothing attached, mapped or pinned. */
@@ -752,7 +752,6 @@ static const struct file_operations hmimp_fops = {
 	.release = hmimp_release,
 	.unlocked_ioctl = hmimp_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
-	.llseek = no_llseek,
 };
 
 static struct miscdevice hmimp_misc = {

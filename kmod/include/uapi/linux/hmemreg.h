@@ -158,8 +158,8 @@ struct hmemreg_version {
  * ioctl returns, closing the fd is the only way to release the export
  * (it goes away when the last fd and the last importer let go).
  * Importers: a read-only export (no HMEMREG_EXPORT_WRITE) maps only
- * DMA_TO_DEVICE (FROM_DEVICE and BIDIRECTIONAL get EACCES, so static
- * importers, which the core maps bidirectionally at attach, are refused)
+ * DMA_TO_DEVICE (FROM_DEVICE and BIDIRECTIONAL get EACCES, and static
+ * importers, which map bidirectionally, are refused at attach with EACCES)
  * and cannot be mmap()ed writable; both
  * built-in providers are system RAM, reachable by every DMA-capable
  * importer without PCI peer-to-peer; providers of real device memory that
