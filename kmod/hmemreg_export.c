@@ -21,28 +21,20 @@
 /**
  * struct hmemreg_exp - one exported range
  * @rec:    its ledger record
+ * @hook:   its end of the EXPORT_WATCH watch, if one guards it
  * @prov:   provider that owns the memory
  * @priv:   provider's object for this range
  * @dmabuf: the dma-buf exporting it
- * @link:   the EXPORT_WATCH watch's pointer to this export, or NULL
- *          (under hmemreg_link_lock)
  * @stale:  that watch fired (set under the reservation lock)
  */
 struct hmemreg_exp {
 	struct hmemreg_ledger_exp rec;
+	struct hmemreg_watch_hook hook;
 	struct hmemreg_provider *prov;
 	void *priv;
 	struct dma_buf *dmabuf;
-	struct hmemreg_exp **link;
 	bool stale;
 };
-
-/*
- * Guards both ends of every export <-> watch link; held while a fired
- * watch tells the export's importers, so the export cannot be released
- * meanwhile. Taken under ctx->lock, before reservation locks.
- */
-static DEFINE_MUTEX(hmemreg_link_lock);
 
 #ifdef HMEMREG_HAVE_DMA_BUF_LOCK
 static struct lock_class_key hmemreg_forward_lock_key;
@@ -259,10 +251,7 @@ static void hmemreg_exp_release(struct dma_buf *dmabuf)
 	struct hmemreg_exp *exp = dmabuf->priv;
 	struct hmemreg_provider *prov = exp->prov;
 
-	mutex_lock(&hmemreg_link_lock);
-	if (exp->link)
-		*exp->link = NULL;
-	mutex_unlock(&hmemreg_link_lock);
+	hmemreg_watch_hook_del(&exp->hook);
 	hmemreg_ledger_del(&exp->rec);
 	prov->ops->release(exp->priv);
 	if (!hmemreg_provider_builtin(prov))
@@ -414,33 +403,20 @@ static const struct hmemreg_ledger_exp_ops hmemreg_exp_ledger_ops = {
 	.state = hmemreg_exp_ledger_state,
 };
 
-/**
- * hmemreg_export_link() - tie an export to the watch armed for it
- * @dmabuf: the export's dma-buf
- * @link:   the watch's pointer to its export, cleared by whichever of the
- *          two goes first
- */
-void hmemreg_export_link(struct dma_buf *dmabuf, struct hmemreg_exp **link)
-{
-	struct hmemreg_exp *exp = dmabuf->priv;
-
-	mutex_lock(&hmemreg_link_lock);
-	exp->link = link;
-	*link = exp;
-	mutex_unlock(&hmemreg_link_lock);
-}
-
 /*
- * The range behind @exp changed. Dynamic importers map without pinning
- * (with CONFIG_DMABUF_MOVE_NOTIFY), so they are told to drop their
- * mappings, as a driver moving a buffer would; the memory they mapped
- * stays pinned by the export, so nothing is ever left dangling. Pinned
- * attachments were promised that the buffer stays put: while any exists
- * nobody is told (dma_buf_move_notify() tells every attachment), and the
- * userspace event is what reports the change.
+ * Its EXPORT_WATCH watch fired: the range behind the export changed.
+ * Dynamic importers map without pinning (with CONFIG_DMABUF_MOVE_NOTIFY),
+ * so they are told to drop their mappings, as a driver moving a buffer
+ * would; the memory they mapped stays pinned by the export, so nothing is
+ * ever left dangling. Pinned attachments were promised that the buffer
+ * stays put: while any exists nobody is told (dma_buf_move_notify() tells
+ * every attachment), and the userspace event is what reports the change.
+ * The export's release deletes the hook first, which waits for this call,
+ * so no dma-buf reference is needed.
  */
-static void hmemreg_exp_invalidate(struct hmemreg_exp *exp)
+static void hmemreg_exp_watch_fired(struct hmemreg_watch_hook *hook)
 {
+	struct hmemreg_exp *exp = container_of(hook, struct hmemreg_exp, hook);
 	struct dma_buf *dmabuf = exp->dmabuf;
 
 	dma_resv_lock(dmabuf->resv, NULL);
@@ -453,28 +429,9 @@ static void hmemreg_exp_invalidate(struct hmemreg_exp *exp)
 	dma_resv_unlock(dmabuf->resv);
 }
 
-/**
- * hmemreg_export_unlink() - untie a watch from its export, if still tied
- * @link:  the watch's pointer to its export
- * @fired: the watch fired: invalidate the export's mappings first
- *
- * May sleep. The export cannot be released while the link lock is held
- * (its release takes it first), so no dma-buf reference is needed.
- */
-void hmemreg_export_unlink(struct hmemreg_exp **link, bool fired)
-{
-	struct hmemreg_exp *exp;
-
-	mutex_lock(&hmemreg_link_lock);
-	exp = *link;
-	if (exp) {
-		if (fired)
-			hmemreg_exp_invalidate(exp);
-		exp->link = NULL;
-		*link = NULL;
-	}
-	mutex_unlock(&hmemreg_link_lock);
-}
+static const struct hmemreg_watch_hook_ops hmemreg_exp_watch_ops = {
+	.fired = hmemreg_exp_watch_fired,
+};
 
 /**
  * hmemreg_export_provider() - the provider behind a dma-buf of this module
@@ -513,6 +470,7 @@ struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 	exp->prov = prov;
 	exp->priv = priv;
 	exp->rec.ops = &hmemreg_exp_ledger_ops;
+	exp->hook.ops = &hmemreg_exp_watch_ops;
 	exp->rec.provider = prov->id;
 	exp->rec.addr = desc->addr;
 	exp->rec.len = desc->len;
@@ -626,7 +584,9 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 	/* From here on the dma-buf owns priv: dma_buf_put() undoes it all. */
 	if (watch) {
 		/* EAGAIN: fired since it was armed, the pages may not be the range's. */
-		ret = hmemreg_watch_link_export(ctx, a->watch_slot, a->watch_gen, dmabuf);
+		struct hmemreg_exp *exp = dmabuf->priv;
+
+		ret = hmemreg_watch_hook_add(ctx, a->watch_slot, a->watch_gen, &exp->hook);
 		if (ret)
 			goto err_put;
 	}

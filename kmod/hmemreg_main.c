@@ -149,12 +149,10 @@ static int hmemreg_open(struct inode *inode, struct file *file)
 		return -ENOMEM;
 	mutex_init(&ctx->lock);
 	mutex_init(&ctx->setup_lock);
-	ida_init(&ctx->slot_ida);
 	spin_lock_init(&ctx->ring_lock);
-	INIT_LIST_HEAD(&ctx->fired);
 	init_waitqueue_head(&ctx->waitq);
+	hmemreg_watch_init(ctx);
 	xa_init(&ctx->devmem);
-	ctx->next_gen = 1;
 	ctx->next_handle = 1;
 	file->private_data = ctx;
 	atomic64_inc(&hmemreg_stats.contexts_live);
@@ -169,7 +167,6 @@ static int hmemreg_release(struct inode *inode, struct file *file)
 	hmemreg_watch_teardown(ctx);
 	hmemreg_devmem_release_all(ctx);
 	xa_destroy(&ctx->devmem);
-	ida_destroy(&ctx->slot_ida);
 	mutex_destroy(&ctx->setup_lock);
 	mutex_destroy(&ctx->lock);
 	kfree(ctx);

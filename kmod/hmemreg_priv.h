@@ -23,9 +23,6 @@
 			 HMEMREG_CAP_NETLINK | HMEMREG_CAP_FAULT_INJECT | \
 			 HMEMREG_CAP_EXPORT_DMABUF)
 
-/* Size of the page header in front of gen[] in the fd's mapping. */
-#define HMEMREG_GEN_OFFSET	sizeof(struct hmemreg_gen_page)
-
 struct hmemreg_watch;
 
 /**
@@ -86,7 +83,6 @@ struct hmemreg_ctx {
 };
 
 struct hmemreg_ledger_exp;
-struct hmemreg_exp;
 struct dma_buf;
 
 /* **** hmemreg_main.c **** */
@@ -96,8 +92,26 @@ extern unsigned int hmemreg_ring_events;
 extern unsigned int hmemreg_devmem_mb;
 extern unsigned int hmemreg_max_export_mb;
 
-/* **** hmemreg_watch.c **** */
+/* **** hmemreg_gen_page.c **** */
+
+/* Size of the page header in front of gen[] in the fd's mapping. */
+#define HMEMREG_GEN_OFFSET	sizeof(struct hmemreg_gen_page)
+
 int hmemreg_watch_setup(struct hmemreg_ctx *ctx);
+void hmemreg_gen_free(struct hmemreg_ctx *ctx);
+void hmemreg_page_sync(struct hmemreg_ctx *ctx);
+int hmemreg_gen_mmap(struct hmemreg_ctx *ctx, struct vm_area_struct *vma);
+
+/* **** hmemreg_events.c **** */
+void hmemreg_queue_event(struct hmemreg_ctx *ctx, const struct hmemreg_event *ev);
+long hmemreg_ioc_events_ack(struct hmemreg_ctx *ctx, void *arg);
+ssize_t hmemreg_events_read(struct hmemreg_ctx *ctx, char __user *buf,
+			    size_t count, bool nonblock);
+__poll_t hmemreg_events_poll(struct hmemreg_ctx *ctx, struct file *file,
+			     poll_table *wait);
+
+/* **** hmemreg_watch.c **** */
+void hmemreg_watch_init(struct hmemreg_ctx *ctx);
 void hmemreg_watch_teardown(struct hmemreg_ctx *ctx);
 int hmemreg_watch_arm(struct hmemreg_ctx *ctx, u64 addr, u64 len, u64 cookie,
 		      u32 flags, u32 ev_flags, u32 *slot, u64 *gen);
@@ -105,20 +119,35 @@ long hmemreg_ioc_watch_arm(struct hmemreg_ctx *ctx, void *arg);
 int hmemreg_watch_disarm(struct hmemreg_ctx *ctx, u32 slot, u64 gen);
 long hmemreg_ioc_watch_disarm(struct hmemreg_ctx *ctx, void *arg);
 long hmemreg_ioc_watch_info(struct hmemreg_ctx *ctx, void *arg);
-long hmemreg_ioc_events_ack(struct hmemreg_ctx *ctx, void *arg);
-ssize_t hmemreg_events_read(struct hmemreg_ctx *ctx, char __user *buf,
-			    size_t count, bool nonblock);
-__poll_t hmemreg_events_poll(struct hmemreg_ctx *ctx, struct file *file,
-			     poll_table *wait);
-int hmemreg_gen_mmap(struct hmemreg_ctx *ctx, struct vm_area_struct *vma);
-int hmemreg_watch_link_export(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
-			      struct dma_buf *dmabuf);
+
+struct hmemreg_watch_hook;
+
+/* What a watch tells the object it guards (the object's owner fills it in). */
+struct hmemreg_watch_hook_ops {
+	/*
+	 * The watched range changed. Called once, under ctx->lock and the
+	 * hook lock (the hook cannot be deleted meanwhile); may sleep.
+	 */
+	void (*fired)(struct hmemreg_watch_hook *hook);
+};
+
+/**
+ * struct hmemreg_watch_hook - an object's end of its watch (embedded in it)
+ * @ops:   what the watch calls
+ * @watch: the watch while the two are tied, else NULL (under the hook lock)
+ */
+struct hmemreg_watch_hook {
+	const struct hmemreg_watch_hook_ops *ops;
+	struct hmemreg_watch *watch;
+};
+
+int hmemreg_watch_hook_add(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
+			   struct hmemreg_watch_hook *hook);
+void hmemreg_watch_hook_del(struct hmemreg_watch_hook *hook);
 
 /* **** hmemreg_export.c **** */
 long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *arg,
 			  void __user *uarg, u32 outsize);
-void hmemreg_export_link(struct dma_buf *dmabuf, struct hmemreg_exp **link);
-void hmemreg_export_unlink(struct hmemreg_exp **link, bool fired);
 u32 hmemreg_export_provider(const struct dma_buf *dmabuf);
 
 /* **** hmemreg_provider.c **** */

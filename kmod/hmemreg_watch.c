@@ -5,8 +5,12 @@
  * and queues one event, all under a spinlock, so the user-visible
  * invalidation is complete before the change that caused it finishes.
  * Removing the fired notifier (which may sleep) is deferred to a work item,
- * which also invalidates the export an EXPORT_WATCH watch guards (dynamic
- * importers get move_notify, which needs the dma-buf's reservation lock).
+ * which also calls the hook of the object the watch guards, if any (an
+ * EXPORT_WATCH export, whose dynamic importers get move_notify under the
+ * dma-buf's reservation lock). Calls run one way: that object's owner ties
+ * it to the watch (hmemreg_watch_hook_add()); the watch knows only the hook.
+ * The generation page (hmemreg_gen_page.c) and the event ring
+ * (hmemreg_events.c) know nothing of watches.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -14,8 +18,6 @@
 #include <linux/poll.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
-#include <linux/uaccess.h>
-#include <linux/vmalloc.h>
 
 #include "hmemreg_priv.h"
 
@@ -33,8 +35,8 @@
  * @ev_flags:   HMEMREG_EVF_* bits for its event
  * @fired:      set (under ctx->ring_lock) when fired or being disarmed;
  *              from then on the callback ignores it
- * @exp:        the export it guards (EXPORT_WATCH), NULL once either is
- *              gone (see hmemreg_export_link())
+ * @hook:       the object it guards, NULL once either is gone (under
+ *              hmemreg_hook_lock)
  */
 struct hmemreg_watch {
 	struct mmu_interval_notifier mni;
@@ -48,8 +50,32 @@ struct hmemreg_watch {
 	u32 flags;
 	u32 ev_flags;
 	bool fired;
-	struct hmemreg_exp *exp;
+	struct hmemreg_watch_hook *hook;
 };
+
+/*
+ * Guards both ends of every watch <-> hook tie; held while a fired watch
+ * calls its hook, so the hook's owner cannot delete it meanwhile. Taken
+ * under ctx->lock, before reservation locks.
+ */
+static DEFINE_MUTEX(hmemreg_hook_lock);
+
+/* Untie @w from its hook, if still tied; @fired: call the hook first. */
+static void hmemreg_watch_unhook(struct hmemreg_watch *w, bool fired)
+{
+	struct hmemreg_watch_hook *hook;
+
+	lockdep_assert_held(&w->ctx->lock);
+	mutex_lock(&hmemreg_hook_lock);
+	hook = w->hook;
+	if (hook) {
+		if (fired)
+			hook->ops->fired(hook);
+		hook->watch = NULL;
+		w->hook = NULL;
+	}
+	mutex_unlock(&hmemreg_hook_lock);
+}
 
 static u32 hmemreg_reason(enum mmu_notifier_event event, u32 flags)
 {
@@ -73,43 +99,6 @@ static u32 hmemreg_reason(enum mmu_notifier_event event, u32 flags)
 	}
 }
 
-/* Mirror the ring counters into the user-visible page. ring_lock held. */
-static void hmemreg_page_sync(struct hmemreg_ctx *ctx)
-{
-	lockdep_assert_held(&ctx->ring_lock);
-	WRITE_ONCE(ctx->page->events_pending, ctx->ring_count);
-	WRITE_ONCE(ctx->page->events_total, ctx->events_total);
-	WRITE_ONCE(ctx->page->overflowed, ctx->dropped);
-	WRITE_ONCE(ctx->page->watches_live, ctx->nr_slots);
-}
-
-/* Queue one event, or count it as dropped once the ring is (or was) full. */
-static void hmemreg_queue_event(struct hmemreg_ctx *ctx,
-				const struct hmemreg_watch *w, u32 reason)
-{
-	struct hmemreg_event *ev;
-
-	lockdep_assert_held(&ctx->ring_lock);
-	ctx->events_total++;
-	atomic64_inc(&hmemreg_stats.events_total);
-	if (ctx->dropped || ctx->ring_count == ctx->ring_cap) {
-		ctx->dropped++;
-		atomic64_inc(&hmemreg_stats.events_dropped);
-	} else {
-		ev = &ctx->ring[(ctx->ring_head + ctx->ring_count) % ctx->ring_cap];
-		ev->cookie = w->cookie;
-		ev->addr = w->addr;
-		ev->len = w->len;
-		ev->gen = w->gen;
-		ev->slot = w->slot;
-		ev->reason = reason;
-		ev->flags = w->ev_flags;
-		ev->reserved = 0;
-		ctx->ring_count++;
-	}
-	hmemreg_page_sync(ctx);
-}
-
 /*
  * Called for every change that touches the watched range, possibly from a
  * context that must not sleep (e.g. the OOM reaper): only a spinlock here.
@@ -126,9 +115,15 @@ static bool hmemreg_watch_invalidate(struct mmu_interval_notifier *mni,
 	spin_lock(&ctx->ring_lock);
 	mmu_interval_set_seq(mni, cur_seq);
 	if (reason && !w->fired) {
+		struct hmemreg_event ev = {
+			.cookie = w->cookie, .addr = w->addr, .len = w->len,
+			.gen = w->gen, .slot = w->slot, .reason = reason,
+			.flags = w->ev_flags,
+		};
+
 		w->fired = true;
 		WRITE_ONCE(ctx->gen[w->slot], 0);
-		hmemreg_queue_event(ctx, w, reason);
+		hmemreg_queue_event(ctx, &ev);
 		list_add_tail(&w->fired_node, &ctx->fired);
 		queued = true;
 	}
@@ -148,7 +143,7 @@ static const struct mmu_interval_notifier_ops hmemreg_watch_ops = {
 static void hmemreg_watch_free(struct hmemreg_ctx *ctx, struct hmemreg_watch *w)
 {
 	lockdep_assert_held(&ctx->lock);
-	hmemreg_export_unlink(&w->exp, false);
+	hmemreg_watch_unhook(w, false);
 	ctx->slots[w->slot] = NULL;
 	ida_free(&ctx->slot_ida, w->slot);
 	spin_lock(&ctx->ring_lock);
@@ -171,7 +166,7 @@ static void hmemreg_reap_locked(struct hmemreg_ctx *ctx)
 	list_for_each_entry_safe(w, tmp, &list, fired_node) {
 		list_del(&w->fired_node);
 		mmu_interval_notifier_remove(&w->mni);
-		hmemreg_export_unlink(&w->exp, true);
+		hmemreg_watch_unhook(w, true);
 		hmemreg_watch_free(ctx, w);
 	}
 }
@@ -186,63 +181,15 @@ static void hmemreg_reap_work(struct work_struct *work)
 }
 
 /**
- * hmemreg_watch_setup() - allocate the generation page, ring and slot table
- * @ctx: context
- *
- * Done once per open file, on first use of any watch feature, so fds used
- * only for export cost nothing. Takes only ctx->setup_lock (a leaf lock),
- * so it is safe from mmap (which runs under mmap_lock).
- *
- * Return: 0 or -ENOMEM.
+ * hmemreg_watch_init() - the watch state of a new context, before any use
+ * @ctx: context being opened
  */
-int hmemreg_watch_setup(struct hmemreg_ctx *ctx)
+void hmemreg_watch_init(struct hmemreg_ctx *ctx)
 {
-	u32 max = hmemreg_max_watches, cap = hmemreg_ring_events;
-	struct hmemreg_watch **slots = NULL;
-	struct hmemreg_event *ring = NULL;
-	struct hmemreg_gen_page *page;
-	size_t size;
-	int ret = -ENOMEM;
-
-	/* Pairs with the release below: a non-NULL page means all is set. */
-	if (smp_load_acquire(&ctx->page))
-		return 0;
-	mutex_lock(&ctx->setup_lock);
-	if (ctx->page) {
-		mutex_unlock(&ctx->setup_lock);
-		return 0;
-	}
-	size = PAGE_ALIGN(HMEMREG_GEN_OFFSET + (size_t)max * sizeof(u64));
-	if (hmemreg_should_fail(HMEMREG_FAIL_ALLOC))
-		goto out;
-	page = vmalloc_user(size);
-	if (!page)
-		goto out;
-	ring = kvcalloc(cap, sizeof(*ring), GFP_KERNEL_ACCOUNT);
-	slots = kvcalloc(max, sizeof(*slots), GFP_KERNEL_ACCOUNT);
-	if (!ring || !slots) {
-		kvfree(ring);
-		kvfree(slots);
-		vfree(page);
-		goto out;
-	}
-	page->magic = HMEMREG_GEN_MAGIC;
-	page->version = HMEMREG_GEN_VERSION;
-	page->max_watches = max;
-	page->gen_offset = HMEMREG_GEN_OFFSET;
-	ctx->gen = (u64 *)((char *)page + HMEMREG_GEN_OFFSET);
-	ctx->map_size = size;
-	ctx->max_watches = max;
-	ctx->ring = ring;
-	ctx->ring_cap = cap;
-	ctx->slots = slots;
+	ida_init(&ctx->slot_ida);
+	INIT_LIST_HEAD(&ctx->fired);
 	INIT_WORK(&ctx->reap_work, hmemreg_reap_work);
-	/* Publish: readers that see @page see everything set above. */
-	smp_store_release(&ctx->page, page);
-	ret = 0;
-out:
-	mutex_unlock(&ctx->setup_lock);
-	return ret;
+	ctx->next_gen = 1;
 }
 
 /**
@@ -274,22 +221,20 @@ void hmemreg_watch_teardown(struct hmemreg_ctx *ctx)
 		w->fired = true;
 		spin_unlock(&ctx->ring_lock);
 		mmu_interval_notifier_remove(&w->mni);
-		/* Fired but not reaped: its export is invalidated here instead. */
-		hmemreg_export_unlink(&w->exp, fired);
+		/* Fired but not reaped: its hook is called here instead. */
+		hmemreg_watch_unhook(w, fired);
 		hmemreg_watch_free(ctx, w);
 	}
 	INIT_LIST_HEAD(&ctx->fired);
 	mutex_unlock(&ctx->lock);
 	/* No notifier is left that could schedule it again. */
 	cancel_work_sync(&ctx->reap_work);
-	kvfree(ctx->slots);
-	kvfree(ctx->ring);
-	vfree(ctx->page);
-	ctx->page = NULL;
+	hmemreg_gen_free(ctx);
 out:
 	if (ctx->mm)
 		mmdrop(ctx->mm);
 	ctx->mm = NULL;
+	ida_destroy(&ctx->slot_ida);
 }
 
 /* Every byte of [start, end) must be covered by VMAs. */
@@ -429,20 +374,20 @@ out_unlock:
 }
 
 /**
- * hmemreg_watch_link_export() - make the live watch (@slot, @gen) guard an export
- * @ctx:    context
- * @slot:   slot from arm
- * @gen:    generation from arm
- * @dmabuf: the export's dma-buf
+ * hmemreg_watch_hook_add() - make the live watch (@slot, @gen) guard @hook's object
+ * @ctx:  context
+ * @slot: slot from arm
+ * @gen:  generation from arm
+ * @hook: the object's hook, not tied to any watch
  *
- * Once linked, the watch firing invalidates the export (see
- * hmemreg_export_unlink()); a firing from now on is reaped under ctx->lock,
- * so after this linking it cannot be missed.
+ * Once tied, the watch firing calls @hook->ops->fired; a firing from now on
+ * is reaped under ctx->lock, so after this it cannot be missed. The tie
+ * ends when the watch goes, or with hmemreg_watch_hook_del().
  *
  * Return: 0, or -EAGAIN when the watch fired already.
  */
-int hmemreg_watch_link_export(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
-			      struct dma_buf *dmabuf)
+int hmemreg_watch_hook_add(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
+			   struct hmemreg_watch_hook *hook)
 {
 	struct hmemreg_watch *w;
 	int ret = -EAGAIN;
@@ -450,11 +395,30 @@ int hmemreg_watch_link_export(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
 	mutex_lock(&ctx->lock);
 	w = slot < ctx->max_watches ? ctx->slots[slot] : NULL;
 	if (w && w->gen == gen && READ_ONCE(ctx->gen[slot]) == gen) {
-		hmemreg_export_link(dmabuf, &w->exp);
+		mutex_lock(&hmemreg_hook_lock);
+		hook->watch = w;
+		w->hook = hook;
+		mutex_unlock(&hmemreg_hook_lock);
 		ret = 0;
 	}
 	mutex_unlock(&ctx->lock);
 	return ret;
+}
+
+/**
+ * hmemreg_watch_hook_del() - untie @hook from its watch, if still tied
+ * @hook: hook whose object is going away
+ *
+ * May sleep. Waits for a call of @hook->ops->fired in progress; none comes
+ * after it.
+ */
+void hmemreg_watch_hook_del(struct hmemreg_watch_hook *hook)
+{
+	mutex_lock(&hmemreg_hook_lock);
+	if (hook->watch)
+		hook->watch->hook = NULL;
+	hook->watch = NULL;
+	mutex_unlock(&hmemreg_hook_lock);
 }
 
 long hmemreg_ioc_watch_arm(struct hmemreg_ctx *ctx, void *arg)
@@ -533,131 +497,4 @@ long hmemreg_ioc_watch_info(struct hmemreg_ctx *ctx, void *arg)
 	a->ring_events = ctx->ring_cap;
 	a->event_size = sizeof(struct hmemreg_event);
 	return 0;
-}
-
-long hmemreg_ioc_events_ack(struct hmemreg_ctx *ctx, void *arg)
-{
-	struct hmemreg_events_ack *a = arg;
-
-	if (a->flags)
-		return -EINVAL;
-	a->dropped = 0;
-	a->discarded = 0;
-	/* Pairs with the release in hmemreg_watch_setup(). */
-	if (!smp_load_acquire(&ctx->page))
-		return 0;
-	spin_lock(&ctx->ring_lock);
-	if (ctx->dropped) {
-		a->dropped = ctx->dropped;
-		a->discarded = ctx->ring_count;
-		ctx->dropped = 0;
-		ctx->ring_count = 0;
-		ctx->ring_head = 0;
-		hmemreg_page_sync(ctx);
-	}
-	spin_unlock(&ctx->ring_lock);
-	return 0;
-}
-
-/* Records copied per read() pass; the bounce buffer is this big. */
-#define HMEMREG_READ_BATCH	64
-
-ssize_t hmemreg_events_read(struct hmemreg_ctx *ctx, char __user *buf,
-			    size_t count, bool nonblock)
-{
-	const size_t esz = sizeof(struct hmemreg_event);
-	struct hmemreg_event *bounce;
-	size_t n, i;
-	ssize_t ret;
-
-	if (count < esz)
-		return -EINVAL;
-	ret = hmemreg_watch_setup(ctx);
-	if (ret)
-		return ret;
-	n = min_t(size_t, count / esz, HMEMREG_READ_BATCH);
-	bounce = kmalloc_array(n, esz, GFP_KERNEL);
-	if (!bounce)
-		return -ENOMEM;
-	for (;;) {
-		spin_lock(&ctx->ring_lock);
-		if (ctx->dropped) {
-			ret = -EOVERFLOW;
-			break;
-		}
-		if (ctx->ring_count)
-			break;
-		spin_unlock(&ctx->ring_lock);
-		if (nonblock) {
-			ret = -EAGAIN;
-			goto out;
-		}
-		ret = wait_event_interruptible(ctx->waitq,
-					       READ_ONCE(ctx->ring_count) ||
-					       READ_ONCE(ctx->dropped));
-		if (ret)
-			goto out;
-	}
-	if (ret) {
-		spin_unlock(&ctx->ring_lock);
-		goto out;
-	}
-	n = min_t(size_t, n, ctx->ring_count);
-	for (i = 0; i < n; i++) {
-		bounce[i] = ctx->ring[ctx->ring_head];
-		ctx->ring_head = (ctx->ring_head + 1) % ctx->ring_cap;
-	}
-	ctx->ring_count -= n;
-	hmemreg_page_sync(ctx);
-	spin_unlock(&ctx->ring_lock);
-
-	if (copy_to_user(buf, bounce, n * esz)) {
-		/* The records are gone: report the loss as an overflow. */
-		spin_lock(&ctx->ring_lock);
-		ctx->dropped += n;
-		atomic64_add(n, &hmemreg_stats.events_dropped);
-		hmemreg_page_sync(ctx);
-		spin_unlock(&ctx->ring_lock);
-		ret = -EFAULT;
-		goto out;
-	}
-	ret = n * esz;
-out:
-	kfree(bounce);
-	return ret;
-}
-
-__poll_t hmemreg_events_poll(struct hmemreg_ctx *ctx, struct file *file,
-			     poll_table *wait)
-{
-	__poll_t mask = 0;
-
-	if (hmemreg_watch_setup(ctx))
-		return EPOLLERR;
-	poll_wait(file, &ctx->waitq, wait);
-	spin_lock(&ctx->ring_lock);
-	if (ctx->ring_count)
-		mask |= EPOLLIN | EPOLLRDNORM;
-	if (ctx->dropped)
-		mask |= EPOLLIN | EPOLLPRI;
-	spin_unlock(&ctx->ring_lock);
-	return mask;
-}
-
-int hmemreg_gen_mmap(struct hmemreg_ctx *ctx, struct vm_area_struct *vma)
-{
-	int ret;
-
-	if (vma->vm_pgoff)
-		return -EINVAL;
-	if (vma->vm_flags & VM_WRITE)
-		return -EPERM;
-	ret = hmemreg_watch_setup(ctx);
-	if (ret)
-		return ret;
-	if (vma->vm_end - vma->vm_start > ctx->map_size)
-		return -EINVAL;
-	hmemreg_vma_set_flags(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY,
-			      VM_MAYWRITE);
-	return remap_vmalloc_range(vma, ctx->page, 0);
 }

@@ -4,7 +4,8 @@
 #     name the sources use (a C constant, a test harness variable);
 #   - a default it states for a setting is the table's default;
 #   - its links between pages, and their #anchors, resolve;
-#   - the repository paths and source file names it names exist.
+#   - the repository paths and source file names it names exist (or are
+#     what the build generates: .gitignore's anchored paths).
 #
 #   check_docs.pl --top DIR --settings FILE [FILE...]
 #
@@ -47,6 +48,18 @@ find({ no_chdir => 1, follow_fast => 1, follow_skip => 2, wanted => sub {
 	open my $f, '<', $p or return;
 	while (<$f>) { $code_name{$1} = 1 while /\b(HMEMREG_[A-Z0-9_]+)\b/g }
 }}, '.');
+
+# What the build generates in the tree (.gitignore's anchored paths) may be named.
+my @generated;
+if (open my $gi, '<', '.gitignore') {
+	while (<$gi>) {
+		chomp;
+		next unless m{^/(.+?)/?$} && $1 !~ /[*?]/;
+		push @generated, $1;
+		$basename{$1 =~ s{.*/}{}r} = 1;
+	}
+}
+sub generated { my $p = shift; return grep { $p eq $_ || index($p, "$_/") == 0 } @generated }
 
 my @findings;
 sub finding { push @findings, "$_[0]:$_[1]: $_[2]" }
@@ -199,7 +212,7 @@ for my $file (@files) {
 				my $p = $tok =~ s{:\d+(-\d+)?$}{}r;
 				# A program built from a source of that name counts.
 				finding($file, $n, "names $tok, which does not exist")
-					unless -e $p || grep { -e "$p.$_" } qw(c cpp sh);
+					unless -e $p || generated($p) || grep { -e "$p.$_" } qw(c cpp sh);
 			} elsif ($file =~ /\.md$/ && $tok =~ /^[\w-]+\.(c|h|hpp|cpp|inl|sh|pl|py|patch)$/) {
 				finding($file, $n, "names $tok, which no file of the tree is") unless $basename{$tok};
 			}

@@ -104,4 +104,29 @@ ncclResult_t Plugin::dereg_mr(void *comm, void *mhandle)
 	return ncclSuccess;
 }
 
+// The memory handle of [data, data + size) for `call` (isend, irecv): none
+// for 0 bytes; an error (logged) when the handle is not one of ours or the
+// buffer lies outside its registration.
+ncclResult_t Plugin::buffer_handle_locked(const char *call, const void *data, size_t size, void *mhandle,
+					  MemHandle *&mh)
+{
+	mh = nullptr;
+	if (!size)
+		return ncclSuccess;
+	auto it = mhandles_.find(mhandle);
+	if (it == mhandles_.end()) {
+		NWARN("%s: buffer %p (%zu bytes) has no valid memory handle (%p)", call, data, size, mhandle);
+		return ncclInternalError;
+	}
+	const MemHandle &h = *it->second;
+	const uintptr_t a = reinterpret_cast<uintptr_t>(data);
+	if (a < h.addr || size > h.size || a - h.addr > h.size - size) {
+		NWARN("%s: buffer %p (%zu bytes) is outside its registration [%p, +%zu)", call, data, size,
+		      reinterpret_cast<void *>(h.addr), h.size);
+		return ncclInternalError;
+	}
+	mh = it->second.get();
+	return ncclSuccess;
+}
+
 } // namespace hmemreg::nccl

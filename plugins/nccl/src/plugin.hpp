@@ -83,6 +83,10 @@ private:
 	void idle();         // nothing to do yet: progress turn, or yield to the progress thread
 	void send_control_locked(PeerId peer, std::span<const uint8_t> msg);
 
+	// memory_handles.cpp
+	ncclResult_t buffer_handle_locked(const char *call, const void *data, size_t size, void *mhandle,
+					  MemHandle *&mh);
+
 	// connections.cpp
 	void offer_eager_locked(RecvComm &c);
 
@@ -91,6 +95,16 @@ private:
 	// may wait for the next turn, going out with them).
 	ncclResult_t try_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request,
 			       bool &missing_cts, bool &behind);
+	enum class SendRoute { Wait, Inline, Eager, Advertised };
+	SendRoute send_route_locked(const SendComm &c, const MemHandle *mh, size_t size, bool has_cts) const;
+	ncclResult_t fail_unmatched_send_locked(SendComm &c, std::unordered_map<uint32_t, proto::Cts>::iterator ct,
+						int tag, size_t size);
+	// The engine's return code; send_done runs exactly once if it is 0.
+	int post_inline_locked(const SendComm &c, Request &rq, int tag, const void *data);
+	int post_empty_locked(const SendComm &c, Request &rq, const proto::Cts &cts);
+	int post_write_locked(const SendComm &c, Request &rq, const proto::Cts *cts, const void *data,
+			      const MemHandle &mh);
+	void count_send_locked(SendComm &c, SendRoute route, size_t size);
 	// The engine's completion of a send made by try_isend (arg: its Request).
 	static void send_done(void *arg, int status);
 	// Settles send r (under mu_) from the engine's status.
@@ -101,6 +115,10 @@ private:
 	// recv.cpp
 	ncclResult_t post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			       void **request);
+	std::shared_ptr<Request> recv_request_locked(const RecvComm &c, void *data, size_t size, int tag, void *mhandle,
+						     const MemHandle *mh) const;
+	void hand_out_recv_locked(RecvComm &c, std::shared_ptr<Request> rq, void **request);
+	ncclResult_t advertise_recv_locked(RecvComm &c, Request &r, const MemHandle *mh, bool &later);
 	proto::Cts cts_of_locked(const RecvComm &c, const Request &r, const MemHandle *mh) const;
 	void send_deferred_cts_locked(Request &r);
 	void mark_done_locked(RecvComm &c, uint32_t seq);
@@ -117,8 +135,16 @@ private:
 	// close.cpp
 	void expire_after_close_locked(Request &r);
 
-	// control_messages.cpp
+	// control_messages.cpp: on_message, and a handler per message type
 	void on_message(const Message &m);
+	void on_connect_locked(proto::Connect &m, uint64_t sender);
+	void on_cts_locked(proto::Cts &m, uint64_t sender);
+	void on_eager_ring_locked(proto::EagerRing &m, uint64_t sender);
+	void on_credit_locked(const proto::Credit &m, uint64_t sender);
+	void on_inline_locked(const proto::Inline &m, uint64_t sender);
+	void on_empty_locked(const proto::Empty &m, uint64_t sender);
+	void on_fail_locked(const proto::Fail &m, uint64_t sender);
+	void on_close_locked(const proto::Close &m, uint64_t sender);
 
 	// stall_watch.cpp
 	void watch_stalls(); // the stall watch's thread (Config::stall_ms)

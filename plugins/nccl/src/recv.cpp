@@ -16,6 +16,72 @@ ncclResult_t Plugin::irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 	return post_recv(recv_comm, n, data, sizes, tags, mhandles, request);
 }
 
+// A new receive of c (its next sequence number) into [data, data + size) of
+// memory handle mh (null for 0 bytes).
+std::shared_ptr<Request> Plugin::recv_request_locked(const RecvComm &c, void *data, size_t size, int tag,
+						     void *mhandle, const MemHandle *mh) const
+{
+	auto rq = std::make_shared<Request>();
+	if (cfg_.stall_ms)
+		rq->posted = std::chrono::steady_clock::now();
+	rq->comm_id = c.id;
+	rq->seq = c.next_seq;
+	rq->size = size;
+	rq->data = static_cast<uint8_t *>(size ? data : nullptr);
+	rq->tag = tag;
+	if (mh) {
+		rq->device = mh->cuda_device;
+		rq->mhandle = mhandle;
+		rq->offset = reinterpret_cast<uintptr_t>(data) - reinterpret_cast<uintptr_t>(mh->region->addr());
+	}
+	return rq;
+}
+
+// Receive rq of c is posted: NCCL gets it, c's next receive is the next seq.
+void Plugin::hand_out_recv_locked(RecvComm &c, std::shared_ptr<Request> rq, void **request)
+{
+	c.next_seq++;
+	c.outstanding++;
+	*request = rq.get();
+	requests_[rq.get()] = std::move(rq);
+}
+
+// Receive r's advertisement (mh: its buffer's handle, null for 0 bytes): a
+// Cts now, or deferred for a small one. later: the engine was full, NCCL
+// posts the receive again.
+ncclResult_t Plugin::advertise_recv_locked(RecvComm &c, Request &r, const MemHandle *mh, bool &later)
+{
+	later = false;
+	// A closed sender made this send before closing: its data comes by an
+	// eager write, nobody reads a Cts.
+	if (c.peer_closed)
+		return ncclSuccess;
+	// (A device buffer's sender, in device memory too, will not go inline.)
+	if (r.device < 0 && cfg_.inline_max && r.size <= cfg_.inline_max && c.told_id) {
+		// Every send that fits comes inline: no Cts unless it waits long
+		// (made then: nothing to build or copy on a small message's path).
+		r.deferred = true;
+		r.deferred_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+		return ncclSuccess;
+	}
+	const proto::Cts m = cts_of_locked(c, r, nullptr);
+	try {
+		proto::encode_into(m, mh ? std::span<const uint8_t>(mh->descriptor) : std::span<const uint8_t>(), wire_);
+		send_control_locked(c.peer, wire_);
+	} catch (const Error &e) {
+		if (e.code() == HMEMREG_EAGAIN) {
+			later = true;
+			return ncclSuccess;
+		}
+		NWARN("irecv: advertising the buffer failed: %s", e.what());
+		return result_of(e);
+	}
+	c.credit_sent = m.done_upto; // the Cts carried it
+	c.eager_uncredited = 0;
+	c.told_id = true;
+	return ncclSuccess;
+}
+
 ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
 			       void **request)
 {
@@ -36,48 +102,18 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 		NWARN("irecv: the sender closed this connection after %u sends", c->peer_sent);
 		return ncclRemoteError;
 	}
-	const size_t size = sizes[0];
-	int device = -1; // the receive buffer's CUDA device, -1: host memory
 	MemHandle *mh = nullptr;
-	uint64_t offset = 0; // of the buffer in its region
-	const uint32_t seq = c->next_seq;
-	if (size) {
-		auto it = mhandles_.find(mhandles[0]);
-		if (it == mhandles_.end()) {
-			NWARN("irecv: buffer %p (%zu bytes) has no valid memory handle (%p)", data[0], size, mhandles[0]);
-			return ncclInternalError;
-		}
-		mh = it->second.get();
-		uintptr_t a = reinterpret_cast<uintptr_t>(data[0]);
-		if (a < mh->addr || size > mh->size || a - mh->addr > mh->size - size) {
-			NWARN("irecv: buffer %p (%zu bytes) is outside its registration [%p, +%zu)", data[0], size,
-			      reinterpret_cast<void *>(mh->addr), mh->size);
-			return ncclInternalError;
-		}
-		offset = a - reinterpret_cast<uintptr_t>(mh->region->addr());
-		device = mh->cuda_device;
-	}
+	if (ncclResult_t res = buffer_handle_locked("irecv", data[0], sizes[0], mhandles[0], mh); res != ncclSuccess)
+		return res;
 	if (c->outstanding >= cfg_.max_requests)
 		return ncclSuccess;
-	auto rq = std::make_shared<Request>();
-	if (cfg_.stall_ms)
-		rq->posted = std::chrono::steady_clock::now();
-	rq->comm_id = c->id;
-	rq->seq = seq;
-	rq->size = size;
-	rq->data = static_cast<uint8_t *>(size ? data[0] : nullptr);
-	rq->tag = tags[0];
-	rq->device = device;
-	rq->mhandle = size ? mhandles[0] : nullptr;
-	rq->offset = offset;
+	auto rq = recv_request_locked(*c, data[0], sizes[0], tags[0], mhandles[0], mh);
+	const uint32_t seq = rq->seq;
 	if (auto early = c->inline_early.find(seq); early != c->inline_early.end()) {
 		// Its data came first, in an Inline message: no Cts, done now.
 		RecvComm::Early e = std::move(early->second);
 		c->inline_early.erase(early);
-		c->next_seq++;
-		c->outstanding++;
-		*request = rq.get();
-		requests_[rq.get()] = rq;
+		hand_out_recv_locked(*c, rq, request);
 		land_inline_locked(*c, *rq, e.tag, e.data);
 		return ncclSuccess;
 	}
@@ -85,44 +121,17 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 		// Its data came first, into an eager slot: no Cts, done after the copy.
 		const size_t bytes = early->second;
 		c->eager_early.erase(early);
-		c->next_seq++;
-		c->outstanding++;
-		*request = rq.get();
-		requests_[rq.get()] = rq;
+		hand_out_recv_locked(*c, rq, request);
 		const uint8_t *slot = c->eager.slot(seq);
 		l.unlock();
 		land_eager(rq, slot, bytes);
 		return ncclSuccess;
 	}
-	// A closed sender made this send before closing: its data comes by an
-	// eager write, nobody reads a Cts.
-	// (A device buffer's sender, in device memory too, will not go inline.)
-	if (!c->peer_closed && device < 0 && cfg_.inline_max && size <= cfg_.inline_max && c->told_id) {
-		// Every send that fits comes inline: no Cts unless it waits long
-		// (made then: nothing to build or copy on a small message's path).
-		rq->deferred = true;
-		rq->deferred_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-	} else if (!c->peer_closed) {
-		const proto::Cts m = cts_of_locked(*c, *rq, nullptr);
-		try {
-			proto::encode_into(m, mh ? std::span<const uint8_t>(mh->descriptor) : std::span<const uint8_t>(),
-					   wire_);
-			send_control_locked(c->peer, wire_);
-		} catch (const Error &e) {
-			if (e.code() == HMEMREG_EAGAIN)
-				return ncclSuccess;
-			NWARN("irecv: advertising the buffer failed: %s", e.what());
-			return result_of(e);
-		}
-		c->credit_sent = m.done_upto; // the Cts carried it
-		c->eager_uncredited = 0;
-		c->told_id = true;
-	}
+	bool later = false;
+	if (ncclResult_t res = advertise_recv_locked(*c, *rq, mh, later); res != ncclSuccess || later)
+		return res;
 	c->pending[seq] = rq;
-	c->next_seq++;
-	c->outstanding++;
-	*request = rq.get();
-	requests_[rq.get()] = std::move(rq);
+	hand_out_recv_locked(*c, std::move(rq), request);
 	return ncclSuccess;
 }
 

@@ -145,7 +145,8 @@ struct hmemreg_engine_config {
 	uint32_t max_transfers;    /* active transfers; 0 -> 4096 */
 	uint32_t recv_buffers;     /* receive buffers pre-posted per rail; 0 -> 64 */
 	uint32_t send_buffers;     /* send buffers per rail; 0 -> 64 */
-	uint64_t max_write;        /* split writes above this; 0: 512 KiB on tcp, else the provider's */
+	uint64_t max_write;        /* split writes above this; 0: 512 KiB on tcp and net, 4 MiB on
+				    * shm, else the provider's largest message */
 	uint32_t write_iov;        /* small chunks per RDMA write at most; 0: the provider's limit */
 	uint32_t post_batch;       /* posts per rail per progress turn; 0 -> 32 */
 	uint32_t idle_spin;        /* empty turns before a progress thread sleeps; 0 -> 20000 */

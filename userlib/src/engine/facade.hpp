@@ -47,8 +47,8 @@ struct Config {
 	// Receive buffers pre-posted per rail and send buffers per rail.
 	size_t recv_buffers = 64;
 	size_t send_buffers = 64;
-	// Split writes larger than this (0 = 512 KiB for tcp and net, else the provider's
-	// max_msg_size).
+	// Split writes larger than this (0: per provider, hmemreg/engine.h;
+	// provider.cpp says why).
 	size_t max_write = 0;
 	// Small chunks going to the same rail share one RDMA write (a local and a
 	// remote iov each) up to this many, and max_write bytes together. 0: the
