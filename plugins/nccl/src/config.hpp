@@ -30,18 +30,16 @@ struct Config {
 	// EAGER_MAX, EAGER_SLOTS: each recv comm registers EAGER_SLOTS buffers of
 	// EAGER_MAX bytes; a send of at most EAGER_MAX whose receive is not
 	// advertised yet goes into one and is copied out at the receiver, instead
-	// of waiting a round trip (NCCL's step is 512 KiB at most by default;
-	// at 1 MiB, 17-33% of the sends waited 170-320 us for it on the two-H200
-	// machine). EAGER_MAX=0: off.
+	// of waiting a round trip for it (NCCL's step is 512 KiB at most by
+	// default). EAGER_MAX=0: off.
 	size_t eager_max = 512u << 10;
 	size_t eager_slots = 16;
 	// EAGER_BUSY_MAX: while earlier sends of the comm are still outstanding
 	// (not yet found done by test()), only sends up to this size go eager;
-	// larger ones wait for their advertisement, which comes while the earlier data
-	// flows (a stream of 256 KiB sends went 42% eager and each such receive
-	// was copied once more: 0.62x aws-ofi-nccl on the H200, where 1 MiB,
-	// never eager, was 1.0x). An idle comm's send still goes eager up to
-	// EAGER_MAX (a late receiver would cost it a round trip of idle wire).
+	// larger ones wait for their advertisement, which comes while the earlier
+	// data flows (an eager receive costs the receiver one more copy). An idle
+	// comm's send still goes eager up to EAGER_MAX (a late receiver would
+	// cost it a round trip of idle wire).
 	size_t eager_busy_max = 64u << 10;
 	// INLINE_MAX: a send of at most this many bytes goes as one control
 	// message carrying the data (no RDMA write, no wait for the receive's

@@ -73,9 +73,7 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	ec.caller_backoff_us = 1000;
 	// Cts, Inline and Close on rail 0: the caller polls it on every turn,
 	// quiet rails seldom (HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL).
-	// Only with progress threads: with caller-driven progress alone
-	// (PROGRESS_THREADS=0), close_with_requests_in_flight hangs now and then
-	// with it (a rail polled one turn in 16; not understood yet).
+	// Only with progress threads: README.md, Known issues (caller-driven progress).
 	if (cfg.progress_threads > 0)
 		ec.flags |= HMEMREG_ENGINE_SENDS_ON_FIRST_RAIL;
 	ec.first_rail_write_max = cfg.first_rail_max; // and small writes (FIRST_RAIL_MAX)

@@ -318,10 +318,10 @@ void Cache::prefetch_victim(const Entry *v, const ThreadState &ts)
 // Second-level prefetches for the eviction this miss will make: the LRU's
 // next entry (whose back link the eviction clears) and the victim's right
 // child in the index (where next() and erase() go). They read the
-// victim's links, so they wait for lock_ (the victim's lines, prefetched
-// by lookup(), have arrived by then): a load of a line still on its way,
-// placed before the next locked instruction (the pool's mutex, the lock),
-// stalled the miss until it came, which cost more than it saved.
+// victim's links, so they wait for lock_, when the victim's lines
+// (prefetched by lookup()) have arrived: a load of a line still on its way
+// stalls the next locked instruction (the pool's mutex, the lock) until it
+// comes.
 void Cache::prefetch_eviction_locked()
 {
 	if (count_ < cfg_.max_count) [[likely]]
@@ -519,15 +519,9 @@ int Cache::register_uncached(const Request &req, RawRef &out, hmemreg_uncached_r
 		return rc;
 	}
 	const ThreadState &ts = thread_state();
-	e->set_state(kOrphan | e->life());
-	e->add_count(ts, 1); // not published: nobody else counts on it yet
-	e->orphan_listed = true;
 	lock_.lock();
-	orphans_.push_back(owned.release()); // the cache's until released
-	orphan_count_++;
-	orphan_bytes_ += r.size();
 	record_locked(t);
-	count_uncached_locked(why);
+	hand_out_uncached_locked(std::move(owned), why, ts);
 	publish_gauges_locked();
 	lock_.unlock();
 	raw_ref_of(e, out);
@@ -535,9 +529,145 @@ int Cache::register_uncached(const Request &req, RawRef &out, hmemreg_uncached_r
 	return 0;
 }
 
+// An entry nobody else knows yet, handed out uncached: the cache's until
+// its last put releases it.
+void Cache::hand_out_uncached_locked(EntryPtr owned, hmemreg_uncached_reason why, const ThreadState &ts)
+{
+	Entry *e = owned.release();
+	e->set_state(kOrphan | e->life());
+	e->add_count(ts, 1);
+	list_orphan_locked(e);
+	count_uncached_locked(why);
+}
+
+void Cache::list_orphan_locked(Entry *e)
+{
+	e->orphan_listed = true;
+	orphans_.push_back(e);
+	orphan_count_++;
+	orphan_bytes_ += e->range.size();
+}
+
+// The steps of miss(), in order. Each runs once per miss: always inline,
+// so that the miss path compiles to what it was as one function.
+
+// Watch first, then register: a change after the watch is seen either by
+// the generation word or by notify_seq_ (raced_locked()).
+[[gnu::always_inline]] inline int Cache::watch_and_register(const Request &req, Monitor *mon, Entry &e,
+							     RegTally &tally, Watch &w)
+{
+	w.seq0 = notify_seq_.load(std::memory_order_acquire);
+	w.rc = mon ? mon->subscribe(e) : -HMEMREG_ENOTSUP;
+	e.watched = w.rc == 0 || w.rc == kWatchedAlone;
+	if (w.rc == kWatchedAlone) [[unlikely]]
+		StatsSlot::add(stats_->raw()->monitor_fallbacks, 1);
+	int rc = do_register(req, e.range, e.reg, tally);
+	if (rc) {
+		record(tally);
+		if (e.watched)
+			mon->unsubscribe(e);
+	}
+	return rc;
+}
+
+// Another thread registered a covering range since the lookup (the clock
+// moved, and the index has one): a reference on it, or null.
+[[gnu::always_inline]] inline Entry *Cache::racer_locked(const Request &req, Range r, uint64_t clock0,
+							  const ThreadState &ts)
+{
+	Entry *other = clock_.load(std::memory_order_relaxed) == clock0
+			       ? nullptr
+			       : find_cover_locked(req.iface, req.device, r.start, r.end);
+	if (other) {
+		other->add_count(ts, 1);
+		StatsSlot::add_locked(stats_->raw()->races, 1);
+	}
+	return other;
+}
+
+// Where a registered miss goes: into the index once the entries its range
+// covers left (replaced) and the LRU's front ones made room (evicted), or
+// out uncached: not watched, invalidated while registering, or no room.
+[[gnu::always_inline]] inline Cache::Placement Cache::place_locked(const Request &req, Range r, const Entry &e,
+								   const Watch &w, const MissHint &hint)
+{
+	Placement p;
+	p.successor = kNoSuccessor;
+	p.why = w.rc == kUnwatchable ? HMEMREG_UNCACHED_UNWATCHABLE
+		: !e.watched	     ? HMEMREG_UNCACHED_REFUSED
+				     : HMEMREG_UNCACHED_RACED;
+	p.cache_it = e.watched && !raced_locked(w.seq0, req.iface, r);
+	if (!p.cache_it)
+		return p;
+	// Replaced entries settle now (tests and callers expect their
+	// release); evictions are batched (one heavy fence per batch).
+	p.settle_now = replace_locked(req, r, hint, p.successor);
+	evict_locked(r, p.successor);
+	p.cache_it = fits_locked(r);
+	p.why = HMEMREG_UNCACHED_LIMIT;
+	return p;
+}
+
+// The entries inside r leave the index; successor: where r goes in it.
+// True if any left.
+[[gnu::always_inline]] inline bool Cache::replace_locked(const Request &req, Range r, const MissHint &hint,
+							  Entry *&successor)
+{
+	// The lookup's search still holds if the index did not change since.
+	const bool same = hint.valid && hint.changes == index_.changes();
+	return unlink_nested_locked(req.iface, req.device, r.start, r.end, successor,
+				    same ? hint.before : kNoSuccessor) > 0;
+}
+
+// The least recently released entries leave until r fits or none is free
+// (successor moves past one that leaves).
+[[gnu::always_inline]] inline void Cache::evict_locked(Range r, Entry *&successor)
+{
+	while (!fits_locked(r)) {
+		Entry *v = lru_pick_locked();
+		if (!v)
+			break;
+		if (v == successor)
+			successor = EntryIndex::next(v); // leaving: the next key after it is
+		unlink_locked(v, Cause::evicted);
+	}
+}
+
+bool Cache::fits_locked(Range r) const
+{
+	return count_ + 1 <= cfg_.max_count && bytes_ + r.size() <= cfg_.max_size;
+}
+
+// Published: memo_hit may take it from here on.
+[[gnu::always_inline]] inline void Cache::insert_locked(EntryPtr owned, Entry *successor, uint64_t tick,
+							 const ThreadState &ts)
+{
+	Entry *e = owned.get();
+	e->add_count(ts, 1);
+	e->inserted = tick;
+	e->set_state(e->life());
+	if (successor == kNoSuccessor)
+		index_.insert(owned.release()); // the cache's until released
+	else
+		index_.insert_before(successor, owned.release());
+	lru_append_locked(e, tick);
+	count_++;
+	bytes_ += e->range.size();
+}
+
+// What reap() releases (after lock_).
+void Cache::take_dead_locked(EntryList &out)
+{
+	out.swap(dead_);
+	dead_count_ = dead_bytes_ = 0;
+	dead_pending_.store(0, std::memory_order_relaxed);
+}
+
+// Register the range, then under lock_: use a racing thread's covering
+// entry instead, or make room and insert it, or hand it out uncached.
+// The memo is left alone (memo.hpp says when a slot is filled).
 int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint &hint)
 {
-	auto *s = stats_->raw();
 	RegTally tally;
 	tally.misses = 1;
 	Range r = extent_of(req);
@@ -547,93 +677,32 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint
 	prefetch_next_miss(req);
 	EntryPtr owned = make_entry(req, r);
 	Entry *e = owned.get();
-
-	// Watch first, then register: a change after this point is seen either
-	// by the generation word or by notify_seq_ below.
-	uint64_t seq0 = notify_seq_.load(std::memory_order_acquire);
-	const int watch = mon ? mon->subscribe(*e) : -HMEMREG_ENOTSUP;
-	e->watched = watch == 0 || watch == kWatchedAlone;
-	if (watch == kWatchedAlone) [[unlikely]]
-		StatsSlot::add(s->monitor_fallbacks, 1);
-	int rc = do_register(req, r, e->reg, tally);
-	if (rc) {
-		record(tally);
-		if (e->watched)
-			mon->unsubscribe(*e);
+	Watch w;
+	if (int rc = watch_and_register(req, mon, *e, tally, w))
 		return rc;
-	}
 
-	EntryList released; // entries to release after unlocking
 	const ThreadState &ts = thread_state();
 	lock_.lock();
 	prefetch_eviction_locked();
 	record_locked(tally);
-	Entry *other = clock_.load(std::memory_order_relaxed) == clock0
-			       ? nullptr
-			       : find_cover_locked(req.iface, req.device, r.start, r.end);
-	if (other) {
-		// Another thread registered a covering range meanwhile: use it.
-		other->add_count(ts, 1);
-		StatsSlot::add_locked(s->races, 1);
+	if (Entry *other = racer_locked(req, r, clock0, ts)) {
 		lock_.unlock();
 		if (e->watched)
 			mon->unsubscribe(*e);
 		registrar_->dereg(e->reg);
-		StatsSlot::add(s->deregistrations, 1);
+		StatsSlot::add(stats_->raw()->deregistrations, 1);
 		raw_ref_of(other, out);
 		out.shard = ts.shard;
 		return 0;
 	}
-	hmemreg_uncached_reason why = watch == kUnwatchable ? HMEMREG_UNCACHED_UNWATCHABLE
-				     : !e->watched		? HMEMREG_UNCACHED_REFUSED
-								: HMEMREG_UNCACHED_RACED;
-	bool cache_it = e->watched && !raced_locked(seq0, req.iface, r);
-	bool settle_now = false;
-	Entry *successor = kNoSuccessor; // where e goes in the index
-	if (cache_it) {
-		// Replaced entries settle now (tests and callers expect their
-		// release); evictions are batched (one heavy fence per batch).
-		// The lookup's search still holds if the index did not change since.
-		const bool same = hint.valid && hint.changes == index_.changes();
-		settle_now = unlink_nested_locked(req.iface, req.device, r.start, r.end, successor,
-						  same ? hint.before : kNoSuccessor) > 0;
-		while (count_ + 1 > cfg_.max_count || bytes_ + r.size() > cfg_.max_size) {
-			Entry *v = lru_pick_locked();
-			if (!v)
-				break;
-			if (v == successor)
-				successor = EntryIndex::next(v); // leaving: the next key after it is
-			unlink_locked(v, Cause::evicted);
-		}
-		cache_it = count_ + 1 <= cfg_.max_count && bytes_ + r.size() <= cfg_.max_size;
-		why = HMEMREG_UNCACHED_LIMIT;
-	}
+	const Placement p = place_locked(req, r, *e, w, hint);
 	const uint64_t tick = tick_locked();
-	if (settle_now || unsettled_count_ >= settle_batch_)
+	if (p.settle_now || unsettled_count_ >= settle_batch_)
 		settle_locked();
-	if (cache_it) {
-		e->add_count(ts, 1);
-		e->inserted = tick;
-		// Published: memo_hit may take it.
-		e->set_state(e->life());
-		if (successor == kNoSuccessor)
-			index_.insert(owned.release()); // the cache's until released
-		else
-			index_.insert_before(successor, owned.release());
-		lru_append_locked(e, tick);
-		count_++;
-		bytes_ += r.size();
-	} else {
-		// Everything in use, or the range cannot be watched: hand it out
-		// uncached; it is released at its last put.
-		e->set_state(kOrphan | e->life());
-		e->add_count(ts, 1);
-		e->orphan_listed = true;
-		orphans_.push_back(owned.release());
-		orphan_count_++;
-		orphan_bytes_ += r.size();
-		count_uncached_locked(why);
-	}
+	if (p.cache_it)
+		insert_locked(std::move(owned), p.successor, tick, ts);
+	else
+		hand_out_uncached_locked(std::move(owned), p.why, ts);
 	// The next miss of a full cache evicts the new LRU front: its lines
 	// load now, behind this miss's unlock and the next get's memo probe,
 	// instead of after the next lookup (a cache under churn misses in
@@ -641,17 +710,10 @@ int Cache::miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint
 	if (count_ >= cfg_.max_count)
 		if (Entry *v = lru_.front())
 			prefetch_victim(v, ts);
-	// What reap() would take, in the same critical section.
-	released.swap(dead_);
-	dead_count_ = dead_bytes_ = 0;
-	dead_pending_.store(0, std::memory_order_relaxed);
+	EntryList released; // what reap() would take, in the same critical section
+	take_dead_locked(released);
 	publish_gauges_locked();
 	lock_.unlock();
-	// The memo is left alone: the first hit memoises the entry (lookup()).
-	// A range registered and never used again (a scan, a cache cycling
-	// through more than it holds) so never takes a hot page's slot, and a
-	// miss skips the fill's reads of the slots' entries (memory at 256k
-	// entries: they were most of our miss's excess over UCX's).
 	release_entries(released);
 	raw_ref_of(e, out);
 	out.shard = ts.shard;
@@ -741,10 +803,7 @@ void Cache::settle_locked()
 	heavy_fence();
 	while (Entry *e = unsettled_.pop_front()) {
 		if (e->count() != 0) {
-			e->orphan_listed = true;
-			orphan_count_++;
-			orphan_bytes_ += e->range.size();
-			orphans_.push_back(e);
+			list_orphan_locked(e);
 		} else {
 			dead_count_++;
 			dead_bytes_ += e->range.size();
@@ -976,9 +1035,7 @@ void Cache::reap()
 {
 	EntryList out;
 	lock_.lock();
-	out.swap(dead_);
-	dead_count_ = dead_bytes_ = 0;
-	dead_pending_.store(0, std::memory_order_relaxed);
+	take_dead_locked(out);
 	publish_gauges_locked();
 	lock_.unlock();
 	release_entries(out);

@@ -33,8 +33,7 @@
 // (they live in cache_hit.inl, which only the C API and cache.cpp include).
 // Neither get nor put writes a line that another thread writes. Memo misses
 // search the index under a read lock that writes only the thread's own
-// cache line, and refill the memo; a miss of the cache does not (its
-// entry is memoised by its first hit: memo.hpp).
+// cache line, and refill the memo (when a slot is filled: memo.hpp).
 // The LRU is ordered by the cache clock at release (puts store it when it
 // moved; the evictor fixes positions lazily), so neither get nor put
 // touches a shared list.
@@ -196,8 +195,29 @@ private:
 	static void raw_ref_of(Entry *c, RawRef &out);
 	Entry *find_cover_locked(Iface iface, uint64_t device, uintptr_t s, uintptr_t e);
 	int miss(const Request &req, RawRef &out, uint64_t clock0, const MissHint &hint);
-	int register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why);
+	// miss() in steps (cache.cpp).
+	struct Watch {
+		uint64_t seq0 = 0; // notify_seq_ before the watch
+		int rc = 0;        // Monitor::subscribe()'s answer
+	};
+	struct Placement {
+		bool cache_it = false;
+		bool settle_now = false;       // entries were replaced
+		hmemreg_uncached_reason why{}; // when not cached
+		Entry *successor = nullptr;    // where it goes in the index
+	};
 	struct RegTally;
+	int watch_and_register(const Request &req, Monitor *mon, Entry &e, RegTally &tally, Watch &w);
+	Entry *racer_locked(const Request &req, Range r, uint64_t clock0, const ThreadState &ts);
+	Placement place_locked(const Request &req, Range r, const Entry &e, const Watch &w, const MissHint &hint);
+	bool replace_locked(const Request &req, Range r, const MissHint &hint, Entry *&successor);
+	void evict_locked(Range r, Entry *&successor);
+	bool fits_locked(Range r) const;
+	void insert_locked(EntryPtr owned, Entry *successor, uint64_t tick, const ThreadState &ts);
+	void hand_out_uncached_locked(EntryPtr owned, hmemreg_uncached_reason why, const ThreadState &ts);
+	void list_orphan_locked(Entry *e);
+	void take_dead_locked(EntryList &out);
+	int register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why);
 	int register_uncached(const Request &req, RawRef &out, hmemreg_uncached_reason why, RegTally t);
 	void count_uncached_locked(hmemreg_uncached_reason why);
 	// What registering cost, counted in the stats under lock_ by the caller

@@ -28,7 +28,7 @@ class Cache;
 // the pool hands the memory out), kOrphan once the entry has left the index
 // (invalidated, replaced, never cached, or free in the pool), what a hit
 // must check besides (kHasGen, kValidate), and which shards' counters were
-// ever used (so a sum reads those cells only, not all 16 lines). Shard
+// ever used (so a sum reads those cells only, not all kCountShards lines). Shard
 // bits are sticky across lives (a counter may end a life at -1 with
 // another at +1): every counter that is not zero has its bit set.
 //
@@ -138,10 +138,8 @@ struct alignas(64) Entry {
 	bool orphan_listed = false; // on Cache::orphans_ (read and written under the cache lock only; false while free)
 	uint32_t watch_slot = 0; // monitor-private (kmod slot)
 	uint64_t watch_gen = 0;  // monitor-private (kmod generation)
-	// Line 3: unused, so that entries stay 256 bytes (index() a shift).
-	// (It held a copy of the first Request, which nothing read: every
-	// miss wrote it into a line nothing else touches, a cache miss at
-	// 256k entries and more.)
+	// Line 3: unused, so that entries stay 256 bytes (index() a shift);
+	// a field a miss wrote here would cost it one more line.
 	alignas(64) char spare_[64] = {};
 
 	// Only for entries made by an EntryPool (see the chunk layout above).

@@ -3,16 +3,17 @@
 // recent lookups hashed by the request's page: each page has two candidate
 // slots from two hashes, so two pages that share one rarely share the
 // other, and a fill takes whichever holds no live entry, the first way if
-// it can (2-way sets thrashed when three hot pages met in one set: about
-// 1% of hits at 16k entries then searched the index, a tenth of the
-// average hit's cost). A slot is one cache line: the covering entry, the
-// life it had when memoised (entry.hpp), and copies of its range and
-// registration, so a hit reads this line, the entry's state word and the
-// thread's counter cell only. Slots are written
-// under a per-slot seqlock by slow lookups, that is by an entry's first hit
-// and not by its miss (cache.cpp: a range used once never displaces a hot
-// page's slot). Several may fill at once; a slot busy with another writer
-// is skipped: the memo is a hint.
+// it can (2-way sets thrashed when three hot pages met in one set). A slot
+// is one cache line: the covering entry, the life it had when memoised
+// (entry.hpp), and copies of its range and registration, so a hit reads
+// this line, the entry's state word and the thread's counter cell only.
+//
+// An entry is memoised by its first hit, not by its miss: slots are
+// written under a per-slot seqlock by slow lookups (Cache::lookup()) only.
+// So a range used once (a scan, a cache cycling through more than it
+// holds) never displaces a hot page's slot, and a miss reads no slot's
+// entry to choose a way. Several may fill at once; a slot busy with
+// another writer is skipped: the memo is a hint.
 // Readers take no lock: a slot that is being written, or changed while
 // read, is a miss. What a slot names is only a candidate: the cache counts
 // a reference and then checks that the entry is still cached in that life
@@ -116,9 +117,8 @@ public:
 	// find(set_for(...)) that hashes for the second way only when the
 	// first does not answer (the hit path's usual case needs one hash),
 	// and probes it only if a page of the first way spilled there.
-	// (Prefetching the second way's line too would save a memo miss one
-	// wait, but doubles the memo lines every hit pulls into the caches;
-	// hits at 16k entries measured slower with it on a loaded 2-core VM.)
+	// (Not prefetching the second way's line: that would save a memo miss
+	// one wait, but doubles the memo lines every hit pulls into the caches.)
 	__attribute__((always_inline)) bool lookup(Iface iface, uint64_t device, uintptr_t s, uintptr_t e, MemoView &out)
 	{
 		uint64_t k = key(iface, device, s);
