@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * DMA-BUF export over memory providers: one dma-buf per exported range,
- * complete dma_buf_ops that forward to the provider and record every
- * attachment, pin and map in the ledger, and the export ioctl, which finds
- * the provider by id in the registry and publishes its fd last.
+ * DMA-BUF export over memory providers: one dma-buf per exported range
+ * (struct hmemreg_buf, its priv), complete dma_buf_ops that forward to the
+ * provider and record every attachment, pin and map in the ledger, and the
+ * export ioctl, which finds the provider by id in the registry and
+ * publishes its fd last.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -450,7 +451,8 @@ u32 hmemreg_buf_provider(const struct dma_buf *dmabuf)
 }
 
 struct dma_buf *hmemreg_buf_create(struct hmemreg_provider *prov, void *priv,
-			       const struct hmemreg_export_desc *desc, u64 *id)
+				   const struct hmemreg_export_desc *desc,
+				   u64 *id)
 {
 	DEFINE_DMA_BUF_EXPORT_INFO(info);
 	struct hmemreg_buf *buf;
@@ -519,7 +521,7 @@ struct dma_buf *hmemreg_buf_create(struct hmemreg_provider *prov, void *priv,
 EXPORT_SYMBOL_GPL(hmemreg_buf_create);
 
 long hmemreg_ioc_export(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
-			  void __user *uarg, u32 outsize)
+			void __user *uarg, u32 outsize)
 {
 	struct hmemreg_export_desc desc = {
 		.addr = a->addr, .len = a->len, .handle = a->handle,

@@ -147,7 +147,7 @@ void hmemreg_watch_hook_del(struct hmemreg_watch_hook *hook);
 
 /* **** hmemreg_export.c **** */
 long hmemreg_ioc_export(struct hmemreg_ctx *ctx, struct hmemreg_export *arg,
-			  void __user *uarg, u32 outsize);
+			void __user *uarg, u32 outsize);
 u32 hmemreg_buf_provider(const struct dma_buf *dmabuf);
 
 /* **** hmemreg_provider.c **** */

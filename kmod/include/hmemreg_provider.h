@@ -157,7 +157,8 @@ void hmemreg_provider_unregister(struct hmemreg_provider *prov);
  * ledger id. The caller publishes the dma-buf (fd) as its very last step.
  */
 struct dma_buf *hmemreg_buf_create(struct hmemreg_provider *prov, void *priv,
-			       const struct hmemreg_export_desc *desc, u64 *id);
+				   const struct hmemreg_export_desc *desc,
+				   u64 *id);
 
 /*
  * Helpers for providers whose memory is a page array. Map builds segments
