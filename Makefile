@@ -1,7 +1,8 @@
 # hmemreg: the one entry point.
 #   make            build kmod/hmemreg.ko, libhmemreg, tools and tests
 #   make deps       install the Debian packages everything needs
-#   make test       every test lane this machine can run, one summary
+#   make test       every test lane this machine can run, one summary, then the
+#                   module's lanes under each of TEST_KERNELS (tests/kernels/run)
 #   make test-debug the VM suites under a debug kernel (KASAN, kmemleak, lockdep...;
 #                   first run builds it, ~20 min on 2 cores; not part of make test)
 #   make test-debug-broken  deliberately broken modules must fail that lane
@@ -21,12 +22,15 @@ DESTDIR ?=
 KVER    ?= $(shell $(MAKE) -s -C kmod print-kver)
 KDIR    ?= $(shell $(MAKE) -s -C kmod print-kver KVER=$(KVER) >/dev/null; $(MAKE) -s -C kmod print-kdir KVER=$(KVER))
 JOBS    ?= $(shell nproc)
+# Debian kernels besides the one kmod/ builds for that make test boots the
+# module's lanes on (tools/debian-kernel fetches them; docs/kernels.md).
+TEST_KERNELS ?= 6.12.118+deb12-amd64
 
 # Debian 12 packages for build, tests and demo.
 DEPS := build-essential cmake pkg-config file cpio xz-utils kmod iproute2 \
 	linux-headers-amd64 linux-image-amd64 linux-source-6.1 qemu-system-x86 busybox-static \
 	libfabric-dev libfabric-bin rdma-core libibverbs-dev ibverbs-utils \
-	libnl-3-dev libnl-genl-3-dev libcriterion-dev dkms sparse \
+	libnl-3-dev libnl-genl-3-dev libcriterion-dev dkms sparse dwarves e2fsprogs \
 	libucx-dev libhwloc-dev libnuma-dev iperf3 perftest \
 	flex bison bc libelf-dev libssl-dev \
 	nlohmann-json3-dev libcli11-dev jq gnuplot-nox \
@@ -62,7 +66,8 @@ deps:
 
 test: deps
 	$(MAKE) all
-	tests/run
+	rc=0; tests/run || rc=1; \
+	[ -z "$(TEST_KERNELS)" ] || tests/kernels/run $(TEST_KERNELS) || rc=1; exit $$rc
 
 test-host: all
 	tests/run host

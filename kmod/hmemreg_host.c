@@ -2,9 +2,14 @@
 /*
  * Provider "host": the calling process's own pages, pinned long-term for
  * the life of the dma-buf and charged to its RLIMIT_MEMLOCK. Any mapping
- * the caller may read (or write, for a writable export) works: anonymous,
- * shared memory, or a regular file.
+ * the caller may read works: anonymous, shared memory, or a regular file.
+ * A writable export takes any the caller may write except a shared
+ * writable mapping of a file its filesystem writes back (ext4, xfs...):
+ * see hmemreg_host_dirty_tracked().
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/backing-dev.h>
 #include <linux/mm.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
@@ -32,6 +37,49 @@ static int hmemreg_host_check(struct hmemreg_ctx *ctx,
 	return desc->handle ? -EINVAL : 0;
 }
 
+/*
+ * Pages of a shared writable file mapping that the filesystem tracks for
+ * writeback (it is told of writes, or writes the pages back) cannot be
+ * pinned for long with write access: the filesystem would write back or
+ * reclaim pages under a device writing them. 6.5 and later refuse such a
+ * pin (EFAULT from inside GUP); older kernels allowed it, unsafely. The
+ * test mirrors the kernel's (vma_needs_dirty_tracking()), so that every
+ * kernel refuses the same exports, up front and with their own errno.
+ */
+static bool hmemreg_host_dirty_tracked(struct vm_area_struct *vma)
+{
+	const struct vm_operations_struct *ops = vma->vm_ops;
+
+	if ((vma->vm_flags & (VM_SHARED | VM_WRITE)) != (VM_SHARED | VM_WRITE))
+		return false;
+	if (ops && (ops->page_mkwrite || ops->pfn_mkwrite))
+		return true;
+	return !(vma->vm_flags & VM_PFNMAP) && vma->vm_file &&
+	       mapping_can_writeback(vma->vm_file->f_mapping);
+}
+
+/* Refuse a writable export of any dirty-tracked mapping in the range. */
+static int hmemreg_host_check_writable(u64 addr, u64 len)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	int ret = 0;
+
+	mmap_read_lock(mm);
+	for (vma = find_vma(mm, addr); vma && vma->vm_start < addr + len;
+	     vma = find_vma(mm, vma->vm_end)) {
+		if (hmemreg_host_dirty_tracked(vma)) {
+			pr_info_ratelimited("%s[%d]: a writable export of a shared file mapping (%pD) is refused: its filesystem writes the pages back; export it read-only or map it MAP_PRIVATE\n",
+					    current->comm, task_tgid_nr(current),
+					    vma->vm_file);
+			ret = -EOPNOTSUPP;
+			break;
+		}
+	}
+	mmap_read_unlock(mm);
+	return ret;
+}
+
 /**
  * hmemreg_host_create() - pin [addr, addr + len) of the calling process
  * @ctx:  unused (the pages are the calling process's)
@@ -39,7 +87,9 @@ static int hmemreg_host_check(struct hmemreg_ctx *ctx,
  *        write
  *
  * Return: the provider object, or ERR_PTR(-EFAULT) when the range is not
- * fully mapped (with write permission if writable), ERR_PTR(-ENOMEM).
+ * fully mapped (with write permission if writable), ERR_PTR(-EOPNOTSUPP)
+ * when writable and a shared file mapping in it is dirty-tracked,
+ * ERR_PTR(-ENOMEM).
  */
 static void *hmemreg_host_create(struct hmemreg_ctx *ctx,
 				 const struct hmemreg_export_desc *desc)
@@ -54,6 +104,11 @@ static void *hmemreg_host_create(struct hmemreg_ctx *ctx,
 
 	if (addr + len > TASK_SIZE || npages > INT_MAX)
 		return ERR_PTR(-EFAULT);
+	if (writable) {
+		ret = hmemreg_host_check_writable(addr, len);
+		if (ret)
+			return ERR_PTR(ret);
+	}
 	if (hmemreg_should_fail(HMEMREG_FAIL_ALLOC))
 		return ERR_PTR(-ENOMEM);
 	h = kzalloc(sizeof(*h), GFP_KERNEL_ACCOUNT);

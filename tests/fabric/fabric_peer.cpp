@@ -62,7 +62,7 @@ static Bytes unhex(const std::string &h)
 	return v;
 }
 
-static std::vector<TransferRef> write_slots(Engine &e, const Region &r, uint8_t *buf, size_t size,
+static std::vector<TransferRef> write_slots(Facade &e, const Region &r, uint8_t *buf, size_t size,
 					    const std::string &args)
 {
 	std::istringstream in(args);
@@ -122,7 +122,7 @@ int main(int argc, char **argv)
 		std::memset(mem, 0, size);
 		std::unique_ptr<void, void (*)(void *)> hold(mem, std::free); // outlives the engine below
 		auto *buf = static_cast<uint8_t *>(mem);
-		Engine e(c);
+		Facade e(c);
 		auto r = e.register_region(buf, size);
 		e.on_notify([&](const Notification &n) {
 			uint64_t h = 0xcbf29ce484222325ull;

@@ -84,7 +84,7 @@ struct Inbox {
 		guard_->in = nullptr;
 	}
 
-	void attach(Engine &e)
+	void attach(Facade &e)
 	{
 		e.on_notify([g = guard_](const Notification &n) {
 			std::lock_guard gl(g->mu);
@@ -115,13 +115,13 @@ private:
 
 // Until pred() or the timeout; drives progress of caller-driven engines.
 template <class Pred> bool eventually(Pred pred, std::chrono::milliseconds timeout = 20s,
-				       std::vector<Engine *> drive = {})
+				       std::vector<Facade *> drive = {})
 {
 	auto end = std::chrono::steady_clock::now() + timeout;
 	while (!pred()) {
 		if (std::chrono::steady_clock::now() > end)
 			return false;
-		for (Engine *e : drive)
+		for (Facade *e : drive)
 			e->progress();
 		if (drive.empty())
 			std::this_thread::sleep_for(100us);
@@ -146,7 +146,7 @@ struct Pair {
 				  "no writer index within 10 s");
 	}
 	explicit Pair(const std::string &prov) : Pair(loopback(prov), loopback(prov)) {}
-	Engine a, b;
+	Facade a, b;
 	Inbox in_a, in_b;
 	PeerId b_at_a = 0, a_at_b = 0;
 };

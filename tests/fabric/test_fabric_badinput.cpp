@@ -71,7 +71,7 @@ PROVIDER_TEST(badinput, rejected_writes_post_nothing)
 	expect_error([&] { f.p.a.write(f.p.b_at_a, std::vector<Chunk>{{nullptr, 0, 1, 0}}, f.desc); },
 		     HMEMREG_EINVAL, "no local region");
 	// A descriptor of another engine than the peer's.
-	Engine other(loopback(prov));
+	Facade other(loopback(prov));
 	Buffer ob(4096);
 	auto oreg = other.register_region(ob.data(), ob.len);
 	expect_error([&] { f.p.a.write(f.p.b_at_a, one, other.descriptor(*oreg)); }, HMEMREG_EINVAL,
@@ -114,14 +114,14 @@ Test(badinput, provider_missing_fails_clearly)
 {
 	Config c;
 	c.provider = "no-such-provider";
-	expect_error([&] { Engine e(c); }, HMEMREG_ENOTSUP, "no-such-provider");
+	expect_error([&] { Facade e(c); }, HMEMREG_ENOTSUP, "no-such-provider");
 	Config z = loopback("shm");
 	z.rails = 0;
-	expect_error([&] { Engine e(z); }, HMEMREG_EINVAL, "rails");
+	expect_error([&] { Facade e(z); }, HMEMREG_EINVAL, "rails");
 }
 
 Test(badinput, peer_of_another_provider)
 {
-	Engine a(loopback("shm")), b(loopback("tcp;ofi_rxm"));
+	Facade a(loopback("shm")), b(loopback("tcp;ofi_rxm"));
 	expect_error([&] { a.add_peer(b.address()); }, HMEMREG_EINVAL, "provider 'tcp;ofi_rxm'");
 }

@@ -96,7 +96,7 @@ PROVIDER_TEST(control, burst_without_bundles)
 
 PROVIDER_TEST(control, message_from_unknown_sender)
 {
-	Engine a(loopback(prov)), b(loopback(prov));
+	Facade a(loopback(prov)), b(loopback(prov));
 	Inbox in;
 	in.attach(b);
 	PeerId pb = a.add_peer(b.address()); // b never adds a
@@ -110,7 +110,7 @@ PROVIDER_TEST(control, message_from_unknown_sender)
 
 PROVIDER_TEST(control, warmup_connects)
 {
-	Engine a(loopback(prov)), b(loopback(prov));
+	Facade a(loopback(prov)), b(loopback(prov));
 	PeerId pb = a.add_peer(b.address(), true);
 	cr_assert_neq(pb, 0u);
 	cr_assert(a.stats()[0].sends_posted >= 1, "warm-up sent nothing");
@@ -119,20 +119,20 @@ PROVIDER_TEST(control, warmup_connects)
 PROVIDER_TEST(control, several_peers_at_once)
 {
 	const int n = 3;
-	Engine target(loopback(prov));
+	Facade target(loopback(prov));
 	Inbox in;
 	in.attach(target);
 	Buffer dst(n << 20);
 	auto rd = target.register_region(dst.data(), dst.len);
 	auto desc = target.descriptor(*rd);
-	std::vector<std::unique_ptr<Engine>> src;
+	std::vector<std::unique_ptr<Facade>> src;
 	std::vector<std::thread> th;
 	std::atomic<int> ok{0};
 	for (int i = 0; i < n; i++)
-		src.push_back(std::make_unique<Engine>(loopback(prov)));
+		src.push_back(std::make_unique<Facade>(loopback(prov)));
 	for (int i = 0; i < n; i++) {
 		th.emplace_back([&, i] {
-			Engine &e = *src[i];
+			Facade &e = *src[i];
 			Buffer b(1 << 20);
 			fill(b.data(), b.len, 1000 + i);
 			auto r = e.register_region(b.data(), b.len);
@@ -161,7 +161,7 @@ PROVIDER_TEST(control, add_remove_peers_mid_stream)
 {
 	Config ca = loopback(prov);
 	ca.queue_depth = 4; // keep most of the stream queued when removing
-	Engine a(ca), b(loopback(prov)), c(loopback(prov));
+	Facade a(ca), b(loopback(prov)), c(loopback(prov));
 	Inbox inb, inc;
 	inb.attach(b);
 	inc.attach(c);
@@ -263,7 +263,7 @@ PROVIDER_TEST(control, max_transfers_bounds_memory)
 	Config ca = loopback(prov, 0); // no progress: nothing completes meanwhile
 	ca.max_transfers = 8;
 	Buffer buf(4096); // outlives the engines: b may still be receiving
-	Engine a(ca), b(loopback(prov));
+	Facade a(ca), b(loopback(prov));
 	Inbox inb;
 	inb.attach(b);
 	auto rs = a.register_region(buf.data(), buf.len);

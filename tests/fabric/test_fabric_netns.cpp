@@ -27,7 +27,7 @@ Test(netns, write_and_send_across_veth, .timeout = 120)
 	PeerProcess peer({"ip", "netns", "exec", ns, FABRIC_PEER, "tcp;ofi_rxm", theirs, std::to_string(size)});
 	Config c = loopback("tcp;ofi_rxm");
 	c.node = mine;
-	Engine a(c);
+	Facade a(c);
 	cr_assert(a.caps().fabric.find(mine) != std::string::npos || a.caps().fabric.find("/") != std::string::npos,
 		  "%s", a.caps().describe().c_str());
 	PeerId p = a.add_peer(peer.address, true);

@@ -21,7 +21,7 @@ static Config imm4(unsigned peer_timeout_ms = 10000)
 }
 
 // The writer-side state of `peer` inside engine `e`.
-static std::shared_ptr<PeerState> peer_state(Engine &e, PeerId peer)
+static std::shared_ptr<PeerState> peer_state(Facade &e, PeerId peer)
 {
 	return TestAccess::impl(e).find_peer(peer);
 }
@@ -31,7 +31,7 @@ Test(notify, config_checked)
 	Config c = imm4();
 	c.imm_data_bytes = 3;
 	try {
-		Engine e(c);
+		Facade e(c);
 		cr_assert_fail("imm_data_bytes 3 accepted");
 	} catch (const hmemreg::Error &e) {
 		cr_assert_eq(e.code(), HMEMREG_EINVAL);
@@ -39,7 +39,7 @@ Test(notify, config_checked)
 	}
 	Config m = imm4();
 	m.notify = Config::Notify::Message;
-	Engine e(m);
+	Facade e(m);
 	cr_assert(!e.caps().notify_immediate);
 	cr_assert_eq(e.caps().imm_key_bytes, 0u);
 	cr_assert(e.caps().describe().find("Config::notify is Message") != std::string::npos, "%s",
@@ -51,7 +51,7 @@ Test(notify, config_checked)
 // the right writer, tag, byte and chunk count.
 Test(notify, two_writers_never_confused, .timeout = 120)
 {
-	Engine a(imm4()), c(imm4()), b(imm4());
+	Facade a(imm4()), c(imm4()), b(imm4());
 	Inbox in;
 	in.attach(b);
 	const PeerId b_at_a = a.add_peer(b.address()), b_at_c = c.add_peer(b.address());
@@ -72,7 +72,7 @@ Test(notify, two_writers_never_confused, .timeout = 120)
 	auto rc = c.register_region(sc.data(), sc.len);
 	auto rd = b.register_region(dst.data(), dst.len);
 	const Bytes desc = b.descriptor(*rd);
-	auto writer = [&](Engine &e, PeerId to, const RegionRef &r, size_t nch, size_t len, size_t base,
+	auto writer = [&](Facade &e, PeerId to, const RegionRef &r, size_t nch, size_t len, size_t base,
 			  uint64_t tag0, std::vector<TransferRef> &out) {
 		for (size_t t = 0; t < n; t++) {
 			std::vector<Chunk> ch;
@@ -127,7 +127,7 @@ Test(notify, two_writers_never_confused, .timeout = 120)
 // Asking again (the writer re-adds the target) gets the same index.
 Test(notify, message_until_index_then_immediate, .timeout = 120)
 {
-	Engine a(imm4()), b(imm4());
+	Facade a(imm4()), b(imm4());
 	Inbox in;
 	in.attach(b);
 	PeerId b_at_a = a.add_peer(b.address());
@@ -193,7 +193,7 @@ Test(notify, message_until_index_then_immediate, .timeout = 120)
 // it; a's own transfers are still notified, named a's.
 Test(notify, foreign_index_never_counted, .timeout = 120)
 {
-	Engine a(imm4()), c(imm4()), b(imm4(500));
+	Facade a(imm4()), c(imm4()), b(imm4(500));
 	Inbox in;
 	in.attach(b);
 	const PeerId b_at_a = a.add_peer(b.address()), b_at_c = c.add_peer(b.address());
@@ -240,7 +240,7 @@ Test(notify, foreign_index_never_counted, .timeout = 120)
 // is then counted afresh.
 Test(notify, stale_arrival_dropped_before_its_key_returns, .timeout = 120)
 {
-	Engine a(imm4()), c(imm4()), b(imm4(60000)); // no expiry during the test
+	Facade a(imm4()), c(imm4()), b(imm4(60000)); // no expiry during the test
 	Inbox in;
 	in.attach(b);
 	const PeerId b_at_a = a.add_peer(b.address()), b_at_c = c.add_peer(b.address());
@@ -295,7 +295,7 @@ Test(notify, stale_arrival_dropped_before_its_key_returns, .timeout = 120)
 // notifying it with Done messages.
 Test(notify, full_table_refuses_writer, .timeout = 120)
 {
-	Engine a(imm4()), b(imm4());
+	Facade a(imm4()), b(imm4());
 	Inbox in;
 	in.attach(b);
 	{
@@ -331,7 +331,7 @@ Test(notify, full_table_refuses_writer, .timeout = 120)
 // forgot it) asks again on a later write, and then gets its index.
 Test(notify, dropped_join_asked_again, .timeout = 120)
 {
-	Engine a(imm4()), b(imm4());
+	Facade a(imm4()), b(imm4());
 	Inbox in;
 	in.attach(b);
 	const PeerId b_at_a = a.add_peer(b.address());
@@ -381,7 +381,7 @@ Test(notify, tiny_max_message_still_announces, .timeout = 120)
 	c.notify = Config::Notify::Immediate;
 	c.max_message = 4;
 	c.stage_device_memory = false;
-	Engine a(c), b(c);
+	Facade a(c), b(c);
 	Inbox in;
 	in.attach(b);
 	const PeerId b_at_a = a.add_peer(b.address());

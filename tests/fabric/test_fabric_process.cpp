@@ -28,7 +28,7 @@ static size_t open_fds()
 NOTIFY_TEST(process, write_to_other_process)
 {
 	PeerProcess peer(peer_cmd(prov, 8 << 20));
-	Engine a(loopback(prov));
+	Facade a(loopback(prov));
 	PeerId p = a.add_peer(peer.address, true);
 	if (a.caps().imm_key_bytes == 4) {
 		// The peer assigns our writer index once it has added us.
@@ -68,7 +68,7 @@ PROVIDER_TEST(process, peer_killed_mid_transfer)
 		Config ca = loopback(prov);
 		ca.peer_timeout_ms = 2000;
 		Buffer src(4 << 20), dc(4 << 20); // outlive the engines
-		Engine a(ca), c(loopback(prov));
+		Facade a(ca), c(loopback(prov));
 		Inbox inc;
 		inc.attach(c);
 		fill(src.data(), src.len, 21);
@@ -154,7 +154,7 @@ NOTIFY_TEST(process, writer_killed_never_notifies_falsely)
 	Config cb = loopback(prov);
 	cb.peer_timeout_ms = 1000;
 	Buffer dst(n * slot); // outlives the engine
-	Engine b(cb);
+	Facade b(cb);
 	Inbox in;
 	in.attach(b);
 	auto rd = b.register_region(dst.data(), dst.len);
@@ -213,7 +213,7 @@ Test(process, target_destroyed_with_its_writer_frozen_mid_write, .timeout = 120)
 	Config cb = loopback(prov);
 	cb.peer_timeout_ms = 300;
 	Buffer dst(n * slot); // outlives the engine
-	auto b = std::make_unique<Engine>(cb);
+	auto b = std::make_unique<Facade>(cb);
 	Inbox in;
 	in.attach(*b);
 	auto rd = b->register_region(dst.data(), dst.len);

@@ -32,7 +32,7 @@ static Config rxe()
 
 Test(rxe, reports_and_sizes_from_device_limits, .timeout = 300)
 {
-	Engine e(rxe());
+	Facade e(rxe());
 	const Capabilities &c = e.caps();
 	cr_log_info("%s", c.describe().c_str());
 	cr_assert_eq(c.provider, "verbs;ofi_rxm");
@@ -271,7 +271,7 @@ const char *monitor_name()
 }
 
 // The engine's cache uses the monitor the lane asked for (none unseen).
-void expect_monitor(Engine &e)
+void expect_monitor(Facade &e)
 {
 	const std::string want = monitor_name(), d = e.caps().describe();
 	const char *says = want == "kmod" ? "monitor hmemreg.ko" : want == "uffd" ? "monitor userfaultfd" : "";

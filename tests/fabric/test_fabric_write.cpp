@@ -12,7 +12,7 @@ using namespace fx;
 
 PROVIDER_TEST(write, reports_choice)
 {
-	Engine e(loopback(prov));
+	Facade e(loopback(prov));
 	const Capabilities &c = e.caps();
 	cr_assert_eq(c.provider, prov, "chose provider %s, asked %s", c.provider.c_str(), prov.c_str());
 	cr_assert(c.rma);
@@ -148,7 +148,7 @@ PROVIDER_TEST(write, scattered_one_chunk_per_write)
 	scattered(prov, 1, 1000, 8192, 1);
 }
 
-static uint64_t writes_posted(Engine &e)
+static uint64_t writes_posted(Facade &e)
 {
 	uint64_t n = 0;
 	for (const RailStats &s : e.stats())
@@ -294,7 +294,7 @@ NOTIFY_TEST(write, many_in_flight)
 
 NOTIFY_TEST(write, notify_mode_reported)
 {
-	Engine e(loopback(prov));
+	Facade e(loopback(prov));
 	const bool imm = notify_mode() == Config::Notify::Immediate;
 	cr_assert_eq(e.caps().notify_immediate, imm);
 	cr_assert(e.caps().cq_data_size >= 8, "%s has %zu B of CQ data", prov.c_str(), e.caps().cq_data_size);

@@ -34,6 +34,12 @@ script=$HMEMREG_TOP/tests/gpu/nccl_torch.py
 out=${HMEMREG_GPU_OUT:-$(mktemp -d)}
 mkdir -p "$out"
 limit=${HMEMREG_NCCL_TORCH_LIMIT:-60}
+only=${HMEMREG_NCCL_TORCH_ONLY:-}
+extra=${HMEMREG_NCCL_TORCH_EXTRA:-}
+with_mps=${HMEMREG_NCCL_TORCH_MPS:-0}
+# The suite's own knobs stop here: in the ranks the plugin would warn that
+# they are not settings (they share its HMEMREG_NCCL_ prefix).
+unset HMEMREG_NCCL_TORCH_LIMIT HMEMREG_NCCL_TORCH_ONLY HMEMREG_NCCL_TORCH_EXTRA HMEMREG_NCCL_TORCH_MPS
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 lf2=""
 if libfabric2_env >/dev/null; then
@@ -90,12 +96,12 @@ rc=0
 run() { # label ranks-on-one-gpu(0|1) env...
 	local label=$1 one=$2 port pg waited=0 pids
 	shift 2
-	case " ${HMEMREG_NCCL_TORCH_ONLY:-$label} " in *" $label "*) ;; *) return 0 ;; esac
+	case " ${only:-$label} " in *" $label "*) ;; *) return 0 ;; esac
 	port=$((29600 + RANDOM % 300))
-	# shellcheck disable=SC2086 # HMEMREG_NCCL_TORCH_EXTRA: more VAR=value words
+	# shellcheck disable=SC2086 # $extra (HMEMREG_NCCL_TORCH_EXTRA): more VAR=value words
 	# From the output folder: python -m puts the working folder first on
 	# sys.path, and the checkout's top folders must not shadow a module.
-	(cd "$out" && exec setsid env "$@" ${HMEMREG_NCCL_TORCH_EXTRA:-} HMEMREG_ONE_GPU="$one" HMEMREG_RUN_LABEL="$label" MASTER_PORT="$port" \
+	(cd "$out" && exec setsid env "$@" $extra HMEMREG_ONE_GPU="$one" HMEMREG_RUN_LABEL="$label" MASTER_PORT="$port" \
 		python3 -m torch.distributed.run --nproc_per_node=2 --master_port="$port" "$script" \
 		>"$out/$label.jsonl" 2>"$out/$label.log") &
 	pg=$!
@@ -165,7 +171,7 @@ round() { # suffix one-gpu(0|1)
 }
 
 round "" 1
-if [ "${HMEMREG_NCCL_TORCH_MPS:-0}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
+if [ "$with_mps" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
 	mps=$(mktemp -d)
 	export CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log
 	mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"

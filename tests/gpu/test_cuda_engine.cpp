@@ -68,7 +68,7 @@ bool expect_direct(const char *provider)
 	return v && ("," + std::string(v) + ",").find("," + p + ",") != std::string::npos;
 }
 
-void check_path(const Engine &e, const char *provider)
+void check_path(const Facade &e, const char *provider)
 {
 	const bool direct = expect_direct(provider);
 	GPU_ASSERT(e.caps().hmem == direct, "%s: expected the %s path; device memory: %s", provider,
@@ -167,7 +167,7 @@ bool wait_flag(const std::atomic<int> &f, int seconds)
 [[noreturn]] void target(const char *provider, int device, int in, int out)
 {
 	const Driver &d = drv(device);
-	Engine b(config(provider));
+	Facade b(config(provider));
 	size_t src_len, dst_len;
 	auto chunks = scatter(nullptr, src_len, dst_len);
 	CUdeviceptr dst = device_fill(d, dst_len, false);
@@ -205,7 +205,7 @@ void device_to_device_between_processes(const char *provider, int src_dev = 0, i
 	const Driver &d = drv(src_dev);
 	Bytes addr = get_blob(from_t[0]);
 	Bytes desc = get_blob(from_t[0]);
-	Engine a(config(provider));
+	Facade a(config(provider));
 	check_path(a, provider);
 	const bool direct = expect_direct(provider);
 	PeerId peer = a.add_peer(addr, true);
@@ -259,11 +259,20 @@ void device_to_device_between_processes(const char *provider, int src_dev = 0, i
 			salt ? " (after cuMemFree + cuMemAlloc)" : "",
 			direct ? (ps.device_regs_dmabuf ? "FI_MR_DMABUF" : ("by address: " + ps.device_address_why).c_str())
 			       : "");
-		// Whether hmemreg.ko wrapped the DMA-BUFs (its pin ledger sees them), and why not.
-		if (direct && ps.device_regs_dmabuf)
+		// Whether hmemreg.ko wrapped the DMA-BUFs (its pin ledger sees them),
+		// and why not. Without the module every one is registered unwrapped
+		// and says so.
+		if (direct && ps.device_regs_dmabuf) {
+			if (access("/dev/hmemreg", F_OK) != 0)
+				GPU_ASSERT(ps.device_regs_wrapped == 0 && !ps.device_wrap_why.empty(),
+					   "no /dev/hmemreg, yet %llu wrapped (why: '%s')",
+					   (unsigned long long)ps.device_regs_wrapped, ps.device_wrap_why.c_str());
 			GPU_LOG("%s: %llu of %llu DMA-BUF registrations wrapped by hmemreg.ko%s%s", provider,
 				(unsigned long long)ps.device_regs_wrapped, (unsigned long long)ps.device_regs_dmabuf,
 				ps.device_wrap_why.empty() ? "" : "; not wrapped: ", ps.device_wrap_why.c_str());
+		} else if (direct) {
+			GPU_LOG("%s: no DMA-BUF registration, nothing for hmemreg.ko to wrap", provider);
+		}
 	}
 	int st;
 	waitpid(pid, &st, 0);
@@ -323,7 +332,7 @@ GPU_TEST(engine_cuda, two_gpus_two_processes)
 GPU_TEST(engine_cuda, host_and_device_mixed)
 {
 	const Driver &d = drv();
-	Engine a(config("shm")), b(config("shm"));
+	Facade a(config("shm")), b(config("shm"));
 	check_path(a, "shm");
 	const bool direct = expect_direct("shm");
 	std::atomic<int> notified{0};
@@ -395,7 +404,7 @@ GPU_TEST(engine_cuda, vmm_target)
 	GPU_ASSERT(d.cuMemSetAccess(p, n, &acc, 1) == CUDA_SUCCESS);
 	GPU_ASSERT(d.cuMemsetD8(p, 0, n) == CUDA_SUCCESS);
 
-	Engine a(config("shm")), b(config("shm"));
+	Facade a(config("shm")), b(config("shm"));
 	std::atomic<int> notified{0};
 	b.on_notify([&](const Notification &) { notified = 1; });
 	PeerId peer = a.add_peer(b.address(), true);
@@ -419,7 +428,7 @@ GPU_TEST(engine_cuda, vmm_target)
 GPU_TEST(engine_cuda, bad_input)
 {
 	const Driver &d = drv();
-	Engine a(config("shm"));
+	Facade a(config("shm"));
 	auto code_of = [&](void *p, size_t n) {
 		try {
 			a.register_region(p, n);
@@ -446,7 +455,7 @@ GPU_TEST(engine_cuda, bad_input)
 	need.require_hmem = true;
 	int code = 0;
 	try {
-		Engine e(need);
+		Facade e(need);
 		GPU_LOG("tcp with require_hmem: %s", e.caps().device_memory.c_str());
 	} catch (const Error &e) {
 		code = e.code();
@@ -458,7 +467,7 @@ GPU_TEST(engine_cuda, bad_input)
 	// Staging off where the provider has no FI_HMEM: device memory refused.
 	Config no = config("tcp;ofi_rxm");
 	no.stage_device_memory = false;
-	Engine direct_only(no);
+	Facade direct_only(no);
 	GPU_ASSERT(direct_only.caps().device_memory.find("refused") != std::string::npos);
 	CUdeviceptr q;
 	GPU_ASSERT(d.cuMemAlloc(&q, 1 << 20) == CUDA_SUCCESS);

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Settings as an application sees them: the library's load-time code against
 # the environment (through the shared library), mr_cache_stat --env, and the
-# sources reading no HMEMREG_* name that the settings table lacks.
+# sources reading no HMEMREG_* name that the settings table lacks, and the
+# NCCL plugin's numeric defaults as the table has them.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 probe=$HMEMREG_BUILD/tests/unit/settings_probe
@@ -48,4 +49,18 @@ listed=$(jq -r '.settings[].name' <<<"$json")
 read_names=$(grep -rhoE --exclude-dir=settings '"HMEMREG_[A-Z0-9_]+"' "$HMEMREG_TOP/userlib/src" "$HMEMREG_TOP/plugins" | tr -d '"' | sort -u)
 missing=$(comm -23 <(echo "$read_names") <(echo "$listed" | sort -u))
 [ -z "$missing" ] && echo "ok: every name read is a listed setting" || fail "read but not in the settings table: $missing"
+
+# The plugin's numeric defaults (config.hpp: "x = N; // NAME: ...") are the table's.
+compared=0 before=$bad
+while read -r name value; do
+	listed_default=$(jq -r --arg n "HMEMREG_NCCL_$name" '.settings[] | select(.name == $n) | .default' <<<"$json")
+	compared=$((compared + 1))
+	[ "${listed_default%% *}" = "$value" ] ||
+		fail "HMEMREG_NCCL_$name: the plugin's default is $value, the settings table says '$listed_default'"
+done < <(perl -ne 'print "$2 $1\n" if m{=\s*([0-9]+)\s*;\s*//\s*([A-Z_]+):}' "$HMEMREG_TOP/plugins/nccl/src/config.hpp")
+if [ $compared -lt 3 ]; then
+	fail "found $compared plugin defaults in config.hpp to compare (expected SPEED_MBPS, LATENCY_US, MAX_REQUESTS, ...)"
+elif [ $bad = "$before" ]; then
+	echo "ok: the plugin's $compared numeric defaults are the table's"
+fi
 exit $bad

@@ -144,6 +144,54 @@ Test(export, file_backed_range)
 	hm_assert_ledger_idle();
 }
 
+/*
+ * A file on a disk filesystem (tests/vm.d/10-kmod.sh mounts ext4 on a loop
+ * device at HMEMREG_EXT4_DIR): its pages are written back, so a shared
+ * writable mapping of it cannot be exported writable on any kernel; read-only
+ * or MAP_PRIVATE it can.
+ */
+Test(export, disk_file_shared_mapping_not_writable)
+{
+	const char *dir = getenv("HMEMREG_EXT4_DIR");
+
+	if (!dir)
+		cr_skip_test("needs HMEMREG_EXT4_DIR, an ext4 mount (tests/vm.d/10-kmod.sh)");
+	char path[256];
+	snprintf(path, sizeof(path), "%s/export-XXXXXX", dir);
+	int fd = hm_open(), ffd = mkstemp(path);
+
+	cr_assert_geq(ffd, 0, "%s: %s", path, strerror(errno));
+	unlink(path);
+	cr_assert_eq(ftruncate(ffd, 2 * PG), 0);
+	char *f = mmap(NULL, 2 * PG, PROT_READ | PROT_WRITE, MAP_SHARED, ffd, 0);
+	cr_assert_neq(f, MAP_FAILED);
+	f[PG + 3] = 7;
+	cr_assert_eq(hm_export_host(fd, f, 2 * PG, HMEMREG_EXPORT_WRITE, 3, NULL), -EOPNOTSUPP);
+	cr_assert_eq(hm_export_host(fd, f + PG, PG, HMEMREG_EXPORT_WRITE, 3, NULL), -EOPNOTSUPP,
+		     "any page of such a mapping");
+	int dfd = hm_export_host(fd, f, 2 * PG, 0, 3, NULL);
+	cr_assert_geq(dfd, 0, "read-only: %s", strerror(-dfd));
+	char *m = mmap(NULL, 2 * PG, PROT_READ, MAP_SHARED, dfd, 0);
+	cr_assert_neq(m, MAP_FAILED);
+	cr_assert_eq(m[PG + 3], 7);
+	munmap(m, 2 * PG);
+	close(dfd);
+	char *p = mmap(NULL, 2 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE, ffd, 0);
+	cr_assert_neq(p, MAP_FAILED);
+	dfd = hm_export_host(fd, p, 2 * PG, HMEMREG_EXPORT_WRITE, 4, NULL);
+	cr_assert_geq(dfd, 0, "MAP_PRIVATE, writable: %s", strerror(-dfd));
+	m = mmap(NULL, 2 * PG, PROT_READ, MAP_SHARED, dfd, 0);
+	cr_assert_neq(m, MAP_FAILED);
+	cr_assert_eq(m[PG + 3], 7, "the private copy starts as the file");
+	munmap(m, 2 * PG);
+	close(dfd);
+	munmap(p, 2 * PG);
+	munmap(f, 2 * PG);
+	close(ffd);
+	close(fd);
+	hm_assert_ledger_idle();
+}
+
 Test(export, readonly_memory_cannot_be_exported_writable)
 {
 	int fd = hm_open();

@@ -2,25 +2,76 @@
 /*
  * libhmemreg transfer engine: zero-copy RDMA WRITE of scattered chunks between
  * processes over libfabric, with dynamic peers and small control messages.
+ * What it does, for callers; hmemreg/engine.hpp is the same in C++ types.
  *
- *   engine   one or more rails (NICs) of one provider; its address is a blob
- *   peer     added from the peer engine's address blob, removable at any time
+ *   engine   one or more rails (a rail: fabric, domain, endpoint, CQ and AV
+ *            on one NIC) of one provider; its address is a blob
+ *   peer     added from the peer engine's address blob at any time, removable
+ *            at any time (no static world); a removed or dead peer fails only
+ *            its own operations
  *   region   local memory registered on every rail; its descriptor is a blob
- *            the application ships to peers (address, length, keys)
+ *            (address, length, one key per rail) the application ships to
+ *            peers however it likes
  *   write    chunks (local region+offset+len -> remote offset in a descriptor);
- *            one RDMA WRITE per chunk (small chunks may share one), striped
- *            over rails; completes once for the caller (callback and/or xfer
- *            handle: the source buffers may be reused) and once for the
- *            target (notify callback with the writer's tag: the data is in
- *            place). Only the target's notify says the data landed: where the
- *            provider has remote CQ data, the caller's completion can come
- *            first (see enum hmemreg_engine_notify).
- *   send     a control message; the target's message callback gets it
+ *            one RDMA WRITE per chunk (split above max_write; small chunks of
+ *            one rail share a write, up to write_iov of them), chunks striped
+ *            round-robin over rails; completes once for the caller (callback
+ *            and/or xfer handle) and once for the target (notify callback
+ *            with the writer's tag, once every byte is in place)
+ *   send     a control message; the target's message callback gets it, from
+ *            pre-posted, recycled receive buffers
  *
- * Every function returns 0 or a negative HMEMREG_E* code; on failure,
- * hmemreg_engine_last_error() gives the message for the calling thread.
- * Callbacks run on the thread driving progress (a progress thread, or the
- * caller of hmemreg_engine_progress / hmemreg_xfer_wait).
+ * How the target learns a write completed (hmemreg_engine_config.notify):
+ *  - immediate (providers with remote CQ data): every write carries a key
+ *    naming the transfer as remote CQ data, and a small Announce message (tag,
+ *    key, number of writes) goes out with the writes, not after them. The
+ *    target counts the key's writes and notifies once it has the Announce and
+ *    exactly that many. Writes are transmit-complete: the writer's completion
+ *    means its buffers may be reused, not that the target has the data; only
+ *    the target's notify says that. Keys: with 8 B of CQ data (tcp;ofi_rxm,
+ *    shm) the writer's engine id and a sequence; with 4 B (verbs, efa) an
+ *    index the target assigned this writer and a sequence. A writer asks each
+ *    peer for its index when adding it (the peer answers once it has added
+ *    the writer too; a write still without one asks again, at most once a
+ *    second); until the answer comes, or if the target refused (its table of
+ *    4095 writers is full), writes to that peer use message mode
+ *    (hmemreg_engine_immediate_to says which applies).
+ *  - message (any provider): writes are delivery-complete, and once all
+ *    completed the writer sends a Done message; the writer's completion then
+ *    also means the target was told.
+ * Write order is never relied on: completions are counted.
+ *
+ * Queues and memory: each rail has a queue of its own; what the provider
+ * refuses with -FI_EAGAIN (or what exceeds the rail's queue depth) stays
+ * queued and is posted on a later progress turn, in batches. At most
+ * max_transfers transfers are active; beyond that writes and sends return
+ * -HMEMREG_EAGAIN.
+ *
+ * Progress: progress_threads threads (rails split among them, pinned to CPUs
+ * near their NIC where hwloc knows the NIC's PCI locality), or none and the
+ * caller drives hmemreg_engine_progress / hmemreg_xfer_wait.
+ *
+ * Device (CUDA) memory: registered directly where the provider has FI_HMEM
+ * and registers CUDA memory (a probe at creation); a target with such
+ * regions waits for the device copies the provider queued on its legacy
+ * stream before it notifies (shm's cudaMemcpy returns before a device to
+ * device copy ran). Otherwise (Debian's and Ubuntu's libfabric 1.17) staged:
+ * the region gets a pinned host mirror that the NIC reads and writes. A write
+ * from a staged region copies each piece device-to-host on a CUDA stream and
+ * posts the piece's writes as soon as its copy is done (the next piece copies
+ * while this one is on the wire); a write to a staged region lands in the
+ * target's mirror, and each piece is copied host-to-device as soon as its
+ * writes are in place. The target's notify comes once every piece is in
+ * device memory; the writer's completion and the target's notify mean what
+ * they mean for host memory. HMEMREG_ENGINE_TEXT_DEVICE_MEMORY and
+ * hmemreg_engine_path_stats say which path was taken.
+ *
+ * Every function returns 0 or a negative HMEMREG_E* code and all but
+ * hmemreg_engine_destroy are thread-safe; on failure, hmemreg_engine_last_error() gives the message for the calling
+ * thread, and nothing was posted. Callbacks run on the thread driving
+ * progress (a progress thread, or the caller of hmemreg_engine_progress /
+ * hmemreg_xfer_wait), never with an engine lock held, so they may call back
+ * into the engine.
  */
 #ifndef HMEMREG_ENGINE_H
 #define HMEMREG_ENGINE_H

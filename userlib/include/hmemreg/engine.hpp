@@ -25,14 +25,12 @@
 #include <vector>
 
 #include <hmemreg/engine.h>
+#include <hmemreg/engine_types.hpp>
 #include <hmemreg/error.hpp>
 
 namespace hmemreg {
 
-using Bytes = std::vector<uint8_t>;
-using PeerId = uint64_t;           // engine-local handle of a peer, never 0
-constexpr PeerId kUnknownPeer = 0; // messages from a sender not added here
-using Chunk = hmemreg_chunk;       // local region handle + offset + len -> remote offset
+using Chunk = hmemreg_chunk; // local region handle + offset + len -> remote offset
 
 namespace engine_detail {
 

@@ -15,11 +15,11 @@ using namespace hmemreg;
 using namespace hmemreg::engine;
 
 struct hmemreg_engine {
-	std::unique_ptr<Engine> e;
+	std::unique_ptr<Facade> e;
 };
 struct hmemreg_region {
 	RegionRef r;
-	Engine *owner;
+	Facade *owner;
 	// Memory kind, found on the first hmemreg_region_info.
 	mutable std::once_flag classified;
 	mutable uint32_t iface = HMEMREG_IFACE_HOST;
@@ -216,7 +216,7 @@ int hmemreg_engine_create(const struct hmemreg_engine_config *cfg, hmemreg_engin
 	return guard([&] {
 		Config c = to_config(*cfg);
 		auto h = std::make_unique<hmemreg_engine>();
-		h->e = std::make_unique<Engine>(c);
+		h->e = std::make_unique<Facade>(c);
 		*out = h.release();
 		return 0;
 	});
@@ -543,9 +543,9 @@ int hmemreg_engine_sendv_flags(hmemreg_engine_t *engine, uint64_t peer, const st
 	if (const uint32_t unknown = flags & ~uint32_t{HMEMREG_SEND_TRANSMIT_COMPLETE | HMEMREG_SEND_BORROW})
 		return fail(HMEMREG_EINVAL, ("unknown send flags " + std::to_string(unknown) +
 					     " (defined: HMEMREG_SEND_TRANSMIT_COMPLETE, HMEMREG_SEND_BORROW)").c_str());
-	const auto completion = (flags & HMEMREG_SEND_TRANSMIT_COMPLETE) ? Engine::SendCompletion::Transmitted
-									  : Engine::SendCompletion::Delivered;
-	const auto how = (flags & HMEMREG_SEND_BORROW) ? Engine::SendBody::Borrowed : Engine::SendBody::Copied;
+	const auto completion = (flags & HMEMREG_SEND_TRANSMIT_COMPLETE) ? Facade::SendCompletion::Transmitted
+									  : Facade::SendCompletion::Delivered;
+	const auto how = (flags & HMEMREG_SEND_BORROW) ? Facade::SendBody::Borrowed : Facade::SendBody::Copied;
 	for (size_t i = 0; i < niov; i++)
 		if (!iov[i].base && iov[i].len)
 			return fail(HMEMREG_EINVAL, ("iov[" + std::to_string(i) + "].base is NULL").c_str());

@@ -2,7 +2,7 @@
 // The engine's rooms, composed. Calls run one way:
 //   write -> (staging ->) notifier's writer side -> core: plan -> rails
 //   rail progress -> dispatcher -> notifier or staging -> delivery -> application
-// Engine (facade.cpp) is the facade: it validates and routes.
+// Facade (facade.cpp) validates and routes.
 #pragma once
 
 #include <atomic>
@@ -22,7 +22,7 @@
 
 namespace hmemreg::engine {
 
-struct Engine::Impl {
+struct Facade::Impl {
 	Core core;               // rails, admission, completion, progress of a rail
 	Peers peers;             // table, retiring, watchdog
 	Delivery delivery;       // the application's handlers
@@ -48,7 +48,7 @@ struct Engine::Impl {
 
 // Tests only: the engine's internals (e.g. to send forged control messages).
 struct TestAccess {
-	static Engine::Impl &impl(Engine &e) { return *e.impl_; }
+	static Facade::Impl &impl(Facade &e) { return *e.impl_; }
 };
 
 } // namespace hmemreg::engine

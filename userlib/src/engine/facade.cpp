@@ -13,7 +13,7 @@
 #include "fabric/abi.hpp"
 #include "hmem/cuda_memory.hpp"
 #include "hmemreg/cache.h"
-#include "mrcache/export_table.hpp"
+#include "export/export_table.hpp"
 
 namespace hmemreg::engine {
 
@@ -21,7 +21,7 @@ namespace {
 
 // The engine whose progress turn this thread is in (callbacks run there):
 // drain() from such a callback would wait for itself.
-thread_local const Engine::Impl *in_turn = nullptr;
+thread_local const Facade::Impl *in_turn = nullptr;
 
 // A turn's event lists, per thread and nesting depth (a callback may drive
 // progress itself): they keep their capacity from turn to turn, where a
@@ -33,7 +33,7 @@ struct TurnEvents {
 
 } // namespace
 
-Engine::Impl::Impl(const Config &c)
+Facade::Impl::Impl(const Config &c)
 	: core(c, random_id()), peers(core.cfg.peer_timeout_ms), message(core.id, peers, delivery, dispatcher),
 	  immediate(core, peers, delivery, dispatcher), staging(core, peers, delivery, dispatcher)
 {
@@ -42,7 +42,7 @@ Engine::Impl::Impl(const Config &c)
 	});
 }
 
-size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
+size_t Facade::Impl::turn(std::span<const unsigned> rail_ids)
 {
 	TurnEvents *te = thread_scratch<TurnEvents>();
 	Events own; // only once this thread's scratch is gone (at exit)
@@ -99,7 +99,7 @@ size_t Engine::Impl::turn(std::span<const unsigned> rail_ids)
 	return n;
 }
 
-size_t Engine::Impl::caller_turn()
+size_t Facade::Impl::caller_turn()
 {
 	// Writes on their way here (announced, not all in place): the core's
 	// choice and every rail they take, since a quiet rail, polled only now
@@ -112,7 +112,7 @@ size_t Engine::Impl::caller_turn()
 	return turn(core.caller_rails(ids, expected));
 }
 
-void Engine::Impl::settle()
+void Facade::Impl::settle()
 {
 	const auto start = std::chrono::steady_clock::now();
 	int quiet = 0;
@@ -122,7 +122,7 @@ void Engine::Impl::settle()
 	}
 }
 
-TransferRef Engine::Impl::write_direct(const std::shared_ptr<PeerState> &p, std::span<const Chunk> chunks,
+TransferRef Facade::Impl::write_direct(const std::shared_ptr<PeerState> &p, std::span<const Chunk> chunks,
 				       const wire::RegionDescriptor &d, uint64_t tag, TransferCallback done)
 {
 	direct_writes++;
@@ -141,7 +141,7 @@ TransferRef Engine::Impl::write_direct(const std::shared_ptr<PeerState> &p, std:
 
 // ---- public interface
 
-Engine::Engine(const Config &config) : impl_(std::make_unique<Impl>(config))
+Facade::Facade(const Config &config) : impl_(std::make_unique<Impl>(config))
 {
 	Impl *im = impl_.get();
 	Core &core = im->core;
@@ -167,7 +167,7 @@ Engine::Engine(const Config &config) : impl_(std::make_unique<Impl>(config))
 	core.caps.progress = core.threads->describe();
 }
 
-Engine::~Engine()
+Facade::~Facade()
 {
 	Impl *im = impl_.get();
 	Core &core = im->core;
@@ -201,10 +201,10 @@ Engine::~Engine()
 	}
 }
 
-const Capabilities &Engine::caps() const { return impl_->core.caps; }
-uint64_t Engine::id() const { return impl_->core.id; }
+const Capabilities &Facade::caps() const { return impl_->core.caps; }
+uint64_t Facade::id() const { return impl_->core.id; }
 
-Bytes Engine::address() const
+Bytes Facade::address() const
 {
 	wire::PeerAddress a;
 	a.engine_id = impl_->core.id;
@@ -219,7 +219,7 @@ uint64_t peer_engine_id(std::span<const uint8_t> address)
 	return wire::decode_address(address).engine_id;
 }
 
-PeerId Engine::add_peer(std::span<const uint8_t> address, bool warmup, std::chrono::milliseconds timeout)
+PeerId Facade::add_peer(std::span<const uint8_t> address, bool warmup, std::chrono::milliseconds timeout)
 {
 	Impl *im = impl_.get();
 	Core &core = im->core;
@@ -248,7 +248,7 @@ PeerId Engine::add_peer(std::span<const uint8_t> address, bool warmup, std::chro
 	return p->id;
 }
 
-void Engine::remove_peer(PeerId peer)
+void Facade::remove_peer(PeerId peer)
 {
 	Impl *im = impl_.get();
 	auto p = im->peers.remove(peer);
@@ -256,12 +256,12 @@ void Engine::remove_peer(PeerId peer)
 	im->core.doom_epoch++;
 }
 
-bool Engine::immediate_to(PeerId peer) const
+bool Facade::immediate_to(PeerId peer) const
 {
 	return impl_->immediate.immediate_to(*impl_->peers.find(peer));
 }
 
-bool Engine::drain(PeerId peer, std::chrono::milliseconds timeout)
+bool Facade::drain(PeerId peer, std::chrono::milliseconds timeout)
 {
 	Impl *im = impl_.get();
 	if (in_turn == im)
@@ -280,9 +280,9 @@ bool Engine::drain(PeerId peer, std::chrono::milliseconds timeout)
 	return true;
 }
 
-size_t Engine::peer_count() const { return impl_->peers.count(); }
+size_t Facade::peer_count() const { return impl_->peers.count(); }
 
-RegionRef Engine::register_region(void *addr, size_t len)
+RegionRef Facade::register_region(void *addr, size_t len)
 {
 	Impl *im = impl_.get();
 	Core &core = im->core;
@@ -313,7 +313,7 @@ RegionRef Engine::register_region(void *addr, size_t len)
 	return std::make_shared<RegionImpl>(core.id, addr, len, std::move(holders), std::move(reg));
 }
 
-RegionRef Engine::register_export(const ::hmemreg_export_handle *exp, size_t offset, size_t len)
+RegionRef Facade::register_export(const ::hmemreg_export_handle *exp, size_t offset, size_t len)
 {
 	Core &core = impl_->core;
 	mr::Request rq;
@@ -329,7 +329,7 @@ RegionRef Engine::register_export(const ::hmemreg_export_handle *exp, size_t off
 	return std::make_shared<RegionImpl>(core.id, addr, len, std::move(holders), std::move(reg));
 }
 
-Bytes Engine::descriptor(const Region &region) const
+Bytes Facade::descriptor(const Region &region) const
 {
 	const Core &core = impl_->core;
 	auto *r = dynamic_cast<const RegionImpl *>(&region);
@@ -349,7 +349,7 @@ Bytes Engine::descriptor(const Region &region) const
 	return wire::encode(d);
 }
 
-TransferRef Engine::write(PeerId peer, std::span<const Chunk> chunks, std::span<const uint8_t> remote, uint64_t tag,
+TransferRef Facade::write(PeerId peer, std::span<const Chunk> chunks, std::span<const uint8_t> remote, uint64_t tag,
 			  TransferCallback done)
 {
 	Impl *im = impl_.get();
@@ -405,12 +405,12 @@ TransferRef Engine::write(PeerId peer, std::span<const Chunk> chunks, std::span<
 	return im->write_direct(p, chunks, d, tag, std::move(done));
 }
 
-TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, TransferCallback done)
+TransferRef Facade::send(PeerId peer, std::span<const uint8_t> data, TransferCallback done)
 {
 	return send(peer, data, {}, std::move(done));
 }
 
-TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, std::span<const uint8_t> body,
+TransferRef Facade::send(PeerId peer, std::span<const uint8_t> data, std::span<const uint8_t> body,
 			 TransferCallback done, SendCompletion completion, SendBody how)
 {
 	Core &core = impl_->core;
@@ -431,11 +431,11 @@ TransferRef Engine::send(PeerId peer, std::span<const uint8_t> data, std::span<c
 	return x;
 }
 
-void Engine::on_message(std::function<void(const Message &)> fn) { impl_->delivery.set_on_message(std::move(fn)); }
+void Facade::on_message(std::function<void(const Message &)> fn) { impl_->delivery.set_on_message(std::move(fn)); }
 
-void Engine::on_notify(std::function<void(const Notification &)> fn) { impl_->delivery.set_on_notify(std::move(fn)); }
+void Facade::on_notify(std::function<void(const Notification &)> fn) { impl_->delivery.set_on_notify(std::move(fn)); }
 
-size_t Engine::progress()
+size_t Facade::progress()
 {
 	Core &core = impl_->core;
 	if (core.threads && core.threads->backs_off())
@@ -443,7 +443,7 @@ size_t Engine::progress()
 	return impl_->caller_turn();
 }
 
-bool Engine::wait(const Transfer &t, std::chrono::milliseconds timeout)
+bool Facade::wait(const Transfer &t, std::chrono::milliseconds timeout)
 {
 	auto &x = static_cast<const TransferImpl &>(t);
 	if (impl_->core.threads)
@@ -459,7 +459,7 @@ bool Engine::wait(const Transfer &t, std::chrono::milliseconds timeout)
 	return true;
 }
 
-PathStats Engine::path_stats() const
+PathStats Facade::path_stats() const
 {
 	PathStats s = impl_->staging.path_stats();
 	s.direct_writes = impl_->direct_writes.load(std::memory_order_relaxed);
@@ -477,7 +477,7 @@ PathStats Engine::path_stats() const
 	return s;
 }
 
-std::vector<RailStats> Engine::stats() const
+std::vector<RailStats> Facade::stats() const
 {
 	std::vector<RailStats> v;
 	for (auto &r : impl_->core.rails)

@@ -1,76 +1,6 @@
 // SPDX-License-Identifier: MIT
-// hmemreg::engine: zero-copy transfers between processes over libfabric.
-//
-// Model
-//  - An Engine owns one or more rails (a rail = fabric + domain + endpoint +
-//    CQ + AV on one NIC). Its address() is a serializable blob; a peer is
-//    added from such a blob at any time and removed at any time (no static
-//    world). A removed or dead peer fails only its own operations.
-//  - register_region() registers local memory on every rail; descriptor()
-//    turns it into a blob (address, length, one key per rail) that the
-//    application ships to peers however it likes.
-//  - write() moves a scatter list of chunks (local region + offset + len ->
-//    remote descriptor + offset): one RDMA WRITE per chunk (split above
-//    max_write; small chunks of one rail share a write, up to write_iov of
-//    them), chunks striped round-robin over rails. The
-//    caller gets one completion per transfer (callback and/or Transfer handle);
-//    the target gets one Notification carrying the caller's tag once every
-//    byte is in place. Two ways to tell the target (Config::notify):
-//     - immediate (providers with remote CQ data): every write carries a key
-//       naming the transfer as remote CQ data, and a
-//       small Announce message (tag, key, number of writes) goes out with the
-//       writes, not after them. The target counts the key's writes and
-//       notifies once it has the Announce and exactly that many. Writes are
-//       transmit-complete: the writer's completion means its buffers may be
-//       reused (and the provider took every write), not that the target has
-//       the data; only the target's notification says that.
-//       Keys: with 8 B of CQ data (tcp;ofi_rxm, shm) the writer's engine id
-//       stamp and a sequence; with 4 B (verbs, efa) an index the target
-//       assigned this writer and a sequence. A writer asks each peer for its
-//       index when adding it (the peer answers once it has added the writer
-//       too; a write still without one asks again, at most once a second);
-//       until the answer comes, or if the target refused (its table of 4095
-//       writers is full), writes to that peer use message mode.
-//       immediate_to() says which applies.
-//     - message (any provider): writes are delivery-complete, and once all
-//       completed the writer sends a Done message; the writer's completion
-//       then also means the target was told.
-//    Write order is never relied on: completions are counted.
-//  - send() posts a small control message; peers receive it through
-//    on_message() from pre-posted, recycled receive buffers.
-//  - Each rail has an application-level queue: what the provider refuses with
-//    -FI_EAGAIN (or what exceeds the rail's queue depth) stays queued and is
-//    posted on a later progress turn, in batches. Memory is bounded: at most
-//    Config::max_transfers transfers are active; beyond that write()/send()
-//    throw Error(HMEMREG_EAGAIN).
-//  - Progress: Config::progress_threads threads (rails split among them,
-//    pinned to CPUs near their NIC when hwloc knows the NIC's PCI locality), or
-//    0 threads and the caller drives progress() / wait().
-//
-//  - Device (CUDA) memory: registered directly where the provider has FI_HMEM
-//    and registers CUDA memory (a probe at creation); a target with such
-//    regions waits for the device copies the provider queued on its legacy
-//    stream before it notifies (shm's cudaMemcpy returns before a device to
-//    device copy ran);
-//    otherwise (Debian's and Ubuntu's libfabric 1.17) staged: the region gets a
-//    pinned host mirror that the NIC reads and writes. A write from a staged
-//    region copies each piece device-to-host on a CUDA stream and posts the
-//    piece's RDMA writes as soon as its copy is done (the next piece copies
-//    while this one is on the wire); a write to a staged region lands in the
-//    target's mirror, and each piece is copied host-to-device as soon as its
-//    writes are in place (a Landed notice per piece). The target's
-//    Notification comes once every piece is in device memory. The writer's
-//    completion means its buffers may be reused; the target's notification
-//    means the data is in place (as for host memory). caps().device_memory
-//    and path_stats() say which path was taken.
-//
-// Threading: every public method is thread-safe. Callbacks run on the thread
-// that drives progress (a progress thread or the caller of progress()/wait()),
-// never with an engine lock held, so they may call back into the engine.
-//
-// Errors: bad input and fabric failures throw hmemreg::Error (code() is a
-// positive HMEMREG_E* value, what() says what was wrong). Nothing is posted
-// when a call throws.
+// The engine behind the C API (c_api.cpp); what it does: hmemreg/engine.h.
+// It throws hmemreg::Error where the C API returns the code.
 #pragma once
 
 #include <chrono>
@@ -83,14 +13,15 @@
 #include <vector>
 
 #include "fabric/error.hpp"
+#include "hmemreg/engine_types.hpp"
 
 struct hmemreg_export_handle; // hmemreg/export.h
 
 namespace hmemreg::engine {
 
-using Bytes = std::vector<uint8_t>;
-using PeerId = uint64_t;              // engine-local handle of a peer, never 0
-constexpr PeerId kUnknownPeer = 0;    // messages from a sender not added here
+using hmemreg::Bytes;
+using hmemreg::kUnknownPeer;
+using hmemreg::PeerId;
 
 struct Config {
 	// libfabric provider, e.g. "tcp;ofi_rxm", "shm", "verbs;ofi_rxm". Empty:
@@ -167,7 +98,7 @@ struct Config {
 	static constexpr unsigned kPeerTimeoutDefaultMs = 10000;
 	static constexpr unsigned kPeerTimeoutMaxMs = 86'400'000; // a day
 	unsigned peer_timeout_ms = kPeerTimeoutDefault;
-	// How the target learns a write is complete (see Model above). Auto:
+	// How the target learns a write is complete (hmemreg/engine.h). Auto:
 	// immediate where the provider has remote CQ data (8 B: writer-stamped
 	// keys; 4 B: target-assigned writer index), else message. Immediate on a
 	// provider with less than 4 B fails creation (HMEMREG_ENOTSUP).
@@ -225,7 +156,7 @@ struct Capabilities {
 	std::string describe() const;
 };
 
-class Engine;
+class Facade;
 class Region;
 class Transfer;
 using RegionRef = std::shared_ptr<Region>;
@@ -238,7 +169,7 @@ public:
 	virtual ~Region() = default;
 	virtual void *addr() const = 0;
 	virtual size_t length() const = 0;
-	// Device memory moved through a pinned host mirror (see above).
+	// Device memory moved through a pinned host mirror (hmemreg/engine.h).
 	virtual bool staged() const = 0;
 };
 
@@ -323,18 +254,18 @@ struct PathStats {
 	std::string device_wrap_why;
 };
 
-class Engine {
+class Facade {
 public:
-	explicit Engine(const Config &config);
+	explicit Facade(const Config &config);
 	// Stops the progress threads, then fails every unfinished transfer
 	// (HMEMREG_EBUSY) and runs its callback here: once it returns, no callback
 	// of this engine runs any more, and none is still running. Over ofi_rxm,
 	// an engine that still had partial arrivals from a writer, or dropped one
 	// after peer_timeout_ms, keeps its endpoints open (unprogressed) until the
 	// process ends: closing them can crash libfabric (see facade.cpp).
-	~Engine();
-	Engine(const Engine &) = delete;
-	Engine &operator=(const Engine &) = delete;
+	~Facade();
+	Facade(const Facade &) = delete;
+	Facade &operator=(const Facade &) = delete;
 
 	const Capabilities &caps() const;
 	uint64_t id() const;               // random, unique per engine instance

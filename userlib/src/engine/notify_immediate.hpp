@@ -54,7 +54,7 @@ public:
 	static constexpr uint32_t kAnyRail = ~0u;
 	static constexpr int64_t kLiveNs = 100'000'000;
 	// Whether closing the endpoints may meet a remote write half received
-	// from a writer that broke (facade.cpp, ~Engine).
+	// from a writer that broke (facade.cpp, ~Facade).
 	bool writer_broke();
 	void stats(PathStats &s);
 

@@ -21,7 +21,7 @@
 #include "fabric/abi.hpp"
 #include "fabric/info.hpp"
 #include "hmem/cuda_memory.hpp"
-#include "mrcache/export_table.hpp"
+#include "export/export_table.hpp"
 #include "settings/settings.hpp"
 
 namespace hmemreg::engine {

@@ -119,7 +119,7 @@ public:
 	// buffers and their MR, domain, fabric): they stay open, unprogressed,
 	// until the process ends. For an engine torn down after a peer broke
 	// mid-write, where closing crashes libfabric's ofi_rxm (facade.cpp,
-	// Engine::~Engine). Call only once nothing drives progress any more.
+	// Facade::~Facade). Call only once nothing drives progress any more.
 	// The endpoint may still hold operations whose contexts and buffers
 	// point into transfers freed (or recycled) since: writes' segments, and
 	// control messages sent from the transfer's own bytes where buffers need

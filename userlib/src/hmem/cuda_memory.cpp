@@ -152,17 +152,20 @@ int export_dmabuf(const PointerInfo &info, UniqueFd &fd, std::string *why)
 		return -HMEMREG_ENOTSUP;
 	}
 	const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-	if (info.kind != MemKind::device || (info.base | info.size) & (page - 1)) {
-		set_why(why, "DMA-BUF export needs page-aligned device memory");
+	if (info.kind != MemKind::device || info.base & (page - 1)) {
+		set_why(why, "DMA-BUF export needs device memory that starts on a page");
 		return -HMEMREG_EINVAL;
 	}
+	// The driver exports whole pages; an allocation's size need not be one
+	// (NCCL rounds the same way). Registrations still cover the allocation only.
+	const uint64_t len = (info.size + page - 1) & ~(page - 1);
 	int rc = use_device(info.device);
 	if (rc) {
 		set_why(why, "cannot make a context current on CUDA device " + std::to_string(info.device));
 		return rc;
 	}
 	int raw = -1;
-	CUresult r = d.cuMemGetHandleForAddressRange(&raw, static_cast<CUdeviceptr>(info.base), info.size,
+	CUresult r = d.cuMemGetHandleForAddressRange(&raw, static_cast<CUdeviceptr>(info.base), len,
 						     CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
 	if (r != CUDA_SUCCESS) {
 		set_why(why, "cuMemGetHandleForAddressRange(DMA_BUF_FD): " + error_text(r) +

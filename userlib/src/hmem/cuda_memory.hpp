@@ -44,9 +44,9 @@ int classify(const void *addr, size_t len, PointerInfo &out, std::string *why = 
 // every hit for CUDA memory. 0 means "not a live CUDA allocation".
 uint64_t buffer_id(const void *addr);
 
-// Export [base, base+size) of device memory as a DMA-BUF fd. base and size
-// must be page aligned (the driver requires it); the caller passes the whole
-// allocation. Costs tens of microseconds: cache the result.
+// Export [base, base+size rounded up to a page) of device memory as a DMA-BUF
+// fd; base must be page aligned (the driver requires it). The caller passes
+// the whole allocation. Costs tens of microseconds: cache the result.
 int export_dmabuf(const PointerInfo &info, UniqueFd &fd, std::string *why = nullptr);
 
 // A small device allocation for probes (cuMemAlloc on `device`, freed with

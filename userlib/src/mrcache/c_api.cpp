@@ -11,7 +11,7 @@
 #include "hmem/cuda_memory.hpp"
 #include "hmemreg/hmemreg.h"
 #include "mrcache/cache_hit.inl"
-#include "mrcache/export_table.hpp"
+#include "export/export_table.hpp"
 #include "mrcache/fabric_registrar.hpp"
 
 struct hmemreg_cache {

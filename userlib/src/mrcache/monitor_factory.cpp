@@ -5,7 +5,7 @@
 #include "settings/settings.hpp"
 #include "hmemreg/hmemreg.h"
 #include "hmem/cuda_monitor.hpp"
-#include "mrcache/export_table.hpp"
+#include "export/export_table.hpp"
 #include "mrcache/kmod_monitor.hpp"
 #include "mrcache/monitor_factory.hpp"
 #include "mrcache/uffd_monitor.hpp"

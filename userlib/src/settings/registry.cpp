@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Every HMEMREG_* setting of the project, in one table: what mr_cache_stat
 // --env lists, what the load-time typo check knows. A setting read anywhere
-// (library or plugin) is listed here; tests/host.d/10-unit.sh checks that
+// (library or plugin) is listed here; tests/host.d/12-settings.sh checks that
 // every name the sources read is in this table. At load, each HMEMREG_*
 // variable that is not a setting is reported once.
 #include <algorithm>
@@ -46,9 +46,9 @@ constexpr std::array<hmemreg_setting, 32> kSettings = {{
 	{"HMEMREG_NCCL_RAILS", "4 on tcp, else 1", "nccl", "number", "rails (endpoints) of the engine, 1-16"},
 	{"HMEMREG_NCCL_PROGRESS_THREADS", "one per rail", "nccl", "number",
 	 "progress threads, 0-16 (0: NCCL's calls drive progress)"},
-	{"HMEMREG_NCCL_SPEED_MBPS", "provider's", "nccl", "number", "link speed reported to NCCL"},
-	{"HMEMREG_NCCL_LATENCY_US", "provider's", "nccl", "number", "latency reported to NCCL"},
-	{"HMEMREG_NCCL_MAX_REQUESTS", "provider's", "nccl", "number", "requests in flight per comm (1-65536)"},
+	{"HMEMREG_NCCL_SPEED_MBPS", "100000", "nccl", "number", "link speed reported to NCCL, Mbps"},
+	{"HMEMREG_NCCL_LATENCY_US", "0", "nccl", "number", "latency reported to NCCL, microseconds"},
+	{"HMEMREG_NCCL_MAX_REQUESTS", "256", "nccl", "number", "requests in flight per comm (1-65536)"},
 	{"HMEMREG_NCCL_MAX_WRITE", "0 (engine's)", "nccl", "size", "largest single RDMA write"},
 	{"HMEMREG_NCCL_NOTIFY", "auto", "nccl", "auto|immediate|message", "how the receiver learns a write landed"},
 	{"HMEMREG_NCCL_STALL_MS", "0", "nccl", "ms", "log the plugin's state once when a request waits this long (0: off)"},

@@ -170,7 +170,12 @@ struct hmemreg_version {
  *   EINVAL     unknown @provider; @len 0; @addr/@len not page aligned;
  *              @addr + @len overflows; @handle non-zero for HOST;
  *              HMEMREG_EXPORT_WATCH with DEVMEM
- *   EOPNOTSUPP DEVMEM requested but the pool is off (devmem_mb=0)
+ *   EOPNOTSUPP DEVMEM requested but the pool is off (devmem_mb=0);
+ *              HOST with HMEMREG_EXPORT_WRITE: the range has a shared
+ *              writable mapping of a file its filesystem writes back
+ *              (ext4, xfs...; tmpfs, memfd and hugetlbfs are fine): such
+ *              pages cannot be pinned for device writes (6.5 on refuse
+ *              it in the kernel itself); export read-only or MAP_PRIVATE
  *   EFAULT     HOST: range not fully mapped, or mapped without write
  *              permission while HMEMREG_EXPORT_WRITE is set, or not
  *              pinnable (VM_IO/VM_PFNMAP)

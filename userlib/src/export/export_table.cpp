@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "mrcache/export_table.hpp"
+#include "export/export_table.hpp"
 
 #include <algorithm>
 #include <atomic>

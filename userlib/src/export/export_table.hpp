@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// hmemreg.ko exports as a memory kind of the registration cache
-// (hmemreg/export.h is the C API).
+// hmemreg.ko's exports for this process: the /dev/hmemreg client behind
+// the C API hmemreg/export.h, and the exports' memory kind of the
+// registration cache (whose namespace it keeps: the cache calls it).
 //
 // The process's exports live in one table, on one /dev/hmemreg fd of its
 // own (DEVMEM handles and export watches belong to the fd that made them).
