@@ -311,7 +311,8 @@ Test(nccl_plugin, bad_input_is_an_error, .timeout = 60)
 			CHECK_RC(p.deregMr()(rc, junk), ncclInternalError);
 			CHECK_RC(p.isend()(rc, junk, 4, 0, nullptr, nullptr, &req), ncclInternalError);
 			Buf buf(1 << 16);
-			// Device memory and DMA-BUFs are not offered (ptrSupport HOST).
+			// Device memory is not offered (ptrSupport HOST), nor registered
+			// by a DMA-BUF fd that is no hmemreg.ko export.
 			CHECK_RC(p.regMr()(rc, buf.data(), buf.len, NCCL_PTR_CUDA, &mh), ncclInvalidUsage);
 			CHECK(mh == nullptr);
 			CHECK_RC(p.regMrDmaBuf()(rc, buf.data(), buf.len, NCCL_PTR_CUDA, 0, 3, &mh), ncclInvalidUsage);

@@ -3,7 +3,9 @@
 # devmem pool, hmemreg's rdma_rxe.ko (softroce/build-rxe: reg_user_mr_dmabuf)
 # on a veth, rdma-core's libibverbs + rxe provider with reg_dmabuf_mr
 # (softroce/build-rdma-core) through LD_LIBRARY_PATH; then
-# tests/rxe/test_rxe_dmabuf, the ledger must be idle, and both modules unload.
+# tests/rxe/test_rxe_dmabuf, the NCCL plugin registering devmem exports
+# through regMrDmaBuf with read-back flushes (hmemreg_bench nccl --mem
+# export), the ledger must be idle, and both modules unload.
 # While a process holds export registrations, mr_cache_stat --exports joins
 # its caches' rows to the ledger (rxe0 pins them); after it dies, nothing.
 set -eu
@@ -58,6 +60,25 @@ if [ -n "$lf2" ]; then
 		grep -A1 "#bytes" /tmp/ibwb.log || echo "ib_write_bw did not run"
 		kill "$ibsrv" 2>/dev/null || true
 		wait "$ibsrv" 2>/dev/null || true
+	fi
+	# The NCCL plugin as NCCL drives GPU buffers over a NIC (GPUDirect RDMA):
+	# devmem exports handed to regMrDmaBuf by fd (rxe0 imports them), every
+	# byte checked, each receive flushed by iflush with a read-back (an
+	# fi_read from the rail's own endpoint) that must complete.
+	echo "---- hmemreg_bench nccl --mem export (the plugin on verbs;ofi_rxm, rxe0): regMrDmaBuf + read-back flush"
+	nlog=/tmp/nccl-export.log
+	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH timeout 300 \
+		"$HMEMREG_BUILD/tools/hmemreg_bench" nccl --mem export --provider "verbs;ofi_rxm" --node 10.217.0.1 \
+		--sizes 4k,64k,1m --lat-sizes 8,64k --window 4 --repeat 1 --seconds 0.2 --no-ref --json >"$nlog" 2>&1 &&
+		nrc=0 || nrc=$?
+	cat "$nlog"
+	flushed=$(sed -n 's/.*: \([0-9]*\) receives read back by iflush/\1/p' "$nlog")
+	rows=$(grep -c '"checked_bytes":[1-9]' "$nlog" || true)
+	if [ "$nrc" = 0 ] && [ "$(wc -w <<<"$flushed")" = 2 ] && ! grep -qw 0 <<<"$flushed" && [ "$rows" -ge 5 ]; then
+		echo "ok nccl --mem export: $rows rows with every byte checked, read-backs per rank: $(echo $flushed)"
+	else
+		echo "FAIL: nccl --mem export (exit $nrc): read-backs per rank '$(echo $flushed)', $rows checked rows"
+		bad=$((bad + 1))
 	fi
 	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH "$HMEMREG_BUILD/tests/rxe/test_rxe_export" 10.217.0.1 hold \
 		>/tmp/export-hold.log 2>&1 &

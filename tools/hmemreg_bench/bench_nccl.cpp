@@ -10,7 +10,7 @@
 //                      [--provider P] [--node ADDR]
 //                      [--window W] [--sizes a,b,...] [--lat-sizes a,b,...] [--seconds S]
 //                      [--repeat N] [--iters N] [--no-ref] [--no-bw] [--no-lat] [--log warn|info]
-//                      [--mem host|cuda]
+//                      [--mem host|cuda|export]
 //
 // As NCCL does: the table is ncclNetPlugin_v11, else _v10; init gets a
 // logger; devices and properties are read before listen; each direction is
@@ -26,6 +26,12 @@
 // registered as NCCL_PTR_CUDA (the plugin must offer it: FI_HMEM); patterns
 // are written and checked through host copies, after an iflush, as NCCL
 // flushes a GPU receive. Run it next to --mem host for the host reference.
+// --mem export: both ranks' buffers are hmemreg.ko devmem exports (the
+// module's emulated device memory) handed to regMrDmaBuf by their DMA-BUF
+// fd as NCCL_PTR_DMABUF, as NCCL hands over a GPU buffer's; every receive is
+// flushed with iflush, which must post a read-back (a request) that
+// completes, and checked through the export's CPU mapping (the VM's
+// Soft-RoCE lane: the NIC imports the DMA-BUF).
 #include <algorithm>
 #include <chrono>
 #include <cstdarg>
@@ -46,7 +52,9 @@
 #include "cli.hpp"
 #include "nccl_net_abi.h"
 #include "reference_tools.hpp"
+#include "xfer_target.hpp"
 #include "cuda_driver.hpp"
+#include <hmemreg/export.h>
 
 namespace {
 
@@ -187,6 +195,10 @@ struct Net {
 	{
 		return HMEMREG_NET_CALL(regMr, comm, p, n, type, mh);
 	}
+	ncclResult_t reg_dmabuf(void *comm, void *p, size_t n, int fd, void **mh)
+	{
+		return HMEMREG_NET_CALL(regMrDmaBuf, comm, p, n, NCCL_PTR_DMABUF, 0, fd, mh);
+	}
 	ncclResult_t flush(void *rc, void *p, size_t n, void *mh, void **rq)
 	{
 		int sizes[1] = {static_cast<int>(n)};
@@ -256,9 +268,12 @@ struct Rank {
 	void *smh = nullptr, *rmh = nullptr;
 	uint64_t checked = 0; // bytes this rank verified
 	bool cuda = false;	      // sbuf/rbuf are device pointers (--mem cuda)
+	bool exports = false;	      // sbuf/rbuf are devmem exports' mappings (--mem export)
+	hmemreg_export_t *sexp = nullptr, *rexp = nullptr;
+	uint64_t read_backs = 0;      // iflushes that posted a read-back (--mem export)
 	std::vector<uint8_t> scratch; // host copy of a device message
 
-	Rank(bool init, bool on_gpu) : initiator(init), cuda(on_gpu) {}
+	Rank(bool init, const std::string &mem) : initiator(init), cuda(mem == "cuda"), exports(mem == "export") {}
 
 	// The pattern written, a slot cleared, a message checked: in place for
 	// host memory, through a host copy for device memory.
@@ -290,6 +305,17 @@ struct Rank {
 	// The first wrong byte, n if none; a device receive is flushed first.
 	size_t check_msg(const uint8_t *p, size_t n, uint64_t seed)
 	{
+		if (exports) { // the NIC wrote device memory: read back, then look
+			void *rq = nullptr;
+			if (net.flush(rc, const_cast<uint8_t *>(p), n, rmh, &rq) != ncclSuccess || !rq ||
+			    !wait(rq, n, Clock::now() + std::chrono::seconds(30), false)) {
+				std::fprintf(stderr, "nccl bench [%s]: iflush of a %zu-byte receive %s\n", g_log_label, n,
+					     rq ? "failed" : "posted no read-back");
+				return 0;
+			}
+			read_backs++;
+			return first_wrong(p, n, seed);
+		}
 		if (!cuda)
 			return first_wrong(p, n, seed);
 		void *rq = nullptr;
@@ -467,6 +493,7 @@ struct Rank {
 		ncclNetProperties_v11_t props;
 		TRY(net.properties(&props));
 		net.name = props.name ? props.name : "?";
+		// Exports: host memory to NCCL (no CUDA), registered by DMA-BUF.
 		if (!(props.ptrSupport & (cuda ? NCCL_PTR_CUDA : NCCL_PTR_HOST))) {
 			std::fprintf(stderr, "nccl bench [%s]: device 0 takes no %s (ptrSupport %d%s)\n", g_log_label,
 				     cuda ? "CUDA memory" : "host memory", props.ptrSupport,
@@ -509,6 +536,25 @@ struct Rank {
 			}
 			sbuf = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(s));
 			rbuf = reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(r));
+		} else if (exports) {
+			const size_t page = 4096;
+			slen = (slen + page - 1) / page * page;
+			rlen = (rlen + page - 1) / page * page;
+			if (hmemreg_export_devmem(slen, &sexp) || hmemreg_export_devmem(rlen, &rexp)) {
+				std::fprintf(stderr, "nccl bench [%s]: no devmem exports of %zu + %zu bytes: %s\n",
+					     g_log_label, slen, rlen, hmemreg_export_last_error());
+				hmemreg_export_free(sexp);
+				sexp = nullptr;
+				return false;
+			}
+			sbuf = static_cast<uint8_t *>(hmemreg_export_addr(sexp));
+			rbuf = static_cast<uint8_t *>(hmemreg_export_addr(rexp));
+			std::memset(sbuf, 0x5a, slen);
+			std::memset(rbuf, 0, rlen);
+			// NCCL's way with a GPU buffer: its DMA-BUF fd, offset 0.
+			TRY(net.reg_dmabuf(sc, sbuf, slen, hmemreg_export_fd(sexp), &smh));
+			TRY(net.reg_dmabuf(rc, rbuf, rlen, hmemreg_export_fd(rexp), &rmh));
+			return true;
 		} else {
 			void *s = nullptr, *r = nullptr;
 			if (posix_memalign(&s, 4096, slen) || posix_memalign(&r, 4096, rlen)) {
@@ -541,6 +587,14 @@ struct Rank {
 		if (cuda) {
 			hmemreg::cuda::Driver::get().cuMemFree(dptr(sbuf));
 			hmemreg::cuda::Driver::get().cuMemFree(dptr(rbuf));
+		} else if (exports) {
+			std::fprintf(stderr, "nccl bench [%s]: %llu receives read back by iflush\n", g_log_label,
+				     static_cast<unsigned long long>(read_backs));
+			if (hmemreg_export_free(sexp) || hmemreg_export_free(rexp)) {
+				std::fprintf(stderr, "nccl bench [%s]: export still registered after deregMr: %s\n",
+					     g_log_label, hmemreg_export_last_error());
+				return false;
+			}
 		} else {
 			std::free(sbuf);
 			std::free(rbuf);
@@ -599,7 +653,7 @@ long calibrate(double per_op, double seconds, long lo, long hi)
 
 bool run_rank(const Options &o, const std::string &path, bool initiator, int fd, int out)
 {
-	Rank k(initiator, o.mem == "cuda");
+	Rank k(initiator, o.mem);
 	k.fd = fd;
 	if (!k.net.open(path))
 		return false;
@@ -838,8 +892,10 @@ int bench_nccl(int argc, char **argv)
 	p.app().add_flag("!--no-ref", o.ref, "skip the iperf3 reference");
 	p.app().add_flag("!--no-bw", o.bw, "skip bandwidth");
 	p.app().add_flag("!--no-lat", o.lat, "skip latency");
-	p.text("--mem", o.mem, "host, or cuda (cuMemAlloc'ed buffers on GPU 0, NCCL_PTR_CUDA)")
-		->check(CLI::IsMember({"host", "cuda"}));
+	p.text("--mem", o.mem,
+	       "host, cuda (cuMemAlloc'ed buffers on GPU 0, NCCL_PTR_CUDA), or export (hmemreg.ko devmem exports "
+	       "through regMrDmaBuf, each receive read back by iflush)")
+		->check(CLI::IsMember({"host", "cuda", "export"}));
 	p.app().add_option("--log", o.log, "plugin log level shown (the logger NCCL would pass)")
 		->check(CLI::IsMember({"none", "warn", "info", "trace"}))
 		->capture_default_str();

@@ -60,8 +60,9 @@ struct Config {
 	std::string notify = "auto";
 	// DEVICE_MEMORY: whether NCCL may pass GPU buffers (ptrSupport CUDA,
 	// NCCL's GDR): "staged" (the engine copies them through host memory
-	// on its own streams; hangs under NCCL itself), "host" or "auto" (no:
-	// NCCL copies through host buffers; pointer_policy.hpp says why).
+	// on its own streams; hangs under NCCL itself), "host" (no: NCCL copies
+	// through host buffers), "auto" (where a NIC writes GPU memory itself
+	// and iflush can read back, else as host; pointer_policy.hpp says why).
 	std::string device_memory = "auto";
 	// STALL_MS: a request NCCL has waited on this long gets the plugin's
 	// state logged once (NCCL WARN: comms, waiting requests, the engine's

@@ -138,6 +138,9 @@ struct Request {
 	std::vector<uint8_t> landing_src;
 	size_t landing_bytes = 0;
 	bool landing_eager = false;
+	// An iflush (flush.cpp): the read-backs it waits for.
+	bool flush = false;
+	std::vector<TransferRef> read_backs;
 	std::chrono::steady_clock::time_point posted{}; // for Config::stall_ms
 	bool stall_told = false;
 };
@@ -147,6 +150,9 @@ struct MemHandle {
 	uintptr_t addr = 0;
 	size_t size = 0;
 	int cuda_device = -1;     // CUDA device memory of this ordinal, else -1
+	// A NIC writes it itself (device memory on the GPUDirect RDMA path, an
+	// hmemreg.ko export): iflush reads a receive's last bytes back.
+	bool read_back = false;
 	std::vector<uint8_t> descriptor;
 };
 

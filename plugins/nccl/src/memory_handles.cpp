@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // regMr, regMrDmaBuf and deregMr: the memory handles NCCL passes with each
-// buffer (host memory through Registrations, device memory to the engine).
+// buffer (host memory through Registrations, device memory and DMA-BUFs to
+// the engine).
 #include "plugin.hpp"
 
 #include "log.hpp"
@@ -9,23 +10,55 @@ namespace hmemreg::nccl {
 
 ncclResult_t Plugin::reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
+	return register_buffer("regMr", comm, data, size, type, -1, 0, mhandle);
+}
+
+ncclResult_t Plugin::reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+				   void **mhandle)
+{
+	if (fd >= 0 && type != NCCL_PTR_CUDA && type != NCCL_PTR_DMABUF) {
+		if (mhandle)
+			*mhandle = nullptr;
+		NWARN("regMrDmaBuf: a DMA-BUF (fd %d) of memory type %d: only device memory comes as one", fd, type);
+		return ncclInvalidUsage;
+	}
+	return register_buffer("regMrDmaBuf", comm, data, size, type, fd, offset, mhandle);
+}
+
+// Host memory through Registrations; device memory to the engine, exactly
+// the buffer (rounding could leave its allocation) and registered each
+// time: the engine's cache makes a repeat a hit after checking the
+// allocation's buffer ID, which the page-range sharing of Registrations
+// would skip. A DMA-BUF (regMrDmaBuf) registers as NCCL gave it: its fd,
+// offset and mapping type on the engine's cache miss (NCCL closes the fd
+// after this call; the registration holds the DMA-BUF). One of this
+// process's hmemreg.ko exports given by its fd registers whatever ptrSupport
+// says: to NCCL it is host memory (system RAM), imported by the NIC.
+ncclResult_t Plugin::register_buffer(const char *call, void *comm, void *data, size_t size, int type, int fd,
+				     uint64_t offset, void **mhandle)
+{
 	if (!mhandle)
 		return ncclInvalidArgument;
 	*mhandle = nullptr;
 	{
 		std::lock_guard l(mu_);
 		if (!find_locked<SendComm>(comm, Comm::Kind::Send) && !find_locked<RecvComm>(comm, Comm::Kind::Recv)) {
-			NWARN("regMr: %p is not a send or recv comm of this plugin", comm);
+			NWARN("%s: %p is not a send or recv comm of this plugin", call, comm);
 			return ncclInternalError;
 		}
 	}
 	const bool device = type == NCCL_PTR_CUDA || type == NCCL_PTR_DMABUF;
-	if (type != NCCL_PTR_HOST && !(device && (ptr_support_ & NCCL_PTR_CUDA))) {
-		NWARN("regMr: memory type %d is not supported (ptrSupport is HOST only: %s)", type, host_only_why_.c_str());
+	if (type != NCCL_PTR_HOST && !device) {
+		NWARN("%s: unknown memory type %d", call, type);
+		return ncclInvalidUsage;
+	}
+	if (device && fd < 0 && !(ptr_support_ & NCCL_PTR_CUDA)) {
+		NWARN("%s: memory type %d is not supported (ptrSupport is HOST only: %s)", call, type,
+		      host_only_why_.c_str());
 		return ncclInvalidUsage;
 	}
 	if (!data && size) {
-		NWARN("regMr: null buffer of %zu bytes", size);
+		NWARN("%s: null buffer of %zu bytes", call, size);
 		return ncclInvalidArgument;
 	}
 	auto h = std::make_unique<MemHandle>();
@@ -33,31 +66,22 @@ ncclResult_t Plugin::reg_mr(void *comm, void *data, size_t size, int type, void 
 	h->size = size;
 	if (size) {
 		try {
-			// Device memory: exactly the buffer (rounding could leave its
-			// allocation), registered each time; the engine's cache makes a
-			// repeat a hit after checking the allocation's buffer ID, which
-			// the page-range sharing of Registrations would skip.
-			h->region = device ? engine_->register_region(data, size) : regs_->get(data, size);
+			h->region = fd >= 0 ? engine_->register_dmabuf(data, size, fd, offset)
+				    : device ? engine_->register_region(data, size)
+					     : regs_->get(data, size);
 			h->descriptor = engine_->descriptor(*h->region);
 		} catch (const Error &e) {
-			NWARN("regMr of %p (%zu bytes)%s: %s", data, size, device ? " as CUDA memory" : "", e.what());
+			NWARN("%s of %p (%zu bytes)%s: %s%s%s", call, data, size,
+			      fd >= 0 ? " by DMA-BUF" : device ? " as CUDA memory" : "", e.what(),
+			      host_only_why_.empty() ? "" : "; ptrSupport is HOST only: ", host_only_why_.c_str());
+			// A DMA-BUF of memory that is neither CUDA memory nor an export.
+			if (fd >= 0 && (e.code() == HMEMREG_EINVAL || e.code() == HMEMREG_ENOENT))
+				return ncclInvalidUsage;
 			return e.code() == HMEMREG_EINVAL && device ? ncclInvalidArgument : ncclSystemError;
 		}
 		if (device) {
-			// What the engine found the memory to be (one driver query).
-			hmemreg_region_info info{};
-			try {
-				info = h->region->info();
-			} catch (const Error &e) {
-				NWARN("regMr of %p (%zu bytes): %s", data, size, e.what());
-				return ncclSystemError;
-			}
-			if (info.iface != HMEMREG_IFACE_CUDA) {
-				NWARN("regMr: %p (%zu bytes) was passed as CUDA memory but is host memory", data, size);
-				return ncclInvalidArgument;
-			}
-			h->cuda_device = info.device;
-			device_regs_++;
+			if (ncclResult_t r = classify_device_handle(call, *h))
+				return r;
 		}
 	}
 	std::lock_guard l(mu_);
@@ -66,24 +90,36 @@ ncclResult_t Plugin::reg_mr(void *comm, void *data, size_t size, int type, void 
 	return ncclSuccess;
 }
 
-ncclResult_t Plugin::reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
-				   void **mhandle)
+// What the engine found a device buffer to be (one driver query): CUDA
+// memory (only where ptrSupport has CUDA), or an hmemreg.ko export; and
+// whether iflush reads it back.
+ncclResult_t Plugin::classify_device_handle(const char *call, MemHandle &h)
 {
-	if (type == NCCL_PTR_HOST && fd < 0) // no DMA-BUF at all: plain host registration
-		return reg_mr(comm, data, size, type, mhandle);
-	if ((type == NCCL_PTR_CUDA || type == NCCL_PTR_DMABUF) && (ptr_support_ & NCCL_PTR_DMABUF)) {
-		// NCCL's fd describes [data, data + size) of a CUDA allocation. The
-		// engine registers that range as CUDA memory and, where the provider
-		// takes FI_MR_DMABUF, through its own export of the whole allocation
-		// (one export per cached registration, shared by every buffer in it);
-		// NCCL closes its fd after this call, and nothing here keeps it.
-		return reg_mr(comm, data, size, NCCL_PTR_CUDA, mhandle);
+	hmemreg_region_info info{};
+	try {
+		info = h.region->info();
+	} catch (const Error &e) {
+		NWARN("%s of %p (%zu bytes): %s", call, reinterpret_cast<void *>(h.addr), h.size, e.what());
+		return ncclSystemError;
 	}
-	if (mhandle)
-		*mhandle = nullptr;
-	NWARN("regMrDmaBuf: DMA-BUF registration is not supported (fd %d, offset %llu, type %d): %s", fd,
-	      static_cast<unsigned long long>(offset), type, host_only_why_.c_str());
-	return ncclInvalidUsage;
+	if (info.iface == HMEMREG_IFACE_KMOD_EXPORT) {
+		h.read_back = engine_->caps().read_back();
+		return ncclSuccess;
+	}
+	if (info.iface != HMEMREG_IFACE_CUDA) {
+		NWARN("%s: %p (%zu bytes) was passed as device memory but is host memory", call,
+		      reinterpret_cast<void *>(h.addr), h.size);
+		return ncclInvalidArgument;
+	}
+	if (!(ptr_support_ & NCCL_PTR_CUDA)) {
+		NWARN("%s: %p (%zu bytes) is CUDA memory, which ptrSupport does not take: %s", call,
+		      reinterpret_cast<void *>(h.addr), h.size, host_only_why_.c_str());
+		return ncclInvalidUsage;
+	}
+	h.cuda_device = info.device;
+	h.read_back = read_back_ && !(info.flags & HMEMREG_REGION_STAGED);
+	device_regs_++;
+	return ncclSuccess;
 }
 
 ncclResult_t Plugin::dereg_mr(void *comm, void *mhandle)

@@ -115,15 +115,52 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	});
 }
 
-// pointer_policy.hpp says why the provider never gets device memory.
+namespace {
+
+// The lowest compute capability (major * 10 + minor) of the GPUs this
+// process sees, 0 where there are none or the driver cannot say. At init,
+// before NCCL launched anything: no call here can wait behind its kernels.
+int lowest_compute_capability(const cuda::Driver &d)
+{
+	int n = 0, lowest = 0;
+	if (!d.loaded || d.cuDeviceGetCount(&n) != CUDA_SUCCESS)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		CUdevice dev = 0;
+		int major = 0, minor = 0;
+		if (d.cuDeviceGet(&dev, i) != CUDA_SUCCESS ||
+		    d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
+		    d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS)
+			return 0;
+		const int cc = major * 10 + minor;
+		lowest = lowest ? std::min(lowest, cc) : cc;
+	}
+	return lowest;
+}
+
+} // namespace
+
+// pointer_policy.hpp says when the provider gets device memory.
 void Plugin::choose_pointer_support(const EngineInfo &caps)
 {
 	const cuda::Driver &d = cuda::Driver::get();
-	const PointerPolicy p = choose_pointers({cfg_.device_memory, caps.provider, d.loaded, d.why_not, caps.hmem()});
+	PointerFacts f;
+	f.setting = cfg_.device_memory;
+	f.provider = caps.provider;
+	f.cuda = d.loaded;
+	f.cuda_why_not = d.why_not;
+	f.provider_direct = caps.hmem();
+	f.direct_why_not = caps.hmem_why_not;
+	f.dmabuf = caps.dmabuf();
+	f.read_back = caps.read_back();
+	f.min_compute_capability = lowest_compute_capability(d);
+	const char *force = std::getenv("NCCL_NET_FORCE_FLUSH");
+	f.force_flush = force && std::strcmp(force, "1") == 0;
+	const PointerPolicy p = choose_pointers(f);
+	read_back_ = p.read_back;
 	if (p.device) {
-		ptr_support_ = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
-		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST|CUDA|DMABUF: %s; %s", p.why.c_str(),
-		      caps.hmem_why_not.c_str());
+		ptr_support_ = NCCL_PTR_HOST | NCCL_PTR_CUDA | (p.dmabuf ? NCCL_PTR_DMABUF : 0);
+		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST|CUDA%s: %s", p.dmabuf ? "|DMABUF" : "", p.why.c_str());
 	} else {
 		host_only_why_ = p.why;
 		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST only: %s", p.why.c_str());

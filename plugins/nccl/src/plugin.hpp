@@ -55,6 +55,9 @@ public:
 	ncclResult_t listen(int dev, void *handle, void **listen_comm);
 	ncclResult_t connect(int dev, void *handle, void **send_comm);
 	ncclResult_t accept(void *listen_comm, void **recv_comm);
+	// flush.cpp
+	void settle_read_backs_locked(Request &r);
+
 	// memory_handles.cpp
 	ncclResult_t reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
 	ncclResult_t reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
@@ -84,6 +87,9 @@ private:
 	void send_control_locked(PeerId peer, std::span<const uint8_t> msg);
 
 	// memory_handles.cpp
+	ncclResult_t register_buffer(const char *call, void *comm, void *data, size_t size, int type, int fd,
+				     uint64_t offset, void **mhandle);
+	ncclResult_t classify_device_handle(const char *call, MemHandle &h);
 	ncclResult_t buffer_handle_locked(const char *call, const void *data, size_t size, void *mhandle,
 					  MemHandle *&mh);
 
@@ -157,6 +163,8 @@ private:
 	// takes device memory (Config::device_memory; Plugin::Plugin).
 	int ptr_support_ = NCCL_PTR_HOST;
 	std::string host_only_why_; // why not more, when HOST only
+	// iflush reads back device buffers a NIC wrote (pointer_policy.hpp).
+	bool read_back_ = false;
 	std::mutex mu_;
 	uint32_t next_comm_id_ = 1;
 	std::unordered_map<void *, std::unique_ptr<Comm>> comms_;

@@ -3,22 +3,51 @@
 
 namespace hmemreg::nccl {
 
+bool nccl_flushes(int min_compute_capability, bool force_flush)
+{
+	return force_flush || min_compute_capability < 90;
+}
+
+namespace {
+
+std::string capability_text(int cc)
+{
+	return cc ? std::to_string(cc / 10) + "." + std::to_string(cc % 10) : std::string("unknown");
+}
+
+} // namespace
+
 PointerPolicy choose_pointers(const PointerFacts &f)
 {
-	// auto: host until a NIC path with its read-back flush exists (the
-	// header says why staging is not the default).
-	const std::string mode = f.setting == "staged" ? "staged" : "host";
+	if (f.setting == "host")
+		return {false, false, false, "HMEMREG_NCCL_DEVICE_MEMORY=host"};
 	if (!f.cuda)
-		return {false, "no CUDA driver: " + f.cuda_why_not};
-	if (f.provider_direct)
-		return {false, "provider " + f.provider +
-				       " writes device memory itself (GPUDirect RDMA), which needs a read-back flush "
-				       "that iflush does not do yet"};
-	if (mode == "host")
-		return {false, "HMEMREG_NCCL_DEVICE_MEMORY=host" +
-				       std::string(f.setting == "auto" ? " (auto, provider " + f.provider + ")" : "")};
-	return {true, "device memory staged by the engine on its own streams (provider " + f.provider +
-			      ", HMEMREG_NCCL_DEVICE_MEMORY=staged: can hang while NCCL's kernels spin)"};
+		return {false, false, false, "no CUDA driver: " + f.cuda_why_not};
+	if (f.setting == "staged")
+		return {true, true, false,
+			"device memory staged by the engine on its own streams (provider " + f.provider +
+				", HMEMREG_NCCL_DEVICE_MEMORY=staged: can hang while NCCL's kernels spin)"};
+	if (!f.provider_direct)
+		return {false, false, false,
+			"provider " + f.provider + " does not write device memory without CUDA calls (" +
+				(f.direct_why_not.empty() ? std::string("no FI_HMEM") : f.direct_why_not) +
+				"), and a CUDA call can wait behind NCCL's kernels; HMEMREG_NCCL_DEVICE_MEMORY=staged "
+				"stages it instead"};
+	const bool flushes = nccl_flushes(f.min_compute_capability, f.force_flush);
+	if (!f.read_back && flushes)
+		return {false, false, false,
+			"provider " + f.provider + " writes device memory itself (GPUDirect RDMA), but NCCL asks for a "
+			"flush here (compute capability " + capability_text(f.min_compute_capability) +
+				(f.force_flush ? ", NCCL_NET_FORCE_FLUSH=1" : "") +
+				") and the rails cannot read back (no FI_READ)"};
+	std::string why = "GPUDirect RDMA: provider " + f.provider +
+			  " registers device memory and makes no CUDA call (FI_OPT_CUDA_API_PERMITTED = false); ";
+	why += f.dmabuf ? "regMrDmaBuf registers NCCL's DMA-BUF (FI_MR_DMABUF); "
+			: "no DMA-BUF registration (libfabric API < 1.20 or no FI_MR_DMABUF): by address; ";
+	why += f.read_back ? "iflush reads back from each rail (fi_read) where NCCL asks"
+			   : "no read-back (no FI_READ), which NCCL never asks for here (compute capability " +
+				     capability_text(f.min_compute_capability) + ")";
+	return {true, f.dmabuf, f.read_back, why};
 }
 
 } // namespace hmemreg::nccl

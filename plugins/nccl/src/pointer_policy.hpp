@@ -10,11 +10,22 @@
 // behind spinning kernels, this process's and another's, finishes in
 // 0.1-2.2 ms (tests/gpu/copy_behind_spin.py), so CUDA alone does not explain
 // it: not found yet (README, known issues). Host buffers ran every
-// collective exactly. So NCCL gets device pointers only where asked
-// (HMEMREG_NCCL_DEVICE_MEMORY=staged: for drivers without NCCL's kernels,
-// hmemreg_bench nccl and the GPU lane), and a NIC that writes GPU memory
-// itself waits for the read-back flush it needs. The engine asks every
-// rail for FI_OPT_CUDA_API_PERMITTED = false all the same.
+// collective exactly. So a provider that would copy device memory with CUDA
+// calls (it refuses FI_OPT_CUDA_API_PERMITTED = false: shm, tcp, ofi_rxm,
+// whose bounce buffers copy with CUDA) never gets device memory, and staged
+// device memory is offered only where asked (HMEMREG_NCCL_DEVICE_MEMORY=
+// staged: for drivers without NCCL's kernels, hmemreg_bench nccl and the
+// GPU lane).
+//
+// A provider that accepts FI_OPT_CUDA_API_PERMITTED = false and registers
+// device memory itself (FI_HMEM: a NIC writing GPU memory, GPUDirect RDMA)
+// gets NCCL's GPU buffers by default, with DMABUF where the engine
+// registers through FI_MR_DMABUF (libfabric API >= 1.20), provided iflush
+// can read back what the NIC wrote (its completion may come while the data
+// is still on its way into GPU memory; NCCL asks for the read-back below
+// compute capability 9.0, or when forced). Not yet run under NCCL on a NIC:
+// Inline and eager data still land in device buffers through the plugin's
+// own copies, the path of the staged hang above.
 #pragma once
 
 #include <string>
@@ -22,17 +33,34 @@
 namespace hmemreg::nccl {
 
 struct PointerFacts {
-	std::string setting;      // HMEMREG_NCCL_DEVICE_MEMORY: auto (host), staged, host
+	std::string setting;      // HMEMREG_NCCL_DEVICE_MEMORY: auto, staged, host
 	std::string provider;     // the engine's provider
 	bool cuda = false;        // a CUDA driver is loaded
 	std::string cuda_why_not; // when not
-	bool provider_direct = false; // the provider takes device memory itself, with no CUDA call (a NIC)
+	// The provider registers device memory (FI_HMEM) and accepted
+	// FI_OPT_CUDA_API_PERMITTED = false on every rail: it moves GPU bytes
+	// with the NIC alone.
+	bool provider_direct = false;
+	std::string direct_why_not{}; // the engine's reason when not
+	bool dmabuf = false;        // device memory registers through FI_MR_DMABUF
+	bool read_back = false;     // the rails can fi_read their own registrations (iflush)
+	// The lowest compute capability of the process's GPUs (major * 10 +
+	// minor), 0 where unknown; NCCL_NET_FORCE_FLUSH=1 in the environment.
+	int min_compute_capability = 0;
+	bool force_flush = false;
 };
 
 struct PointerPolicy {
-	bool device = false; // NCCL_PTR_CUDA | NCCL_PTR_DMABUF too
-	std::string why;     // said in NCCL's INFO log either way
+	bool device = false;    // NCCL_PTR_CUDA
+	bool dmabuf = false;    // NCCL_PTR_DMABUF too (regMrDmaBuf registers NCCL's fd)
+	bool read_back = false; // iflush reads back device buffers the NIC wrote
+	std::string why;        // said in NCCL's INFO log either way
 };
+
+// Whether NCCL calls iflush after a receive into GPU memory: below compute
+// capability 9.0 (or unknown), or when forced (props.forceFlush,
+// NCCL_NET_FORCE_FLUSH=1).
+bool nccl_flushes(int min_compute_capability, bool force_flush);
 
 PointerPolicy choose_pointers(const PointerFacts &f);
 

@@ -151,29 +151,6 @@ proto::Cts Plugin::cts_of_locked(const RecvComm &c, const Request &r, const MemH
 	return m;
 }
 
-ncclResult_t Plugin::iflush(void *recv_comm, int n, void **, int *, void **mhandles, void **request)
-{
-	// Nothing to wait for: no provider writes device memory here (see
-	// choose_pointer_support), and every copy into it (the engine's staged
-	// landings, our Inline and eager landings) ran on a stream of ours and
-	// had finished before test() reported the receive. NULL request = done.
-	uint64_t device_buffers = 0;
-	{
-		std::lock_guard l(mu_);
-		if (!find_locked<RecvComm>(recv_comm, Comm::Kind::Recv)) {
-			NWARN("iflush: %p is not a recv comm of this plugin", recv_comm);
-			return ncclInternalError;
-		}
-		for (int i = 0; mhandles && i < n; i++)
-			if (auto it = mhandles_.find(mhandles[i]); it != mhandles_.end() && it->second->cuda_device >= 0)
-				device_buffers++;
-	}
-	flushes_ += device_buffers;
-	if (request)
-		*request = nullptr;
-	return ncclSuccess;
-}
-
 // A small receive still waiting after 100 ms: its sender may hold a send too
 // large for inline (an error) that waits for a Cts; send it, so both fail.
 void Plugin::send_deferred_cts_locked(Request &r)

@@ -22,7 +22,9 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 			Request &r = *it->second;
 			if (r.landing)
 				settle_landing_locked(r);
-			if (r.state == Request::State::Pending && !r.send && peer_closes_)
+			if (!r.read_backs.empty())
+				settle_read_backs_locked(r);
+			if (r.state == Request::State::Pending && !r.send && !r.flush && peer_closes_)
 				expire_after_close_locked(r); // only once some sender closed
 			// The clock only now and then: NCCL spins on test().
 			if (r.state == Request::State::Pending && r.deferred && ++r.tests % 64 == 0 &&

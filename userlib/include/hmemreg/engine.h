@@ -202,6 +202,7 @@ size_t hmemreg_engine_describe(const hmemreg_engine_t *engine, char *buf, size_t
 #define HMEMREG_ENGINE_HAS_REMOTE_CQ_DATA (1U << 3)
 #define HMEMREG_ENGINE_HAS_DELIVERY_COMPLETE (1U << 4) /* writes complete once the data is at the target */
 #define HMEMREG_ENGINE_NOTIFIES_IMMEDIATE (1U << 5)    /* targets learn completion from remote CQ data */
+#define HMEMREG_ENGINE_HAS_READ_BACK (1U << 6)         /* hmemreg_engine_read_back reads (FI_READ) */
 
 /* Extensible like the config: the caller sets `size` (sizeof), the library
  * fills what it knows of that much and zeroes the rest. */
@@ -287,6 +288,18 @@ int hmemreg_engine_reg(hmemreg_engine_t *engine, void *addr, size_t len, hmemreg
 struct hmemreg_export_handle;
 int hmemreg_engine_reg_export(hmemreg_engine_t *engine, const struct hmemreg_export_handle *exp, uint64_t offset,
 			      size_t len, hmemreg_region_t **out);
+/* [addr, addr + len) registered through the caller's DMA-BUF of it: fd,
+ * with addr at byte `offset` of it (NCCL's regMrDmaBuf). CUDA device memory
+ * registers with that fd as given (its mapping type included) on a cache
+ * miss, a hit being the registration of the same memory (staged regions
+ * never hand it to the provider); other memory must be one of this
+ * process's hmemreg.ko exports, named by its fd or a dup of it
+ * (hmemreg_region_info then says HMEMREG_IFACE_KMOD_EXPORT). The caller may
+ * close fd once this returns. Errors: -HMEMREG_EINVAL (null, zero length,
+ * fd < 0, addr not at that offset), -HMEMREG_ENOENT (host memory that no
+ * export of this process is), registration errors. */
+int hmemreg_engine_reg_dmabuf(hmemreg_engine_t *engine, void *addr, size_t len, int fd, uint64_t offset,
+			      hmemreg_region_t **out);
 /* Safe while transfers use the region: they keep the registration alive. */
 void hmemreg_region_release(hmemreg_region_t *region);
 /* The region's descriptor blob for peers; sizes as hmemreg_engine_address. */
@@ -396,6 +409,18 @@ int hmemreg_engine_sendv(hmemreg_engine_t *engine, uint64_t peer, const struct h
  * and/or HMEMREG_SEND_BORROW; another bit: -HMEMREG_EINVAL). */
 int hmemreg_engine_sendv_flags(hmemreg_engine_t *engine, uint64_t peer, const struct hmemreg_iov *iov, size_t niov,
 			       uint32_t flags, hmemreg_xfer_cb cb, void *arg, hmemreg_xfer_t **xfer);
+
+/* Reads len (1 to 64) bytes at offset of the region back through every
+ * rail's NIC: an RDMA READ from each rail's own endpoint into a host word
+ * the engine registered. Once it completes, what the NICs wrote into the
+ * region before is in place for the device owning it: GPUDirect RDMA's
+ * flush (NCCL's iflush). A staged region (the engine landed its data)
+ * completes at once. No callback: hmemreg_xfer_test / _wait, then
+ * hmemreg_xfer_release. -HMEMREG_EINVAL (null, another engine's region, a
+ * range outside the region or not 1 to 64 bytes), -HMEMREG_ENOTSUP (no
+ * FI_READ: HMEMREG_ENGINE_HAS_READ_BACK unset). */
+int hmemreg_engine_read_back(hmemreg_engine_t *engine, const hmemreg_region_t *region, uint64_t offset, size_t len,
+			     hmemreg_xfer_t **xfer);
 
 /* -HMEMREG_EAGAIN while in progress, else the final status (when negative,
  * hmemreg_engine_last_error() says why). */

@@ -121,6 +121,7 @@ struct EngineInfo {
 	std::vector<std::string> rail_pci_paths; // the NIC's sysfs path, "" where none
 	bool hmem() const { return raw.flags & HMEMREG_ENGINE_HAS_HMEM; }
 	bool dmabuf() const { return raw.flags & HMEMREG_ENGINE_HAS_DMABUF; }
+	bool read_back() const { return raw.flags & HMEMREG_ENGINE_HAS_READ_BACK; }
 	uint32_t imm_key_bytes() const { return raw.imm_key_bytes; }
 	uint64_t write_iov() const { return raw.write_iov; }
 	uint32_t peer_timeout_ms() const { return raw.peer_timeout_ms; }
@@ -257,7 +258,22 @@ public:
 		engine_detail::check(hmemreg_engine_reg(e_, addr, len, &r));
 		return std::make_shared<Region>(r, addr, len);
 	}
+	// Through the caller's DMA-BUF of it (hmemreg_engine_reg_dmabuf).
+	RegionRef register_dmabuf(void *addr, size_t len, int fd, uint64_t offset)
+	{
+		hmemreg_region_t *r = nullptr;
+		engine_detail::check(hmemreg_engine_reg_dmabuf(e_, addr, len, fd, offset, &r));
+		return std::make_shared<Region>(r, addr, len);
+	}
 	Bytes descriptor(const Region &r) const { return r.descriptor(); }
+	// Reads [offset, +len) (1 to 64 bytes) back through every rail's NIC
+	// (hmemreg_engine_read_back): a handle to wait on.
+	TransferRef read_back(const Region &r, uint64_t offset, size_t len)
+	{
+		hmemreg_xfer_t *x = nullptr;
+		engine_detail::check(hmemreg_engine_read_back(e_, r.handle(), offset, len, &x));
+		return std::make_shared<Transfer>(x);
+	}
 
 	// A handle to wait on.
 	TransferRef write(PeerId peer, std::span<const Chunk> chunks, std::span<const uint8_t> remote, uint64_t tag = 0)

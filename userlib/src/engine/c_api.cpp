@@ -251,7 +251,8 @@ int hmemreg_engine_get_info(const hmemreg_engine_t *engine, struct hmemreg_engin
 			  (c.dmabuf ? HMEMREG_ENGINE_HAS_DMABUF : 0) |
 			  (c.remote_cq_data ? HMEMREG_ENGINE_HAS_REMOTE_CQ_DATA : 0) |
 			  (c.delivery_complete ? HMEMREG_ENGINE_HAS_DELIVERY_COMPLETE : 0) |
-			  (c.notify_immediate ? HMEMREG_ENGINE_NOTIFIES_IMMEDIATE : 0);
+			  (c.notify_immediate ? HMEMREG_ENGINE_NOTIFIES_IMMEDIATE : 0) |
+			  (c.read_back ? HMEMREG_ENGINE_HAS_READ_BACK : 0);
 		i.id = engine->e->id();
 		i.rails = static_cast<uint32_t>(c.rail_domains.size());
 		i.api_version = c.api_version;
@@ -400,6 +401,24 @@ int hmemreg_engine_reg_export(hmemreg_engine_t *engine, const hmemreg_export_t *
 		r->owner = engine->e.get();
 		// An export's kind is known here; the CPU address would classify as host.
 		std::call_once(r->classified, [&] { r->iface = HMEMREG_IFACE_KMOD_EXPORT; });
+		*out = r.release();
+		return 0;
+	});
+}
+
+int hmemreg_engine_reg_dmabuf(hmemreg_engine_t *engine, void *addr, size_t len, int fd, uint64_t offset,
+			      hmemreg_region_t **out)
+{
+	if (!engine || !out)
+		return fail(HMEMREG_EINVAL, "engine or out is NULL");
+	return guard([&] {
+		auto r = std::make_unique<hmemreg_region>();
+		r->r = engine->e->register_dmabuf(addr, len, fd, offset);
+		r->owner = engine->e.get();
+		// Not CUDA memory: it registered as the export its fd names.
+		cuda::PointerInfo p;
+		if (cuda::classify(addr, len, p) != 0 || p.kind != cuda::MemKind::device)
+			std::call_once(r->classified, [&] { r->iface = HMEMREG_IFACE_KMOD_EXPORT; });
 		*out = r.release();
 		return 0;
 	});
@@ -573,6 +592,21 @@ int hmemreg_engine_sendv_flags(hmemreg_engine_t *engine, uint64_t peer, const st
 			x->t = std::move(t);
 			*xfer = x.release();
 		}
+		return 0;
+	});
+}
+
+int hmemreg_engine_read_back(hmemreg_engine_t *engine, const hmemreg_region_t *region, uint64_t offset, size_t len,
+			     hmemreg_xfer_t **xfer)
+{
+	if (!engine || !region || !xfer)
+		return fail(HMEMREG_EINVAL, "engine, region or xfer is NULL");
+	if (region->owner != engine->e.get())
+		return fail(HMEMREG_EINVAL, "the region was registered with another engine");
+	return guard([&] {
+		auto x = std::make_unique<hmemreg_xfer>();
+		x->t = engine->e->read_back(*region->r, offset, len);
+		*xfer = x.release();
 		return 0;
 	});
 }

@@ -4,6 +4,7 @@
 #include "engine/facade.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -30,6 +31,13 @@ struct TurnEvents {
 	std::vector<std::unique_ptr<Events>> by_depth;
 	size_t depth = 0;
 };
+
+std::string addr_text(const void *addr)
+{
+	char b[32];
+	std::snprintf(b, sizeof(b), "%p", addr);
+	return b;
+}
 
 } // namespace
 
@@ -329,6 +337,72 @@ RegionRef Facade::register_export(const ::hmemreg_export_handle *exp, size_t off
 	return std::make_shared<RegionImpl>(core.id, addr, len, std::move(holders), std::move(reg));
 }
 
+RegionRef Facade::register_dmabuf(void *addr, size_t len, int fd, uint64_t offset)
+{
+	Impl *im = impl_.get();
+	Core &core = im->core;
+	if (!addr || len == 0 || fd < 0)
+		throw Error(HMEMREG_EINVAL, "register_dmabuf: null address, zero length or no fd");
+	cuda::PointerInfo info;
+	std::string why;
+	int rc = cuda::classify(addr, len, info, &why);
+	if (rc == -HMEMREG_EINVAL)
+		throw Error(HMEMREG_EINVAL, "register_dmabuf: " + why);
+	if (rc == 0 && info.kind == cuda::MemKind::device) {
+		if (!core.caps.hmem) // staged: the NIC never sees the device memory, nor its fd
+			return register_region(addr, len);
+		std::vector<std::shared_ptr<DomainHolder>> holders;
+		for (auto &r : core.rails)
+			holders.push_back(r->domain_holder());
+		// The caller's DMA-BUF as given (its mapping type included) on a
+		// cache miss; a hit is the registration of the same memory.
+		MemoryKind kind{HMEMREG_IFACE_CUDA, static_cast<uint64_t>(info.device), fd, offset};
+		if (core.cfg.provider_cuda_calls)
+			im->delivery.direct_device(info.device);
+		auto reg = register_local(core.caches, addr, len, kind);
+		return std::make_shared<RegionImpl>(core.id, addr, len, std::move(holders), std::move(reg));
+	}
+	// Not CUDA memory: one of this process's hmemreg.ko exports (emulated
+	// device memory), handed over by its fd.
+	mr::Request rq;
+	if (int erc = mr::export_request_of_fd(fd, offset, len, rq, &why))
+		throw Error(-erc, "register_dmabuf: " + why + " (and " + addr_text(addr) + " is not CUDA device memory)");
+	if (rq.addr != addr)
+		throw Error(HMEMREG_EINVAL, "register_dmabuf: offset " + std::to_string(offset) + " of fd " +
+						    std::to_string(fd) + " is not " + addr_text(addr));
+	std::vector<std::shared_ptr<DomainHolder>> holders;
+	for (auto &r : core.rails)
+		holders.push_back(r->domain_holder());
+	MemoryKind kind{HMEMREG_IFACE_KMOD_EXPORT, rq.device, rq.dmabuf_fd, rq.dmabuf_offset};
+	auto reg = register_local(core.caches, addr, len, kind);
+	return std::make_shared<RegionImpl>(core.id, addr, len, std::move(holders), std::move(reg));
+}
+
+TransferRef Facade::read_back(const Region &region, size_t offset, size_t len)
+{
+	Core &core = impl_->core;
+	auto *r = dynamic_cast<const RegionImpl *>(&region);
+	if (!r || r->engine_id != core.id)
+		throw Error(HMEMREG_EINVAL, "read_back: region was registered with another engine");
+	if (len == 0 || len > Rail::kReadBackMax || offset > r->length() || len > r->length() - offset)
+		throw Error(HMEMREG_EINVAL, "read_back: [" + std::to_string(offset) + ", +" + std::to_string(len) +
+						    ") is not 1 to " + std::to_string(Rail::kReadBackMax) +
+						    " bytes inside the region of " + std::to_string(r->length()));
+	RegionRef keep = std::const_pointer_cast<RegionImpl>(r->shared_from_this());
+	if (!core.caps.read_back && !r->staged())
+		throw Error(HMEMREG_ENOTSUP, "read_back: provider " + core.caps.provider + " has no FI_READ");
+	if (r->staged()) { // the NIC wrote the host mirror; the engine's copies landed it
+		auto rb = std::make_shared<ReadBack>(std::move(keep), len, 1);
+		rb->rail_done(0, {});
+		return rb;
+	}
+	auto rb = std::make_shared<ReadBack>(keep, len, static_cast<uint32_t>(core.rails.size()));
+	const uintptr_t a = reinterpret_cast<uintptr_t>(r->io_addr()) + offset;
+	for (size_t i = 0; i < core.rails.size(); i++)
+		core.rails[i]->enqueue_read(rb, core.virt_addr ? a : a - r->reg->start(i), r->reg->key(i), len);
+	return rb;
+}
+
 Bytes Facade::descriptor(const Region &region) const
 {
 	const Core &core = impl_->core;
@@ -445,6 +519,18 @@ size_t Facade::progress()
 
 bool Facade::wait(const Transfer &t, std::chrono::milliseconds timeout)
 {
+	if (dynamic_cast<const ReadBack *>(&t)) { // no waiter to wake: polled
+		const auto deadline = std::chrono::steady_clock::now() + timeout;
+		while (t.status() == -HMEMREG_EAGAIN) {
+			if (std::chrono::steady_clock::now() > deadline)
+				return false;
+			if (impl_->core.threads)
+				std::this_thread::sleep_for(std::chrono::microseconds(20));
+			else if (progress() == 0)
+				std::this_thread::yield();
+		}
+		return true;
+	}
 	auto &x = static_cast<const TransferImpl &>(t);
 	if (impl_->core.threads)
 		return x.wait_for(timeout);

@@ -133,6 +133,7 @@ struct Capabilities {
 	std::vector<std::string> rail_domains; // one per rail
 	std::vector<std::string> rail_pci_paths; // one per rail: the NIC's sysfs path, or ""
 	bool rma = false;
+	bool read_back = false;          // RDMA READ from a rail's own endpoint (read_back())
 	uint32_t api_version = 0;        // libfabric API version asked for (FI_VERSION)
 	bool hmem = false;               // FI_HMEM offered (and used)
 	std::string hmem_why_not;        // why not, when not required
@@ -299,7 +300,18 @@ public:
 	// DMA-BUF goes to the provider with FI_MR_DMABUF where it can (see
 	// describe()). The export must outlive the region.
 	RegionRef register_export(const ::hmemreg_export_handle *exp, size_t offset, size_t len);
+	// [addr, +len) registered through the caller's DMA-BUF of it (`fd`,
+	// addr at `offset` in it; NCCL's regMrDmaBuf): CUDA device memory by
+	// that fd as given on a cache miss (staged regions ignore it), or one
+	// of this process's hmemreg.ko exports named by its fd (or a dup). The
+	// fd may be closed once this returns.
+	RegionRef register_dmabuf(void *addr, size_t len, int fd, uint64_t offset);
 	Bytes descriptor(const Region &region) const;
+	// Reads len (1 to 64) bytes at offset of the region back through every
+	// rail's NIC (read_back.hpp): once complete, what the NICs wrote into
+	// the region before is in place for its device (GPUDirect RDMA's
+	// flush). A staged region needs none (the engine landed it): done at once.
+	TransferRef read_back(const Region &region, size_t offset, size_t len);
 
 	// Writes the chunks to the peer's region described by `remote`. `tag` is
 	// handed to the target's on_notify once every byte is in place.

@@ -17,6 +17,7 @@
 
 #include <rdma/fi_domain.h>
 
+#include "engine/nic_path.hpp"
 #include "engine/rxm_queues.hpp"
 #include "fabric/abi.hpp"
 #include "fabric/info.hpp"
@@ -66,14 +67,15 @@ unsigned resolve_peer_timeout(unsigned given, std::string &from)
 	return static_cast<unsigned>(x);
 }
 
-// Hints for an RDM endpoint with messages and RMA writes, with FI_HMEM when
+// Hints for an RDM endpoint with messages, RMA writes and reads (read-backs:
+// read_back.hpp), with FI_HMEM when
 // asked; mr_mode bits we handle (we always register and pass descriptors,
 // device memory included (FI_MR_HMEM), keys are carried in the descriptor,
 // addresses are virtual or offsets).
 fabric::InfoPtr make_hints(const Config &cfg, bool hmem, const std::string &provider)
 {
 	fabric::InfoPtr h = fabric::alloc_hints();
-	h->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
+	h->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_READ | FI_REMOTE_READ | FI_SEND | FI_RECV;
 	if (hmem)
 		h->caps |= FI_HMEM;
 	h->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -85,21 +87,6 @@ fabric::InfoPtr make_hints(const Config &cfg, bool hmem, const std::string &prov
 	if (!cfg.domain.empty())
 		h->domain_attr->name = strdup(cfg.domain.c_str());
 	return h;
-}
-
-// The sysfs path of the PCI device behind an fi_info (its fid_nic's bus
-// address), "" where the provider names none (shm, tcp, Soft-RoCE): what
-// NCCL's topology needs to place the NIC beside a GPU.
-std::string nic_pci_path(const fi_info *info)
-{
-	if (!info->nic || !info->nic->bus_attr || info->nic->bus_attr->bus_type != FI_BUS_PCI)
-		return {};
-	const fi_pci_attr &p = info->nic->bus_attr->attr.pci;
-	char dev[64];
-	std::snprintf(dev, sizeof(dev), "/sys/bus/pci/devices/%04x:%02x:%02x.%x", p.domain_id, p.bus_id, p.device_id,
-		      p.function_id);
-	char real[PATH_MAX];
-	return ::realpath(dev, real) ? std::string(real) : std::string();
 }
 
 // Immediate keys of 8 bytes where the provider carries them, else of 4
@@ -225,6 +212,7 @@ void Core::open_rails()
 				     " NIC(s) found: rails share NICs round-robin");
 
 	caps.rma = (first->caps & FI_RMA) != 0;
+	caps.read_back = (first->caps & FI_READ) != 0;
 	caps.hmem = (first->caps & FI_HMEM) != 0;
 	caps.dmabuf = caps.hmem && caps.api_version >= fabric::kApi1_20;
 	caps.cq_data_size = first->domain_attr->cq_data_size;

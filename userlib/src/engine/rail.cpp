@@ -15,6 +15,9 @@ namespace {
 
 constexpr size_t kCqReadBatch = 16;
 constexpr int kCqReadsPerTurn = 8;
+// Requested key of the read-back word's MR (local access only; clear of the
+// control buffers' 0 and of the caches' keys, counted up from 1).
+constexpr uint64_t kReadWordKey = 0xfffffff0u;
 
 std::string peer_text(const TransferImpl *x)
 {
@@ -44,6 +47,9 @@ Rail::Rail(unsigned index, const fi_info *info, const RailOptions &opt, const To
 	size_t nslots = opt_.recv_buffers + opt_.send_buffers;
 	ctrl_mem_ = topo.alloc_near(info_.get(), nslots * slot_size_);
 	ctrl_mr_ = fabric::MemoryRegion(domain(), ctrl_mem_.get(), nslots * slot_size_, FI_SEND | FI_RECV, 0);
+	// Read-backs land in read_word_: registered where sends need it too.
+	if (local_mr_)
+		read_mr_ = fabric::MemoryRegion(domain(), read_word_, sizeof(read_word_), FI_READ, kReadWordKey);
 	ep_ = fabric::Endpoint(domain(), info_.get(), cq_, av_, opt_.forbid_cuda);
 	name_ = ep_.name();
 	// mr_cache_stat tells a process's caches apart by this name (and their id).
@@ -134,6 +140,66 @@ void Rail::enqueue_send(std::shared_ptr<TransferImpl> x)
 	any_submitted_.store(true, std::memory_order_release);
 }
 
+void Rail::enqueue_read(std::shared_ptr<ReadBack> rb, uint64_t remote_addr, uint64_t key, size_t len)
+{
+	std::lock_guard l(submit_mu_);
+	ReadOp &op = reads_submitted_.emplace_back();
+	op.rb = std::move(rb);
+	op.addr = remote_addr;
+	op.key = key;
+	op.len = std::min(len, kReadBackMax);
+	any_submitted_.store(true, std::memory_order_release);
+}
+
+// Under mu_: reads are posted in the order they came; one the provider
+// refuses for now (-FI_EAGAIN) waits for the next turn with those behind it.
+void Rail::post_reads()
+{
+	if (!reads_waiting_)
+		return;
+	if (self_addr_ == FI_ADDR_NOTAVAIL) {
+		try {
+			self_addr_ = av_.insert(name_.data());
+		} catch (const Error &e) {
+			for (auto it = reads_.begin(); it != reads_.end();) {
+				auto next = std::next(it);
+				if (!it->posted) {
+					it->rb->rail_done(FI_EADDRNOTAVAIL, std::string("read-back on rail ") +
+											std::to_string(index_) + ": " + e.what());
+					reads_.erase(it);
+				}
+				it = next;
+			}
+			reads_waiting_ = 0;
+			return;
+		}
+	}
+	for (ReadOp &op : reads_) {
+		if (op.posted)
+			continue;
+		if (inflight_ >= opt_.queue_depth)
+			break;
+		ssize_t rc = fi_read(ep_.get(), read_word_, op.len, read_mr_.get() ? read_mr_.desc() : nullptr, self_addr_,
+				     op.addr, op.key, &op.ctx);
+		if (rc == -FI_EAGAIN) {
+			stats_.eagain++;
+			break;
+		}
+		reads_waiting_--;
+		if (rc) {
+			// Refused: told now, dropped below.
+			op.rb->rail_done(static_cast<int>(-rc), std::string("fi_read (read-back) on rail ") +
+									 std::to_string(index_) + ": " + fi_strerror(static_cast<int>(-rc)));
+			op.rb.reset();
+			op.posted = true;
+			continue;
+		}
+		op.posted = true;
+		inflight_++;
+	}
+	std::erase_if(reads_, [](const ReadOp &op) { return op.posted && !op.rb; });
+}
+
 // Under mu_: what was submitted since the last turn joins the queue, in
 // order. False when nothing was.
 bool Rail::take_submitted()
@@ -144,6 +210,9 @@ bool Rail::take_submitted()
 		std::lock_guard l(submit_mu_);
 		any_submitted_.store(false, std::memory_order_relaxed);
 		taking_.swap(submitted_);
+		for (ReadOp &op : reads_submitted_)
+			reads_waiting_ += op.posted ? 0 : 1;
+		reads_.splice(reads_.end(), reads_submitted_);
 	}
 	for (Item &it : taking_)
 		queue_push(std::move(it));
@@ -195,7 +264,8 @@ bool Rail::progress(Events &ev)
 	poll(ev);
 	take_submitted();
 	post(ev, budget);
-	busy_.store(inflight_ || !queue_.empty() || !recv_repost_.empty(), std::memory_order_relaxed);
+	post_reads();
+	busy_.store(inflight_ || !queue_.empty() || !recv_repost_.empty() || reads_waiting_, std::memory_order_relaxed);
 	return true;
 }
 
@@ -271,6 +341,15 @@ void Rail::handle(OpContext *op, int err, const std::string &text, size_t len, E
 			send_over(m->self, ev);
 		}
 		s->followers.clear();
+		break;
+	}
+	case OpContext::Kind::Read: {
+		auto *r = static_cast<ReadOp *>(op);
+		inflight_--;
+		std::shared_ptr<ReadBack> rb = std::move(r->rb);
+		// Found by address: the list node is the context.
+		reads_.remove_if([r](const ReadOp &o) { return &o == r; });
+		rb->rail_done(err, err ? "read-back on rail " + std::to_string(index_) + " failed: " + text : std::string());
 		break;
 	}
 	case OpContext::Kind::Recv: {

@@ -17,6 +17,7 @@
 
 #include "engine/facade.hpp"
 #include "engine/rail_cache.hpp"
+#include "engine/read_back.hpp"
 #include "engine/topology.hpp"
 #include "engine/transfer.hpp"
 #include "engine/wire.hpp"
@@ -101,6 +102,11 @@ public:
 	// Announce first, in the same hand-over), or its control message.
 	void enqueue_writes(std::shared_ptr<TransferImpl> x, bool with_announce = false);
 	void enqueue_send(std::shared_ptr<TransferImpl> x);
+	// An RDMA READ of len (<= kReadBackMax) bytes at remote_addr of this
+	// rail's own registration `key`, into the rail's read-back word, from
+	// its own endpoint; rb is told when it completed (read_back.hpp).
+	static constexpr size_t kReadBackMax = 64;
+	void enqueue_read(std::shared_ptr<ReadBack> rb, uint64_t remote_addr, uint64_t key, size_t len);
 
 	// Post what was newly queued, poll the CQ, then post what is queued (up
 	// to post_batch, within depth). False, doing nothing, while another
@@ -138,6 +144,13 @@ private:
 		TransferImpl *xfer = nullptr;
 		std::vector<TransferImpl *> followers; // bundled behind xfer, in order
 	};
+	struct ReadOp : OpContext {
+		ReadOp() : OpContext(Kind::Read) {}
+		std::shared_ptr<ReadBack> rb;
+		uint64_t addr = 0, key = 0;
+		size_t len = 0;
+		bool posted = false;
+	};
 	struct Item {
 		std::shared_ptr<TransferImpl> xfer;
 		bool writes; // else: the transfer's control message
@@ -157,6 +170,7 @@ private:
 	bool post_send(std::list<Item>::iterator it, Events &ev);
 	bool joins(const Item &f, const TransferImpl &x, size_t used) const;
 	int post_recv(RecvSlot &slot);
+	void post_reads(); // reads_ not yet posted, as far as the provider takes them
 	void resolve(TransferImpl *x, size_t n, Events &ev);
 	void send_over(const std::shared_ptr<TransferImpl> &x, Events &ev); // its control message is done
 
@@ -192,6 +206,13 @@ private:
 	std::atomic<bool> any_submitted_{false}; // a turn with nothing new skips submit_mu_
 	std::vector<Item> taking_; // under mu_: swapped with submitted_, keeps both capacities
 	size_t inflight_ = 0;
+	// Read-backs: queued and posted (under mu_; submitted under submit_mu_),
+	// this endpoint's own address in the AV, and the word they land in.
+	std::list<ReadOp> reads_, reads_submitted_;
+	size_t reads_waiting_ = 0; // of reads_, not yet posted
+	fi_addr_t self_addr_ = FI_ADDR_NOTAVAIL;
+	alignas(64) uint8_t read_word_[kReadBackMax] = {};
+	fabric::MemoryRegion read_mr_;
 	std::atomic<bool> busy_{false}; // after each turn: inflight_, queue_ or reposts left
 	uint64_t seen_doom_epoch_ = 0;
 	RailStats stats_;

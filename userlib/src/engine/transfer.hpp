@@ -25,7 +25,7 @@ namespace hmemreg::engine {
 // first, so providers that need FI_CONTEXT/FI_CONTEXT2 scratch space get it.
 struct OpContext {
 	fi_context2 ctx{};
-	enum class Kind : uint8_t { Write, Send, Recv } kind;
+	enum class Kind : uint8_t { Write, Send, Recv, Read } kind;
 	explicit OpContext(Kind k) : kind(k) {}
 };
 

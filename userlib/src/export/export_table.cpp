@@ -13,6 +13,7 @@
 #include <set>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -84,6 +85,7 @@ public:
 	int host(void *addr, size_t len, hmemreg_export_t **out);
 	int free(hmemreg_export_t *x);
 	int request(const hmemreg_export_t *x, uint64_t offset, size_t len, Request &out, std::string &why);
+	const hmemreg_export_t *of_fd(int fd, std::string &why);
 	int subscribe(Entry &e);
 	int check(const hmemreg_export_t *x);
 
@@ -419,6 +421,27 @@ int ExportTable::request(const hmemreg_export_t *x, uint64_t offset, size_t len,
 	return 0;
 }
 
+// The DMA-BUF behind a caller's fd is one of ours when it is the same
+// open file as an export's fd (a dup of it, or the fd itself): every
+// DMA-BUF is a file of its own in the kernel's dma-buf filesystem.
+const hmemreg_export_t *ExportTable::of_fd(int fd, std::string &why)
+{
+	struct stat want{};
+	if (fd < 0 || ::fstat(fd, &want) != 0) {
+		why = "fd " + std::to_string(fd) + " is not an open file";
+		return nullptr;
+	}
+	std::lock_guard g(mu_);
+	for (const auto &[id, x] : by_id_) {
+		struct stat have{};
+		if (x->live.load(std::memory_order_acquire) && ::fstat(x->fd.get(), &have) == 0 &&
+		    have.st_dev == want.st_dev && have.st_ino == want.st_ino)
+			return x;
+	}
+	why = "fd " + std::to_string(fd) + " is no hmemreg.ko export of this process";
+	return nullptr;
+}
+
 int ExportTable::subscribe(Entry &e)
 {
 	std::lock_guard g(mu_);
@@ -505,6 +528,16 @@ int export_request(const void *exp, uint64_t offset, size_t len, Request &out, s
 {
 	std::string w;
 	int rc = ExportTable::get().request(static_cast<const hmemreg_export_t *>(exp), offset, len, out, w);
+	if (rc && why)
+		*why = w;
+	return rc;
+}
+
+int export_request_of_fd(int fd, uint64_t offset, size_t len, Request &out, std::string *why)
+{
+	std::string w;
+	const hmemreg_export_t *x = ExportTable::get().of_fd(fd, w);
+	int rc = x ? ExportTable::get().request(x, offset, len, out, w) : -HMEMREG_ENOENT;
 	if (rc && why)
 		*why = w;
 	return rc;

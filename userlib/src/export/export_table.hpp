@@ -40,6 +40,11 @@ bool export_hit_request(const void *exp, uint64_t offset, size_t len, Request &o
 // 0, or -HMEMREG_EINVAL / -HMEMREG_ENOENT / -HMEMREG_ESTALE with *why set.
 int export_request(const void *exp, uint64_t offset, size_t len, Request &out, std::string *why);
 
+// The same for the export whose DMA-BUF is the file behind a caller's `fd`
+// (its own fd or a dup: DMA-BUFs handed over by fd, as NCCL's regMrDmaBuf
+// does); -HMEMREG_ENOENT when no export of this process is.
+int export_request_of_fd(int fd, uint64_t offset, size_t len, Request &out, std::string *why);
+
 // Message of the last failure of the export C API on this thread.
 void set_export_error(const std::string &why);
 
