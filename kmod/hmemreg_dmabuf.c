@@ -348,7 +348,7 @@ static void *hmemreg_wrap_create(struct hmemreg_ctx *ctx,
 	if (IS_ERR(inner))
 		return inner;
 	ret = -ELOOP;
-	if (hmemreg_export_provider(inner) == HMEMREG_PROVIDER_DMABUF)
+	if (hmemreg_buf_provider(inner) == HMEMREG_PROVIDER_DMABUF)
 		goto err_put;
 	ret = -ERANGE;
 	if (desc->addr >= inner->size || desc->len > inner->size - desc->addr)

@@ -14,7 +14,7 @@
 #include "hmemreg_priv.h"
 
 /* Queue @ev, or count it as dropped once the ring is (or was) full. */
-void hmemreg_queue_event(struct hmemreg_ctx *ctx, const struct hmemreg_event *ev)
+void hmemreg_events_queue(struct hmemreg_ctx *ctx, const struct hmemreg_event *ev)
 {
 	lockdep_assert_held(&ctx->ring_lock);
 	ctx->events_total++;
@@ -26,7 +26,7 @@ void hmemreg_queue_event(struct hmemreg_ctx *ctx, const struct hmemreg_event *ev
 		ctx->ring[(ctx->ring_head + ctx->ring_count) % ctx->ring_cap] = *ev;
 		ctx->ring_count++;
 	}
-	hmemreg_page_sync(ctx);
+	hmemreg_gen_sync(ctx);
 }
 
 long hmemreg_ioc_events_ack(struct hmemreg_ctx *ctx, void *arg)
@@ -37,7 +37,7 @@ long hmemreg_ioc_events_ack(struct hmemreg_ctx *ctx, void *arg)
 		return -EINVAL;
 	a->dropped = 0;
 	a->discarded = 0;
-	/* Pairs with the release in hmemreg_watch_setup(). */
+	/* Pairs with the release in hmemreg_gen_setup(). */
 	if (!smp_load_acquire(&ctx->page))
 		return 0;
 	spin_lock(&ctx->ring_lock);
@@ -47,7 +47,7 @@ long hmemreg_ioc_events_ack(struct hmemreg_ctx *ctx, void *arg)
 		ctx->dropped = 0;
 		ctx->ring_count = 0;
 		ctx->ring_head = 0;
-		hmemreg_page_sync(ctx);
+		hmemreg_gen_sync(ctx);
 	}
 	spin_unlock(&ctx->ring_lock);
 	return 0;
@@ -66,7 +66,7 @@ ssize_t hmemreg_events_read(struct hmemreg_ctx *ctx, char __user *buf,
 
 	if (count < esz)
 		return -EINVAL;
-	ret = hmemreg_watch_setup(ctx);
+	ret = hmemreg_gen_setup(ctx);
 	if (ret)
 		return ret;
 	n = min_t(size_t, count / esz, HMEMREG_READ_BATCH);
@@ -102,7 +102,7 @@ ssize_t hmemreg_events_read(struct hmemreg_ctx *ctx, char __user *buf,
 		ctx->ring_head = (ctx->ring_head + 1) % ctx->ring_cap;
 	}
 	ctx->ring_count -= n;
-	hmemreg_page_sync(ctx);
+	hmemreg_gen_sync(ctx);
 	spin_unlock(&ctx->ring_lock);
 
 	if (copy_to_user(buf, bounce, n * esz)) {
@@ -110,7 +110,7 @@ ssize_t hmemreg_events_read(struct hmemreg_ctx *ctx, char __user *buf,
 		spin_lock(&ctx->ring_lock);
 		ctx->dropped += n;
 		atomic64_add(n, &hmemreg_stats.events_dropped);
-		hmemreg_page_sync(ctx);
+		hmemreg_gen_sync(ctx);
 		spin_unlock(&ctx->ring_lock);
 		ret = -EFAULT;
 		goto out;
@@ -126,7 +126,7 @@ __poll_t hmemreg_events_poll(struct hmemreg_ctx *ctx, struct file *file,
 {
 	__poll_t mask = 0;
 
-	if (hmemreg_watch_setup(ctx))
+	if (hmemreg_gen_setup(ctx))
 		return EPOLLERR;
 	poll_wait(file, &ctx->waitq, wait);
 	spin_lock(&ctx->ring_lock);

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * DMA-BUF export over memory providers: one dma-buf per exported range,
- * complete dma_buf_ops that forward to the provider and record every
- * attachment, pin and map in the ledger, and the export ioctl, which finds
- * the provider by id in the registry and publishes its fd last.
+ * DMA-BUF export over memory providers: one dma-buf per exported range
+ * (struct hmemreg_buf, its priv), complete dma_buf_ops that forward to the
+ * provider and record every attachment, pin and map in the ledger, and the
+ * export ioctl, which finds the provider by id in the registry and
+ * publishes its fd last.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -19,7 +20,7 @@
 #include "hmemreg_priv.h"
 
 /**
- * struct hmemreg_exp - one exported range
+ * struct hmemreg_buf - one exported range
  * @rec:    its ledger record
  * @hook:   its end of the EXPORT_WATCH watch, if one guards it
  * @prov:   provider that owns the memory
@@ -27,7 +28,7 @@
  * @dmabuf: the dma-buf exporting it
  * @stale:  that watch fired (set under the reservation lock)
  */
-struct hmemreg_exp {
+struct hmemreg_buf {
 	struct hmemreg_ledger_exp rec;
 	struct hmemreg_watch_hook hook;
 	struct hmemreg_provider *prov;
@@ -40,17 +41,17 @@ struct hmemreg_exp {
 static struct lock_class_key hmemreg_forward_lock_key;
 #endif
 
-static int hmemreg_exp_attach(struct dma_buf *dmabuf,
+static int hmemreg_buf_attach(struct dma_buf *dmabuf,
 			      struct dma_buf_attachment *attach)
 {
-	struct hmemreg_exp *exp = dmabuf->priv;
+	struct hmemreg_buf *buf = dmabuf->priv;
 	struct hmemreg_ledger_att *att;
 
 	/* See "Peer-to-peer" in hmemreg_provider.h. */
-	if ((exp->prov->flags & HMEMREG_PROV_NEEDS_P2P) && !attach->peer2peer) {
+	if ((buf->prov->flags & HMEMREG_PROV_NEEDS_P2P) && !attach->peer2peer) {
 		dev_warn_ratelimited(attach->dev,
 				     "hmemreg: %s memory needs PCI peer-to-peer, importer cannot do it\n",
-				     exp->prov->name);
+				     buf->prov->name);
 		return -EOPNOTSUPP;
 	}
 	/*
@@ -61,12 +62,12 @@ static int hmemreg_exp_attach(struct dma_buf *dmabuf,
 	 * stale one maps nothing.
 	 */
 	if (!dma_buf_attachment_is_dynamic(attach)) {
-		if (READ_ONCE(exp->stale))
+		if (READ_ONCE(buf->stale))
 			return -ESTALE;
-		if (!(exp->rec.state & HMEMREG_EXP_STATE_WRITABLE)) {
+		if (!(buf->rec.state & HMEMREG_EXP_STATE_WRITABLE)) {
 			dev_warn_ratelimited(attach->dev,
 					     "hmemreg: export %llu is read-only, a static importer maps it writable\n",
-					     exp->rec.id);
+					     buf->rec.id);
 			return -EACCES;
 		}
 	}
@@ -81,8 +82,8 @@ static int hmemreg_exp_attach(struct dma_buf *dmabuf,
 	att->dynamic = dma_buf_attachment_is_dynamic(attach);
 	att->attached_ns = ktime_get_boottime_ns();
 	/* A forwarding provider attaches to its inner buffer for this device. */
-	if (exp->prov->ops->attach) {
-		int ret = exp->prov->ops->attach(exp->priv, attach, &att->prov);
+	if (buf->prov->ops->attach) {
+		int ret = buf->prov->ops->attach(buf->priv, attach, &att->prov);
 
 		if (ret) {
 			kfree(att);
@@ -92,140 +93,140 @@ static int hmemreg_exp_attach(struct dma_buf *dmabuf,
 	attach->priv = att;
 
 	spin_lock(&hmemreg_ledger_lock);
-	list_add_tail(&att->node, &exp->rec.attachments);
-	exp->rec.attach_live++;
+	list_add_tail(&att->node, &buf->rec.attachments);
+	buf->rec.attach_live++;
 	spin_unlock(&hmemreg_ledger_lock);
 	atomic64_inc(&hmemreg_stats.attach_live);
 	atomic64_inc(&hmemreg_stats.attach_total);
 	return 0;
 }
 
-static void hmemreg_exp_detach(struct dma_buf *dmabuf,
+static void hmemreg_buf_detach(struct dma_buf *dmabuf,
 			       struct dma_buf_attachment *attach)
 {
-	struct hmemreg_exp *exp = dmabuf->priv;
+	struct hmemreg_buf *buf = dmabuf->priv;
 	struct hmemreg_ledger_att *att = attach->priv;
 
 	spin_lock(&hmemreg_ledger_lock);
 	list_del(&att->node);
-	exp->rec.attach_live--;
+	buf->rec.attach_live--;
 	spin_unlock(&hmemreg_ledger_lock);
 	atomic64_dec(&hmemreg_stats.attach_live);
 	/* The core unmaps and unpins before detach; anything left is a bug. */
 	if (att->pinned || att->mapped) {
 		atomic64_inc(&hmemreg_stats.unbalanced);
 		pr_warn_ratelimited("export %llu: %s detached with %u pins, %u maps\n",
-				    exp->rec.id, att->device, att->pinned, att->mapped);
+				    buf->rec.id, att->device, att->pinned, att->mapped);
 	}
-	if (exp->prov->ops->detach)
-		exp->prov->ops->detach(exp->priv, att->prov);
+	if (buf->prov->ops->detach)
+		buf->prov->ops->detach(buf->priv, att->prov);
 	kfree(att);
 }
 
-static void hmemreg_count_pin(struct hmemreg_exp *exp,
+static void hmemreg_count_pin(struct hmemreg_buf *buf,
 			      struct hmemreg_ledger_att *att)
 {
 	spin_lock(&hmemreg_ledger_lock);
 	if (att)
 		att->pinned++;
-	exp->rec.pins_live++;
-	exp->rec.pins_total++;
-	exp->rec.last_pin_ns = ktime_get_boottime_ns();
+	buf->rec.pins_live++;
+	buf->rec.pins_total++;
+	buf->rec.last_pin_ns = ktime_get_boottime_ns();
 	spin_unlock(&hmemreg_ledger_lock);
 	atomic64_inc(&hmemreg_stats.pins_live);
 	atomic64_inc(&hmemreg_stats.pins_total);
 }
 
 /* Return false (and count it) for an unpin without a pin. */
-static bool hmemreg_count_unpin(struct hmemreg_exp *exp,
+static bool hmemreg_count_unpin(struct hmemreg_buf *buf,
 				struct hmemreg_ledger_att *att)
 {
 	bool ok;
 
 	spin_lock(&hmemreg_ledger_lock);
-	ok = att ? att->pinned > 0 : exp->rec.pins_live > 0;
+	ok = att ? att->pinned > 0 : buf->rec.pins_live > 0;
 	if (ok) {
 		if (att)
 			att->pinned--;
-		exp->rec.pins_live--;
-		exp->rec.last_unpin_ns = ktime_get_boottime_ns();
+		buf->rec.pins_live--;
+		buf->rec.last_unpin_ns = ktime_get_boottime_ns();
 	}
 	spin_unlock(&hmemreg_ledger_lock);
 	if (ok) {
 		atomic64_dec(&hmemreg_stats.pins_live);
 	} else {
 		atomic64_inc(&hmemreg_stats.unbalanced);
-		pr_warn_ratelimited("export %llu: unpin without pin\n", exp->rec.id);
+		pr_warn_ratelimited("export %llu: unpin without pin\n", buf->rec.id);
 	}
 	return ok;
 }
 
 /* Called with the reservation lock held. */
-static int hmemreg_exp_pin(struct dma_buf_attachment *attach)
+static int hmemreg_buf_pin(struct dma_buf_attachment *attach)
 {
-	struct hmemreg_exp *exp = attach->dmabuf->priv;
+	struct hmemreg_buf *buf = attach->dmabuf->priv;
 	struct hmemreg_ledger_att *att = attach->priv;
 	int ret = 0;
 
-	if (exp->prov->ops->pin_att)
-		ret = exp->prov->ops->pin_att(att->prov);
-	else if (exp->prov->ops->pin)
-		ret = exp->prov->ops->pin(exp->priv);
+	if (buf->prov->ops->pin_att)
+		ret = buf->prov->ops->pin_att(att->prov);
+	else if (buf->prov->ops->pin)
+		ret = buf->prov->ops->pin(buf->priv);
 	if (!ret)
-		hmemreg_count_pin(exp, attach->priv);
+		hmemreg_count_pin(buf, attach->priv);
 	return ret;
 }
 
-static void hmemreg_exp_unpin(struct dma_buf_attachment *attach)
+static void hmemreg_buf_unpin(struct dma_buf_attachment *attach)
 {
-	struct hmemreg_exp *exp = attach->dmabuf->priv;
+	struct hmemreg_buf *buf = attach->dmabuf->priv;
 	struct hmemreg_ledger_att *att = attach->priv;
 
-	if (!hmemreg_count_unpin(exp, att))
+	if (!hmemreg_count_unpin(buf, att))
 		return;
-	if (exp->prov->ops->unpin_att)
-		exp->prov->ops->unpin_att(att->prov);
-	else if (exp->prov->ops->unpin)
-		exp->prov->ops->unpin(exp->priv);
+	if (buf->prov->ops->unpin_att)
+		buf->prov->ops->unpin_att(att->prov);
+	else if (buf->prov->ops->unpin)
+		buf->prov->ops->unpin(buf->priv);
 }
 
-static struct sg_table *hmemreg_exp_map(struct dma_buf_attachment *attach,
+static struct sg_table *hmemreg_buf_map(struct dma_buf_attachment *attach,
 					enum dma_data_direction dir)
 {
-	struct hmemreg_exp *exp = attach->dmabuf->priv;
+	struct hmemreg_buf *buf = attach->dmabuf->priv;
 	struct hmemreg_ledger_att *att = attach->priv;
 	struct sg_table *sgt;
 
 	/* Its watch fired: these pages are no longer the range it exported. */
-	if (READ_ONCE(exp->stale))
+	if (READ_ONCE(buf->stale))
 		return ERR_PTR(-ESTALE);
 	/*
 	 * A read-only export never lets the device write: only DMA_TO_DEVICE
 	 * (BIDIRECTIONAL writes too). Static importers never get here for one
 	 * (refused at attach).
 	 */
-	if (dir != DMA_TO_DEVICE && !(exp->rec.state & HMEMREG_EXP_STATE_WRITABLE))
+	if (dir != DMA_TO_DEVICE && !(buf->rec.state & HMEMREG_EXP_STATE_WRITABLE))
 		return ERR_PTR(-EACCES);
-	if (exp->prov->ops->map_att)
-		sgt = exp->prov->ops->map_att(att->prov, dir);
+	if (buf->prov->ops->map_att)
+		sgt = buf->prov->ops->map_att(att->prov, dir);
 	else
-		sgt = exp->prov->ops->map(exp->priv, attach->dev, dir);
+		sgt = buf->prov->ops->map(buf->priv, attach->dev, dir);
 	if (IS_ERR(sgt))
 		return sgt;
 	spin_lock(&hmemreg_ledger_lock);
 	att->mapped++;
-	exp->rec.maps_live++;
-	exp->rec.maps_total++;
+	buf->rec.maps_live++;
+	buf->rec.maps_total++;
 	spin_unlock(&hmemreg_ledger_lock);
 	atomic64_inc(&hmemreg_stats.maps_live);
 	atomic64_inc(&hmemreg_stats.maps_total);
 	return sgt;
 }
 
-static void hmemreg_exp_unmap(struct dma_buf_attachment *attach,
+static void hmemreg_buf_unmap(struct dma_buf_attachment *attach,
 			      struct sg_table *sgt, enum dma_data_direction dir)
 {
-	struct hmemreg_exp *exp = attach->dmabuf->priv;
+	struct hmemreg_buf *buf = attach->dmabuf->priv;
 	struct hmemreg_ledger_att *att = attach->priv;
 	bool ok;
 
@@ -233,78 +234,78 @@ static void hmemreg_exp_unmap(struct dma_buf_attachment *attach,
 	ok = att->mapped > 0;
 	if (ok) {
 		att->mapped--;
-		exp->rec.maps_live--;
+		buf->rec.maps_live--;
 	}
 	spin_unlock(&hmemreg_ledger_lock);
 	if (ok)
 		atomic64_dec(&hmemreg_stats.maps_live);
 	else
 		atomic64_inc(&hmemreg_stats.unbalanced);
-	if (exp->prov->ops->unmap_att)
-		exp->prov->ops->unmap_att(att->prov, sgt, dir);
+	if (buf->prov->ops->unmap_att)
+		buf->prov->ops->unmap_att(att->prov, sgt, dir);
 	else
-		exp->prov->ops->unmap(exp->priv, attach->dev, sgt, dir);
+		buf->prov->ops->unmap(buf->priv, attach->dev, sgt, dir);
 }
 
-static void hmemreg_exp_release(struct dma_buf *dmabuf)
+static void hmemreg_buf_release(struct dma_buf *dmabuf)
 {
-	struct hmemreg_exp *exp = dmabuf->priv;
-	struct hmemreg_provider *prov = exp->prov;
+	struct hmemreg_buf *buf = dmabuf->priv;
+	struct hmemreg_provider *prov = buf->prov;
 
-	hmemreg_watch_hook_del(&exp->hook);
-	hmemreg_ledger_del(&exp->rec);
-	prov->ops->release(exp->priv);
+	hmemreg_watch_hook_del(&buf->hook);
+	hmemreg_ledger_del(&buf->rec);
+	prov->ops->release(buf->priv);
 	if (!hmemreg_provider_builtin(prov))
 		module_put(prov->owner);
-	kfree(exp);
+	kfree(buf);
 }
 
 /* User mappings of the dma-buf keep the memory in place like a pin. */
-static void hmemreg_exp_vm_open(struct vm_area_struct *vma)
+static void hmemreg_buf_vm_open(struct vm_area_struct *vma)
 {
-	struct hmemreg_exp *exp = vma->vm_private_data;
+	struct hmemreg_buf *buf = vma->vm_private_data;
 
-	if (exp->prov->ops->pin)
-		exp->prov->ops->pin(exp->priv);
+	if (buf->prov->ops->pin)
+		buf->prov->ops->pin(buf->priv);
 	spin_lock(&hmemreg_ledger_lock);
-	exp->rec.user_mmaps++;
+	buf->rec.user_mmaps++;
 	spin_unlock(&hmemreg_ledger_lock);
 	atomic64_inc(&hmemreg_stats.user_mmaps_live);
 }
 
-static void hmemreg_exp_vm_close(struct vm_area_struct *vma)
+static void hmemreg_buf_vm_close(struct vm_area_struct *vma)
 {
-	struct hmemreg_exp *exp = vma->vm_private_data;
+	struct hmemreg_buf *buf = vma->vm_private_data;
 
 	spin_lock(&hmemreg_ledger_lock);
-	exp->rec.user_mmaps--;
+	buf->rec.user_mmaps--;
 	spin_unlock(&hmemreg_ledger_lock);
 	atomic64_dec(&hmemreg_stats.user_mmaps_live);
-	if (exp->prov->ops->unpin)
-		exp->prov->ops->unpin(exp->priv);
+	if (buf->prov->ops->unpin)
+		buf->prov->ops->unpin(buf->priv);
 }
 
-static const struct vm_operations_struct hmemreg_exp_vm_ops = {
-	.open = hmemreg_exp_vm_open,
-	.close = hmemreg_exp_vm_close,
+static const struct vm_operations_struct hmemreg_buf_vm_ops = {
+	.open = hmemreg_buf_vm_open,
+	.close = hmemreg_buf_vm_close,
 };
 
-static int hmemreg_exp_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
+static int hmemreg_buf_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
 {
-	struct hmemreg_exp *exp = dmabuf->priv;
+	struct hmemreg_buf *buf = dmabuf->priv;
 	int ret;
 
-	if (!exp->prov->ops->mmap)
+	if (!buf->prov->ops->mmap)
 		return -EOPNOTSUPP;
 	/* Pages of another mm or a pool: never copied into a child. */
 	hmemreg_vma_set_flags(vma, VM_DONTCOPY | VM_DONTEXPAND, 0);
-	ret = exp->prov->ops->mmap(exp->priv, vma);
+	ret = buf->prov->ops->mmap(buf->priv, vma);
 	/* The inner exporter's mapping: its vm_ops and file, not ours. */
-	if (ret || (exp->prov->flags & HMEMREG_PROV_FORWARDS))
+	if (ret || (buf->prov->flags & HMEMREG_PROV_FORWARDS))
 		return ret;
-	vma->vm_ops = &hmemreg_exp_vm_ops;
-	vma->vm_private_data = exp;
-	hmemreg_exp_vm_open(vma);
+	vma->vm_ops = &hmemreg_buf_vm_ops;
+	vma->vm_private_data = buf;
+	hmemreg_buf_vm_open(vma);
 	return 0;
 }
 
@@ -317,54 +318,54 @@ static int hmemreg_exp_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
  * 6.1's dma_buf_vmap() warns on any failure, so refusals (a stale export,
  * a read-only one) belong in map_dma_buf, which such importers call first.
  */
-static int hmemreg_exp_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
+static int hmemreg_buf_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 {
-	struct hmemreg_exp *exp = dmabuf->priv;
+	struct hmemreg_buf *buf = dmabuf->priv;
 	void *vaddr;
 	int ret;
 
-	if (!exp->prov->ops->vmap)
+	if (!buf->prov->ops->vmap)
 		return -EOPNOTSUPP;
-	if (exp->prov->ops->pin) {
-		ret = exp->prov->ops->pin(exp->priv);
+	if (buf->prov->ops->pin) {
+		ret = buf->prov->ops->pin(buf->priv);
 		if (ret)
 			return ret;
 	}
-	vaddr = exp->prov->ops->vmap(exp->priv);
+	vaddr = buf->prov->ops->vmap(buf->priv);
 	if (!vaddr) {
-		if (exp->prov->ops->unpin)
-			exp->prov->ops->unpin(exp->priv);
+		if (buf->prov->ops->unpin)
+			buf->prov->ops->unpin(buf->priv);
 		return -ENOMEM;
 	}
 	iosys_map_set_vaddr(map, vaddr);
 	return 0;
 }
 
-static void hmemreg_exp_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
+static void hmemreg_buf_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
 {
-	struct hmemreg_exp *exp = dmabuf->priv;
+	struct hmemreg_buf *buf = dmabuf->priv;
 
-	exp->prov->ops->vunmap(exp->priv, map->vaddr);
-	if (exp->prov->ops->unpin)
-		exp->prov->ops->unpin(exp->priv);
+	buf->prov->ops->vunmap(buf->priv, map->vaddr);
+	if (buf->prov->ops->unpin)
+		buf->prov->ops->unpin(buf->priv);
 }
 #endif
 
-#define HMEMREG_DMABUF_OPS_COMMON				\
-	.attach = hmemreg_exp_attach,				\
-	.detach = hmemreg_exp_detach,				\
-	.pin = hmemreg_exp_pin,					\
-	.unpin = hmemreg_exp_unpin,				\
-	.map_dma_buf = hmemreg_exp_map,				\
-	.unmap_dma_buf = hmemreg_exp_unmap,			\
-	.release = hmemreg_exp_release,				\
-	.mmap = hmemreg_exp_mmap
+#define HMEMREG_BUF_OPS_COMMON				\
+	.attach = hmemreg_buf_attach,				\
+	.detach = hmemreg_buf_detach,				\
+	.pin = hmemreg_buf_pin,					\
+	.unpin = hmemreg_buf_unpin,				\
+	.map_dma_buf = hmemreg_buf_map,				\
+	.unmap_dma_buf = hmemreg_buf_unmap,			\
+	.release = hmemreg_buf_release,				\
+	.mmap = hmemreg_buf_mmap
 
-static const struct dma_buf_ops hmemreg_dmabuf_ops = {
-	HMEMREG_DMABUF_OPS_COMMON,
+static const struct dma_buf_ops hmemreg_buf_ops = {
+	HMEMREG_BUF_OPS_COMMON,
 #ifdef HMEMREG_HAVE_DMA_BUF_VMAP_IOSYS
-	.vmap = hmemreg_exp_vmap,
-	.vunmap = hmemreg_exp_vunmap,
+	.vmap = hmemreg_buf_vmap,
+	.vunmap = hmemreg_buf_vunmap,
 #endif
 	/*
 	 * No begin/end_cpu_access: both built-in providers hand out ordinary
@@ -378,29 +379,29 @@ static const struct dma_buf_ops hmemreg_dmabuf_ops = {
  * wrapped buffer whose exporter has none): without the op, dma_buf_vmap()
  * refuses with EINVAL; a failing op would make 6.1's core warn.
  */
-static const struct dma_buf_ops hmemreg_dmabuf_ops_novmap = {
-	HMEMREG_DMABUF_OPS_COMMON,
+static const struct dma_buf_ops hmemreg_buf_ops_novmap = {
+	HMEMREG_BUF_OPS_COMMON,
 };
 
-static bool hmemreg_is_export(const struct dma_buf *dmabuf)
+static bool hmemreg_is_buf(const struct dma_buf *dmabuf)
 {
-	return dmabuf->ops == &hmemreg_dmabuf_ops ||
-	       dmabuf->ops == &hmemreg_dmabuf_ops_novmap;
+	return dmabuf->ops == &hmemreg_buf_ops ||
+	       dmabuf->ops == &hmemreg_buf_ops_novmap;
 }
 
 /* The ledger asks: extra HMEMREG_EXP_STATE_* bits, the provider's among them. */
-static u32 hmemreg_exp_ledger_state(const struct hmemreg_ledger_exp *rec)
+static u32 hmemreg_buf_ledger_state(const struct hmemreg_ledger_exp *rec)
 {
-	const struct hmemreg_exp *exp = container_of(rec, struct hmemreg_exp, rec);
-	u32 state = READ_ONCE(exp->stale) ? HMEMREG_EXP_STATE_STALE : 0;
+	const struct hmemreg_buf *buf = container_of(rec, struct hmemreg_buf, rec);
+	u32 state = READ_ONCE(buf->stale) ? HMEMREG_EXP_STATE_STALE : 0;
 
-	if (exp->prov->ops->state)
-		state |= exp->prov->ops->state(exp->priv);
+	if (buf->prov->ops->state)
+		state |= buf->prov->ops->state(buf->priv);
 	return state;
 }
 
-static const struct hmemreg_ledger_exp_ops hmemreg_exp_ledger_ops = {
-	.state = hmemreg_exp_ledger_state,
+static const struct hmemreg_ledger_exp_ops hmemreg_buf_ledger_ops = {
+	.state = hmemreg_buf_ledger_state,
 };
 
 /*
@@ -414,77 +415,78 @@ static const struct hmemreg_ledger_exp_ops hmemreg_exp_ledger_ops = {
  * The export's release deletes the hook first, which waits for this call,
  * so no dma-buf reference is needed.
  */
-static void hmemreg_exp_watch_fired(struct hmemreg_watch_hook *hook)
+static void hmemreg_buf_watch_fired(struct hmemreg_watch_hook *hook)
 {
-	struct hmemreg_exp *exp = container_of(hook, struct hmemreg_exp, hook);
-	struct dma_buf *dmabuf = exp->dmabuf;
+	struct hmemreg_buf *buf = container_of(hook, struct hmemreg_buf, hook);
+	struct dma_buf *dmabuf = buf->dmabuf;
 
 	dma_resv_lock(dmabuf->resv, NULL);
-	WRITE_ONCE(exp->stale, true);
+	WRITE_ONCE(buf->stale, true);
 	/* Pins change under the reservation lock only. */
-	if (!READ_ONCE(exp->rec.pins_live)) {
+	if (!READ_ONCE(buf->rec.pins_live)) {
 		hmemreg_dma_buf_invalidate(dmabuf);
 		atomic64_inc(&hmemreg_stats.move_notifies);
 	}
 	dma_resv_unlock(dmabuf->resv);
 }
 
-static const struct hmemreg_watch_hook_ops hmemreg_exp_watch_ops = {
-	.fired = hmemreg_exp_watch_fired,
+static const struct hmemreg_watch_hook_ops hmemreg_buf_watch_ops = {
+	.fired = hmemreg_buf_watch_fired,
 };
 
 /**
- * hmemreg_export_provider() - the provider behind a dma-buf of this module
+ * hmemreg_buf_provider() - the provider behind a dma-buf of this module
  * @dmabuf: any dma-buf
  *
  * Return: its HMEMREG_PROVIDER_* id, or 0 if another module exported it.
  */
-u32 hmemreg_export_provider(const struct dma_buf *dmabuf)
+u32 hmemreg_buf_provider(const struct dma_buf *dmabuf)
 {
-	const struct hmemreg_exp *exp;
+	const struct hmemreg_buf *buf;
 
-	if (!hmemreg_is_export(dmabuf))
+	if (!hmemreg_is_buf(dmabuf))
 		return 0;
-	exp = dmabuf->priv;
-	return exp->prov->id;
+	buf = dmabuf->priv;
+	return buf->prov->id;
 }
 
-struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
-			       const struct hmemreg_export_desc *desc, u64 *id)
+struct dma_buf *hmemreg_buf_create(struct hmemreg_provider *prov, void *priv,
+				   const struct hmemreg_export_desc *desc,
+				   u64 *id)
 {
 	DEFINE_DMA_BUF_EXPORT_INFO(info);
-	struct hmemreg_exp *exp;
+	struct hmemreg_buf *buf;
 	struct dma_buf *dmabuf;
 
 	if (!desc->len || !PAGE_ALIGNED(desc->len))
 		return ERR_PTR(-EINVAL);
 	if (hmemreg_should_fail(HMEMREG_FAIL_ALLOC))
 		return ERR_PTR(-ENOMEM);
-	exp = kzalloc(sizeof(*exp), GFP_KERNEL_ACCOUNT);
-	if (!exp)
+	buf = kzalloc(sizeof(*buf), GFP_KERNEL_ACCOUNT);
+	if (!buf)
 		return ERR_PTR(-ENOMEM);
 	if (!hmemreg_provider_builtin(prov) && !try_module_get(prov->owner)) {
-		kfree(exp);
+		kfree(buf);
 		return ERR_PTR(-ENODEV);
 	}
-	exp->prov = prov;
-	exp->priv = priv;
-	exp->rec.ops = &hmemreg_exp_ledger_ops;
-	exp->hook.ops = &hmemreg_exp_watch_ops;
-	exp->rec.provider = prov->id;
-	exp->rec.addr = desc->addr;
-	exp->rec.len = desc->len;
-	exp->rec.handle = desc->handle;
-	exp->rec.cookie = desc->cookie;
-	exp->rec.state = desc->writable ? HMEMREG_EXP_STATE_WRITABLE : 0;
+	buf->prov = prov;
+	buf->priv = priv;
+	buf->rec.ops = &hmemreg_buf_ledger_ops;
+	buf->hook.ops = &hmemreg_buf_watch_ops;
+	buf->rec.provider = prov->id;
+	buf->rec.addr = desc->addr;
+	buf->rec.len = desc->len;
+	buf->rec.handle = desc->handle;
+	buf->rec.cookie = desc->cookie;
+	buf->rec.state = desc->writable ? HMEMREG_EXP_STATE_WRITABLE : 0;
 
 	info.exp_name = KBUILD_MODNAME;
 	info.owner = THIS_MODULE;	/* rmmod is refused while any exists */
 	info.ops = prov->ops->vmap && (!prov->ops->can_vmap || prov->ops->can_vmap(priv)) ?
-		   &hmemreg_dmabuf_ops : &hmemreg_dmabuf_ops_novmap;
+		   &hmemreg_buf_ops : &hmemreg_buf_ops_novmap;
 	info.size = desc->len;
 	info.flags = desc->writable ? O_RDWR : O_RDONLY;
-	info.priv = exp;
+	info.priv = buf;
 	/*
 	 * A forwarding provider's buffer shares its inner buffer's reservation
 	 * object: one lock covers both, so the inner exporter's move_notify
@@ -497,10 +499,10 @@ struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 	if (IS_ERR(dmabuf)) {
 		if (!hmemreg_provider_builtin(prov))
 			module_put(prov->owner);
-		kfree(exp);
+		kfree(buf);
 		return dmabuf;
 	}
-	exp->dmabuf = dmabuf;
+	buf->dmabuf = dmabuf;
 #ifdef HMEMREG_HAVE_DMA_BUF_LOCK
 	/*
 	 * Kernels whose dma_buf_vmap() takes the buffer's own mutex: a
@@ -511,15 +513,15 @@ struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
 		lockdep_set_class(&dmabuf->lock, &hmemreg_forward_lock_key);
 #endif
 	if (prov->ops->describe)
-		prov->ops->describe(priv, exp->rec.inner, sizeof(exp->rec.inner));
-	hmemreg_ledger_add(&exp->rec);
-	*id = exp->rec.id;
+		prov->ops->describe(priv, buf->rec.inner, sizeof(buf->rec.inner));
+	hmemreg_ledger_add(&buf->rec);
+	*id = buf->rec.id;
 	return dmabuf;
 }
-EXPORT_SYMBOL_GPL(hmemreg_export);
+EXPORT_SYMBOL_GPL(hmemreg_buf_create);
 
-long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
-			  void __user *uarg, u32 outsize)
+long hmemreg_ioc_export(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
+			void __user *uarg, u32 outsize)
 {
 	struct hmemreg_export_desc desc = {
 		.addr = a->addr, .len = a->len, .handle = a->handle,
@@ -575,7 +577,7 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 		ret = fd;
 		goto err_watch;
 	}
-	dmabuf = hmemreg_export(prov, priv, &desc, &a->export_id);
+	dmabuf = hmemreg_buf_create(prov, priv, &desc, &a->export_id);
 	if (IS_ERR(dmabuf)) {
 		prov->ops->release(priv);
 		ret = PTR_ERR(dmabuf);
@@ -584,9 +586,9 @@ long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *a,
 	/* From here on the dma-buf owns priv: dma_buf_put() undoes it all. */
 	if (watch) {
 		/* EAGAIN: fired since it was armed, the pages may not be the range's. */
-		struct hmemreg_exp *exp = dmabuf->priv;
+		struct hmemreg_buf *buf = dmabuf->priv;
 
-		ret = hmemreg_watch_hook_add(ctx, a->watch_slot, a->watch_gen, &exp->hook);
+		ret = hmemreg_watch_hook_add(ctx, a->watch_slot, a->watch_gen, &buf->hook);
 		if (ret)
 			goto err_put;
 	}

@@ -15,7 +15,7 @@
 #include "hmemreg_priv.h"
 
 /* Mirror the ring's and watches' counters into the page. ring_lock held. */
-void hmemreg_page_sync(struct hmemreg_ctx *ctx)
+void hmemreg_gen_sync(struct hmemreg_ctx *ctx)
 {
 	lockdep_assert_held(&ctx->ring_lock);
 	WRITE_ONCE(ctx->page->events_pending, ctx->ring_count);
@@ -25,7 +25,7 @@ void hmemreg_page_sync(struct hmemreg_ctx *ctx)
 }
 
 /**
- * hmemreg_watch_setup() - allocate the generation page, ring and slot table
+ * hmemreg_gen_setup() - allocate the generation page, ring and slot table
  * @ctx: context
  *
  * Done once per open file, on first use of any watch feature, so fds used
@@ -35,7 +35,7 @@ void hmemreg_page_sync(struct hmemreg_ctx *ctx)
  *
  * Return: 0 or -ENOMEM.
  */
-int hmemreg_watch_setup(struct hmemreg_ctx *ctx)
+int hmemreg_gen_setup(struct hmemreg_ctx *ctx)
 {
 	u32 max = hmemreg_max_watches, cap = hmemreg_ring_events;
 	struct hmemreg_watch **slots = NULL;
@@ -85,7 +85,7 @@ out:
 }
 
 /**
- * hmemreg_gen_free() - free what hmemreg_watch_setup() allocated
+ * hmemreg_gen_free() - free what hmemreg_gen_setup() allocated
  * @ctx: context without watches, notifiers or user mapping left
  */
 void hmemreg_gen_free(struct hmemreg_ctx *ctx)
@@ -104,7 +104,7 @@ int hmemreg_gen_mmap(struct hmemreg_ctx *ctx, struct vm_area_struct *vma)
 		return -EINVAL;
 	if (vma->vm_flags & VM_WRITE)
 		return -EPERM;
-	ret = hmemreg_watch_setup(ctx);
+	ret = hmemreg_gen_setup(ctx);
 	if (ret)
 		return ret;
 	if (vma->vm_end - vma->vm_start > ctx->map_size)

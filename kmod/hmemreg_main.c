@@ -128,7 +128,7 @@ static long hmemreg_ioctl(struct file *file, unsigned int cmd, unsigned long arg
 		return ret;
 	/* The export publishes its fd itself, after its own copy out. */
 	if (cmd == HMEMREG_IOC_EXPORT)
-		return hmemreg_export_ioctl(ctx, (void *)karg, uarg, min(usize, ksize));
+		return hmemreg_ioc_export(ctx, (void *)karg, uarg, min(usize, ksize));
 	ret = d->handler(ctx, karg);
 	if (ret)
 		return ret;

@@ -97,13 +97,13 @@ extern unsigned int hmemreg_max_export_mb;
 /* Size of the page header in front of gen[] in the fd's mapping. */
 #define HMEMREG_GEN_OFFSET	sizeof(struct hmemreg_gen_page)
 
-int hmemreg_watch_setup(struct hmemreg_ctx *ctx);
+int hmemreg_gen_setup(struct hmemreg_ctx *ctx);
 void hmemreg_gen_free(struct hmemreg_ctx *ctx);
-void hmemreg_page_sync(struct hmemreg_ctx *ctx);
+void hmemreg_gen_sync(struct hmemreg_ctx *ctx);
 int hmemreg_gen_mmap(struct hmemreg_ctx *ctx, struct vm_area_struct *vma);
 
 /* **** hmemreg_events.c **** */
-void hmemreg_queue_event(struct hmemreg_ctx *ctx, const struct hmemreg_event *ev);
+void hmemreg_events_queue(struct hmemreg_ctx *ctx, const struct hmemreg_event *ev);
 long hmemreg_ioc_events_ack(struct hmemreg_ctx *ctx, void *arg);
 ssize_t hmemreg_events_read(struct hmemreg_ctx *ctx, char __user *buf,
 			    size_t count, bool nonblock);
@@ -146,9 +146,9 @@ int hmemreg_watch_hook_add(struct hmemreg_ctx *ctx, u32 slot, u64 gen,
 void hmemreg_watch_hook_del(struct hmemreg_watch_hook *hook);
 
 /* **** hmemreg_export.c **** */
-long hmemreg_export_ioctl(struct hmemreg_ctx *ctx, struct hmemreg_export *arg,
-			  void __user *uarg, u32 outsize);
-u32 hmemreg_export_provider(const struct dma_buf *dmabuf);
+long hmemreg_ioc_export(struct hmemreg_ctx *ctx, struct hmemreg_export *arg,
+			void __user *uarg, u32 outsize);
+u32 hmemreg_buf_provider(const struct dma_buf *dmabuf);
 
 /* **** hmemreg_provider.c **** */
 struct hmemreg_provider *hmemreg_provider_get(u32 id);

@@ -123,7 +123,7 @@ static bool hmemreg_watch_invalidate(struct mmu_interval_notifier *mni,
 
 		w->fired = true;
 		WRITE_ONCE(ctx->gen[w->slot], 0);
-		hmemreg_queue_event(ctx, &ev);
+		hmemreg_events_queue(ctx, &ev);
 		list_add_tail(&w->fired_node, &ctx->fired);
 		queued = true;
 	}
@@ -148,7 +148,7 @@ static void hmemreg_watch_free(struct hmemreg_ctx *ctx, struct hmemreg_watch *w)
 	ida_free(&ctx->slot_ida, w->slot);
 	spin_lock(&ctx->ring_lock);
 	ctx->nr_slots--;
-	hmemreg_page_sync(ctx);
+	hmemreg_gen_sync(ctx);
 	spin_unlock(&ctx->ring_lock);
 	atomic64_dec(&hmemreg_stats.watches_live);
 	kfree(w);
@@ -294,7 +294,7 @@ int hmemreg_watch_arm(struct hmemreg_ctx *ctx, u64 addr, u64 len, u64 cookie,
 		return -EINVAL;
 	start = addr & PAGE_MASK;
 	end = PAGE_ALIGN(addr + len);
-	ret = hmemreg_watch_setup(ctx);
+	ret = hmemreg_gen_setup(ctx);
 	if (ret)
 		return ret;
 
@@ -331,7 +331,7 @@ int hmemreg_watch_arm(struct hmemreg_ctx *ctx, u64 addr, u64 len, u64 cookie,
 	spin_lock(&ctx->ring_lock);
 	ctx->nr_slots++;
 	WRITE_ONCE(ctx->gen[id], w->gen);
-	hmemreg_page_sync(ctx);
+	hmemreg_gen_sync(ctx);
 	spin_unlock(&ctx->ring_lock);
 
 	ret = -ENOMEM;
@@ -444,7 +444,7 @@ int hmemreg_watch_disarm(struct hmemreg_ctx *ctx, u32 slot, u64 gen)
 	struct hmemreg_watch *w;
 	int ret;
 
-	/* Pairs with the release in hmemreg_watch_setup(). */
+	/* Pairs with the release in hmemreg_gen_setup(). */
 	if (!smp_load_acquire(&ctx->page))
 		return -ENOENT;
 	mutex_lock(&ctx->lock);
@@ -488,7 +488,7 @@ long hmemreg_ioc_watch_info(struct hmemreg_ctx *ctx, void *arg)
 
 	if (a->reserved)
 		return -EINVAL;
-	ret = hmemreg_watch_setup(ctx);
+	ret = hmemreg_gen_setup(ctx);
 	if (ret)
 		return ret;
 	a->max_watches = ctx->max_watches;

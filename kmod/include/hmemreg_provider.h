@@ -46,7 +46,7 @@
  *           its watch is armed; returns 0 or the ioctl's error.
  *   create  make @priv for the requested range, for the calling process
  *           and its open /dev/hmemreg @ctx. Return ERR_PTR on failure.
- *           Providers without it are exported only through hmemreg_export().
+ *           Providers without it are exported only through hmemreg_buf_create().
  *
  * Peer-to-peer: memory that lives in a device BAR (real accelerator memory)
  * can only be reached by importers allowed to do PCI peer-to-peer. Such a
@@ -151,13 +151,14 @@ int hmemreg_provider_register(struct hmemreg_provider *prov);
 void hmemreg_provider_unregister(struct hmemreg_provider *prov);
 
 /*
- * hmemreg_export() - export @priv of @prov as a new dma-buf.
+ * hmemreg_buf_create() - export @priv of @prov as a new dma-buf.
  * On success the dma-buf owns @priv (released through ops->release); on
  * failure @priv is untouched and still the caller's. @id receives the
  * ledger id. The caller publishes the dma-buf (fd) as its very last step.
  */
-struct dma_buf *hmemreg_export(struct hmemreg_provider *prov, void *priv,
-			       const struct hmemreg_export_desc *desc, u64 *id);
+struct dma_buf *hmemreg_buf_create(struct hmemreg_provider *prov, void *priv,
+				   const struct hmemreg_export_desc *desc,
+				   u64 *id);
 
 /*
  * Helpers for providers whose memory is a page array. Map builds segments

@@ -52,7 +52,6 @@
 #include "cli.hpp"
 #include "nccl_net_abi.h"
 #include "reference_tools.hpp"
-#include "xfer_target.hpp"
 #include "cuda_driver.hpp"
 #include <hmemreg/export.h>
 

@@ -56,6 +56,8 @@
 #include "reference_tools.hpp"
 #include "cuda_driver.hpp"
 #include "xfer_cuda_procs.hpp"
+#include "xfer_payload.hpp"
+#include "xfer_server.hpp"
 #include "xfer_target.hpp"
 
 using namespace hmemreg;
@@ -639,19 +641,51 @@ CopyLimits copy_limits(const Options &o, const Buffers &b, size_t size, double s
 	return l;
 }
 
-int run_provider(const Options &o, const std::string &prov, bench::Targets &targets, bench::Printer &pr)
+// What a provider's rows are compared with: the reference measured per row
+// (iperf3 over TCP, memcpy for shm, ib_write_bw for verbs here, the CUDA
+// copies with --mem cuda) and, for tcp and shm, the provider's own ceiling.
+struct Reference {
+	std::string what;
+	bool per_size_iperf = false;
+	bool per_size_memcpy = false;
+};
+
+// A bench server elsewhere: iperf3 goes there too; the loopback stream
+// ceiling and ib_write_bw (both sides here) do not apply.
+Reference reference_for(const Options &o, const std::string &prov, bool over_tcp, bool remote)
+{
+	Reference ref;
+	if (over_tcp) {
+		ref.per_size_iperf = true;
+		ref.what = remote ? "iperf3" : "iperf3-lo";
+	} else if (prov == "shm") {
+		ref.per_size_memcpy = true;
+		ref.what = "memcpy";
+	} else if (prov.find("verbs") != std::string::npos && !remote) {
+		ref.what = "ib_write_bw";
+	} else {
+		ref.what = "none";
+	}
+	if (o.cuda) {
+		ref.per_size_iperf = ref.per_size_memcpy = false;
+		ref.what = "min(d2h,h2d)";
+	}
+	return ref;
+}
+
+// The writers' configuration for `prov` (rails, notification and write_iov
+// are set per engine pair).
+Config writer_config(const Options &o, const std::string &prov, bool over_tcp, bool remote)
 {
 	Config cfg;
 	cfg.provider = prov;
-	// Over TCP sockets: tcp;ofi_rxm, and libfabric's native RDM over TCP, net.
-	const bool over_tcp = prov.find("tcp") != std::string::npos || prov.rfind("net", 0) == 0;
 	if (!o.node.empty())
 		cfg.node = o.node;
 	else if (over_tcp)
 		cfg.node = "127.0.0.1";
 	if (prov.find("verbs") != std::string::npos && o.node.empty())
 		std::fprintf(stderr, "xfer: verbs: pass --node <address of the RDMA netdev>\n");
-	if (targets.remote_buffers() && o.node.empty() && over_tcp)
+	if (remote && o.node.empty() && over_tcp)
 		std::fprintf(stderr, "xfer: --connect: the engines here use 127.0.0.1 unless --node names this host's address\n");
 	// The engine's idle spinning (20000 empty turns, then short sleeps) never
 	// sleeps while transfers run, and it leaves the CPUs to the reference,
@@ -660,40 +694,243 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 	cfg.max_write = o.max_write;
 	if (o.more)
 		cfg.flags |= HMEMREG_ENGINE_POST_MORE;
+	return cfg;
+}
 
-	// A bench server elsewhere: iperf3 goes there too; the loopback stream
-	// ceiling and ib_write_bw (both sides here) do not apply.
-	const bool remote = targets.remote_buffers();
-	std::string ref_what;
-	double fixed_ref = 0;
-	bool per_size_memcpy = false;
-	bool per_size_iperf = false;
-	if (over_tcp) {
-		per_size_iperf = true;
-		ref_what = remote ? "iperf3" : "iperf3-lo";
-	} else if (prov == "shm") {
-		per_size_memcpy = true;
-		ref_what = "memcpy";
-	} else if (prov.find("verbs") != std::string::npos && !remote) {
-		ref_what = "ib_write_bw";
-	} else {
-		ref_what = "none";
+// One engine pair per notification mode and write_iov, all measured in
+// the same loop.
+struct Setup {
+	Options::NotifyRun mode;
+	std::unique_ptr<Engine> a;
+	bench::TargetEngine b; // in `targets`
+	PeerId peer = 0;
+	RegionRef src, hs;
+	Bytes desc, hdesc;
+};
+
+// The writer engine, its target (regions: buf's target, and with --mem cuda
+// the host target hdst too) and their registrations.
+std::unique_ptr<Setup> make_setup(const Options &o, const Config &cfg, Options::NotifyRun mode, bench::Targets &targets,
+				  const Buffers &buf, std::vector<uint8_t> &hsrc, std::vector<uint8_t> &hdst, size_t maxbuf)
+{
+	auto st = std::make_unique<Setup>();
+	Setup &S = *st;
+	S.mode = mode;
+	S.a = std::make_unique<Engine>(cfg);
+	std::vector<bench::Targets::Span> regions{{buf.dst(), maxbuf}};
+	if (o.cuda)
+		regions.push_back({hdst.data(), maxbuf});
+	S.b = targets.make(cfg, regions);
+	S.peer = S.a->add_peer(S.b.address, true);
+	if (S.a->caps().imm_key_bytes() == 4) {
+		// 4-byte keys: the target assigns the writer's index once it
+		// knows the writer; measure with it.
+		targets.add_peer(S.b.slot, S.a->address());
+		for (int i = 0; i < 5000 && !S.a->immediate_to(S.peer); i++)
+			std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	}
+	S.src = S.a->register_region(buf.src(), maxbuf);
+	S.desc = S.b.descriptors[0];
+	if (o.cuda) {
+		S.hs = S.a->register_region(hsrc.data(), maxbuf);
+		S.hdesc = S.b.descriptors[1];
+	}
+	return st;
+}
+
+void print_setup(const Options &o, const std::string &prov, unsigned rails, const bench::Targets &targets,
+		 const Reference &ref, const Setup &S)
+{
+	std::printf("\n# xfer %s, %s memory%s, %u rail(s), window %zu, notify %s, target %s; reference: %s\n# %s\n",
+		    prov.c_str(), o.cuda ? "cuda" : "host",
+		    o.cuda ? (" (devices " + std::to_string(o.src_dev) + " -> " +
+			      std::to_string(o.dst_dev) + ")").c_str() : "",
+		    rails, o.window, notify_name(S.mode), targets.where(),
+		    ref.what == "iperf3-lo" ? "iperf3 over loopback, one client/server pair per rail at once, 1 MiB writes, 1 s, per row"
+		    : o.cuda ? "the slower of cuMemcpy D2H/H2D from pinned memory, per row"
+			     : ref.what.c_str(),
+		    S.a->describe().c_str());
+}
+
+// The first engine pair whose writes are the same op as pair m's (bytes
+// and pieces per op): its op ceiling is m's.
+size_t first_same_op(const std::vector<WriteOp> &ops, size_t m)
+{
+	size_t same = 0;
+	while (same < m && (ops[same].bytes != ops[m].bytes || ops[same].pieces != ops[m].pieces))
+		same++;
+	return same;
+}
+
+// One row's figures for every engine pair: the best of `repeat` runs per
+// pair, the reference and ceilings likewise, all interleaved, so every pair
+// sees the same machine (it is shared).
+struct Measured {
+	std::vector<Result> r, host; // host: --mem cuda, the same between host buffers
+	double ref = 0;
+	double ceiling = 0; // tcp: same-size stream; shm: process_vm_writev
+	// The same stream or copies in the engine's writes (same bytes per op,
+	// same pieces per op), per engine pair.
+	std::vector<WriteOp> ops;
+	std::vector<double> op_ceiling;
+	CopyLimits lim;
+};
+
+Measured measure(const Options &o, const std::vector<std::unique_ptr<Setup>> &setups, const Reference &ref,
+		 bool remote, unsigned rails, bench::Targets &targets, const Buffers &buf, size_t size, size_t nch)
+{
+	Measured ms;
+	ms.r.assign(setups.size(), Result{0, 1});
+	ms.host.assign(setups.size(), Result{0, 1});
+	for (const auto &S : setups)
+		ms.ops.push_back(engine_write(size, nch, S->a->caps().raw.max_write, S->a->caps().write_iov()));
+	ms.op_ceiling.assign(setups.size(), 0);
+	auto measure_op_ceilings = [&](auto body) {
+		for (size_t m = 0; m < setups.size(); m++) {
+			if (first_same_op(ms.ops, m) < m)
+				continue; // measured for an earlier pair with the same op
+			ms.op_ceiling[m] = std::max(ms.op_ceiling[m], concurrent_gbps(size, o.seconds / 2, rails,
+					[&](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g) {
+						return body(a, b, g, ms.ops[m]);
+					}));
+		}
+	};
+	for (unsigned k = 0; k < o.repeat; k++) {
+		for (size_t m = 0; m < setups.size(); m++) {
+			Setup &S = *setups[m];
+			Result t = run_writes(*S.a, S.peer, *S.src, S.desc, size, nch, o.seconds, o.window, S.b.notes);
+			if (t.iters / t.seconds > ms.r[m].iters / ms.r[m].seconds)
+				ms.r[m] = t;
+			if (o.cuda) {
+				Result h = run_writes(*S.a, S.peer, *S.hs, S.hdesc, size, nch, o.seconds, o.window,
+						      S.b.notes);
+				if (h.iters / h.seconds > ms.host[m].iters / ms.host[m].seconds)
+					ms.host[m] = h;
+			}
+		}
+		if (ref.per_size_memcpy)
+			ms.ref = std::max(k ? ms.ref : 0.0, memcpy_gbps(size, o.seconds / 2, rails));
+		if (ref.what == "ib_write_bw")
+			ms.ref = std::max(k ? ms.ref : 0.0, ib_write_bw_gbps(setups[0]->a->caps().rail_domains[0], size));
+		if (ref.per_size_iperf) {
+			std::string w;
+			ms.ref = std::max(k ? ms.ref : 0.0, iperf3_gbps(w, rails, targets));
+			if (!remote) {
+				ms.ceiling = std::max(ms.ceiling, concurrent_gbps(size, o.seconds / 2, rails,
+					[](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g) {
+						return tcp_stream(a, b, g);
+					}));
+				measure_op_ceilings([](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g, WriteOp op) {
+					return tcp_stream(a, b, g, op.bytes);
+				});
+			}
+		}
+		if (ref.per_size_memcpy) {
+			ms.ceiling = std::max(ms.ceiling, concurrent_gbps(size, o.seconds / 2, rails,
+				[](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g) {
+					return cma_copy(a, b, g);
+				}));
+			measure_op_ceilings([](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g, WriteOp op) {
+				return cma_copy(a, b, g, op.bytes, op.pieces);
+			});
+		}
+		if (o.cuda) {
+			CopyLimits c = copy_limits(o, buf, size, o.seconds / 2);
+			ms.lim.d2h = std::max(ms.lim.d2h, c.d2h);
+			ms.lim.h2d = std::max(ms.lim.h2d, c.h2d);
+			ms.lim.d2d = std::max(ms.lim.d2d, c.d2d);
+			ms.ref = std::min(ms.lim.d2h, ms.lim.h2d);
+		}
+	}
+	return ms;
+}
+
+// One more transfer into a cleared target, compared byte for byte with
+// where each source chunk must land (the run waits for the target's
+// notification); a remote target compares its own bytes.
+void verify_once(Setup &S, bench::Targets &targets, Buffers &buf, bool remote, size_t size, size_t nch)
+{
+	std::string why;
+	if (remote)
+		targets.zero(S.b.slot, 0, size);
+	else
+		buf.clear_dst(size);
+	run_writes(*S.a, S.peer, *S.src, S.desc, size, nch, 10, 1, S.b.notes, 1);
+	const bool same = remote ? targets.verify(S.b.slot, 0, size, nch, why)
+				 : buf.read_dst(size) == bench::expected_target(size, nch);
+	if (!same)
+		throw Error(HMEMREG_EFABRIC, "xfer: verification failed at " + human(size) + " (notify " +
+						     notify_name(S.mode) + ")" + (why.empty() ? "" : ": " + why));
+}
+
+// Pair m's row of one size and chunk count.
+bench::Row row_of(const Options &o, const std::string &prov, const Setup &S, size_t m, const Measured &ms,
+		  const Reference &ref, bool remote, unsigned rails, size_t size, size_t nch, const char *path)
+{
+	double bytes = static_cast<double>(size) * ms.r[m].iters;
+	double gbps = bytes * 8 / ms.r[m].seconds / 1e9;
+	bench::Row row;
+	if (o.json)
+		row.add("bench", "xfer").add("provider", prov).add("mem", o.cuda ? "cuda" : "host");
+	if (o.json)
+		row.add("bytes", static_cast<unsigned long long>(size));
+	else
+		row.add("bytes", human(size));
+	row.add("chunks", nch).add("rails", static_cast<int>(rails))
+		.add("target", !o.connect.empty() ? "remote" : o.procs == 2 ? "child" : "in-process");
+	row.add("notify", !S.a->immediate_to(S.peer) ? "msg"
+			  : S.a->caps().imm_key_bytes() == 4 ? "imm4" : "imm");
+	row.add("iov", S.a->caps().write_iov());
+	row.add("iters", ms.r[m].iters);
+	if (o.json)
+		row.add("total", static_cast<long long>(bytes));
+	else
+		row.add("total", human(bytes));
+	row.add("time", ms.r[m].seconds, 3);
+	row.add("MB/sec", bytes / ms.r[m].seconds / 1e6, 2);
+	row.add("usec/xfer", ms.r[m].seconds * 1e6 / ms.r[m].iters, 2);
+	row.add("Mxfers/sec", ms.r[m].iters / ms.r[m].seconds / 1e6, 4);
+	row.add("gbps", gbps, 2);
+	row.add("ref", rails > 1 && (ref.per_size_iperf || ref.per_size_memcpy)
+				? ref.what + " x" + std::to_string(rails)
+				: ref.what);
+	row.add("ref_gbps", ms.ref, 2);
+	row.add("pct_ref", ms.ref > 0 ? 100.0 * gbps / ms.ref : 0.0, 1);
+	if ((ref.per_size_iperf && !remote) || ref.per_size_memcpy) {
+		row.add("ceiling", ref.per_size_iperf ? "tcp-stream" : "cma");
+		row.add("ceiling_gbps", ms.ceiling, 2);
+		row.add("pct_ceiling", ms.ceiling > 0 ? 100.0 * gbps / ms.ceiling : 0.0, 1);
+		// The same in the engine's writes: bytes and pieces per op.
+		const double opc = ms.op_ceiling[first_same_op(ms.ops, m)];
+		if (o.json)
+			row.add("op_bytes", static_cast<unsigned long long>(ms.ops[m].bytes));
+		else
+			row.add("op_bytes", human(static_cast<double>(ms.ops[m].bytes)));
+		row.add("op_pieces", ms.ops[m].pieces);
+		row.add("op_ceil_gbps", opc, 2);
+		row.add("pct_op_ceil", opc > 0 ? 100.0 * gbps / opc : 0.0, 1);
 	}
 	if (o.cuda) {
-		per_size_iperf = per_size_memcpy = false;
-		ref_what = "min(d2h,h2d)";
+		const CopyLimits &lim = ms.lim;
+		row.add("path", path);
+		row.add("d2h_gbps", lim.d2h, 1).add("h2d_gbps", lim.h2d, 1);
+		row.add(o.src_dev == o.dst_dev ? "d2d_gbps" : "peer_gbps", lim.d2d, 1);
+		row.add("d2d/xfer", gbps > 0 ? lim.d2d / gbps : 0.0, 2);
+		double hg = static_cast<double>(size) * ms.host[m].iters * 8 / ms.host[m].seconds / 1e9;
+		row.add("host_gbps", hg, 2).add("staged/host", hg > 0 ? gbps / hg : 0.0, 2);
 	}
+	if (o.json)
+		row.add("verified", o.verify ? "yes" : "no");
+	return row;
+}
 
-	// One engine pair per notification mode and write_iov, all measured in
-	// the same loop.
-	struct Setup {
-		Options::NotifyRun mode;
-		std::unique_ptr<Engine> a;
-		bench::TargetEngine b; // in `targets`
-		PeerId peer = 0;
-		RegionRef src, hs;
-		Bytes desc, hdesc;
-	};
+int run_provider(const Options &o, const std::string &prov, bench::Targets &targets, bench::Printer &pr)
+{
+	// Over TCP sockets: tcp;ofi_rxm, and libfabric's native RDM over TCP, net.
+	const bool over_tcp = prov.find("tcp") != std::string::npos || prov.rfind("net", 0) == 0;
+	const bool remote = targets.remote_buffers();
+	Config cfg = writer_config(o, prov, over_tcp, remote);
+	const Reference ref = reference_for(o, prov, over_tcp, remote);
 	// Target engines go after the writers, before the buffers they hold.
 	struct ClearTargets {
 		bench::Targets &t;
@@ -702,8 +939,8 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 	for (unsigned rails : o.rails) {
 		cfg.rails = rails;
 		cfg.progress_threads = o.threads ? o.threads : rails;
-		size_t maxbuf = o.max_size;
-		Buffers buf(o, maxbuf, targets.shared(), targets.remote_buffers());
+		const size_t maxbuf = o.max_size;
+		Buffers buf(o, maxbuf, targets.shared(), remote);
 		// --mem cuda: host buffers too, for the same transfer between host memory.
 		std::vector<uint8_t> hsrc(o.cuda ? maxbuf : 0, 0x5a), hdst(o.cuda ? maxbuf : 0);
 		ClearTargets clear_targets{targets};
@@ -711,41 +948,11 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 		for (Options::NotifyRun mode : o.notify)
 		for (size_t iov : o.write_iov) {
 			cfg.write_iov = iov;
-			auto st = std::make_unique<Setup>();
-			Setup &S = *st;
-			S.mode = mode;
 			cfg.notify = mode.mode;
 			cfg.imm_data_bytes = mode.imm_bytes;
-			S.a = std::make_unique<Engine>(cfg);
-			std::vector<bench::Targets::Span> regions{{buf.dst(), maxbuf}};
-			if (o.cuda)
-				regions.push_back({hdst.data(), maxbuf});
-			S.b = targets.make(cfg, regions);
-			S.peer = S.a->add_peer(S.b.address, true);
-			if (S.a->caps().imm_key_bytes() == 4) {
-				// 4-byte keys: the target assigns the writer's index once it
-				// knows the writer; measure with it.
-				targets.add_peer(S.b.slot, S.a->address());
-				for (int i = 0; i < 5000 && !S.a->immediate_to(S.peer); i++)
-					std::this_thread::sleep_for(std::chrono::milliseconds(1));
-			}
-			S.src = S.a->register_region(buf.src(), maxbuf);
-			S.desc = S.b.descriptors[0];
-			if (o.cuda) {
-				S.hs = S.a->register_region(hsrc.data(), maxbuf);
-				S.hdesc = S.b.descriptors[1];
-			}
+			setups.push_back(make_setup(o, cfg, mode, targets, buf, hsrc, hdst, maxbuf));
 			if (!o.json)
-				std::printf("\n# xfer %s, %s memory%s, %u rail(s), window %zu, notify %s, target %s; reference: %s\n# %s\n",
-					    prov.c_str(), o.cuda ? "cuda" : "host",
-					    o.cuda ? (" (devices " + std::to_string(o.src_dev) + " -> " +
-						      std::to_string(o.dst_dev) + ")").c_str() : "",
-					    rails, o.window, notify_name(mode), targets.where(),
-					    ref_what == "iperf3-lo" ? "iperf3 over loopback, one client/server pair per rail at once, 1 MiB writes, 1 s, per row"
-					    : o.cuda ? "the slower of cuMemcpy D2H/H2D from pinned memory, per row"
-						     : ref_what.c_str(),
-					    S.a->describe().c_str());
-			setups.push_back(std::move(st));
+				print_setup(o, prov, rails, targets, ref, *setups.back());
 		}
 		pr.section("xfer " + prov);
 		const char *path = setups[0]->src->staged() || setups[0]->b.staged ? "staged" : "direct";
@@ -754,156 +961,11 @@ int run_provider(const Options &o, const std::string &prov, bench::Targets &targ
 			for (size_t nch : o.chunks) {
 				if (size / nch < 64)
 					continue;
-				// Best of `repeat` runs per mode, the reference likewise, all
-				// interleaved, so every mode sees the same machine (it is shared).
-				std::vector<Result> r(setups.size(), Result{0, 1}), host(setups.size(), Result{0, 1});
-				double ref = fixed_ref;
-				double ceiling = 0; // tcp: same-size stream; shm: process_vm_writev
-				// The same stream or copies in the engine's writes (same bytes
-				// per op, same pieces per op), per engine pair.
-				std::vector<WriteOp> ops;
-				for (const auto &S : setups)
-					ops.push_back(engine_write(size, nch, S->a->caps().raw.max_write, S->a->caps().write_iov()));
-				std::vector<double> op_ceiling(setups.size(), 0);
-				auto measure_op_ceilings = [&](auto body) {
-					for (size_t m = 0; m < setups.size(); m++) {
-						size_t same = 0; // measured for an earlier pair with the same op
-						while (same < m && (ops[same].bytes != ops[m].bytes || ops[same].pieces != ops[m].pieces))
-							same++;
-						if (same < m)
-							continue;
-						op_ceiling[m] = std::max(op_ceiling[m], concurrent_gbps(size, o.seconds / 2, rails,
-								[&](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g) {
-									return body(a, b, g, ops[m]);
-								}));
-					}
-				};
-				CopyLimits lim;
-				for (unsigned k = 0; k < o.repeat; k++) {
-					for (size_t m = 0; m < setups.size(); m++) {
-						Setup &S = *setups[m];
-						Result t = run_writes(*S.a, S.peer, *S.src, S.desc, size, nch, o.seconds, o.window,
-								      S.b.notes);
-						if (t.iters / t.seconds > r[m].iters / r[m].seconds)
-							r[m] = t;
-						if (o.cuda) {
-							Result h = run_writes(*S.a, S.peer, *S.hs, S.hdesc, size, nch, o.seconds,
-									      o.window, S.b.notes);
-							if (h.iters / h.seconds > host[m].iters / host[m].seconds)
-								host[m] = h;
-						}
-					}
-					if (per_size_memcpy)
-						ref = std::max(k ? ref : 0.0, memcpy_gbps(size, o.seconds / 2, rails));
-					if (ref_what == "ib_write_bw")
-						ref = std::max(k ? ref : 0.0,
-							       ib_write_bw_gbps(setups[0]->a->caps().rail_domains[0], size));
-					if (per_size_iperf) {
-						std::string w;
-						ref = std::max(k ? ref : 0.0, iperf3_gbps(w, rails, targets));
-						if (!remote) {
-							ceiling = std::max(ceiling, concurrent_gbps(size, o.seconds / 2, rails,
-								[](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g) {
-									return tcp_stream(a, b, g);
-								}));
-							measure_op_ceilings([](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g,
-									       WriteOp op) { return tcp_stream(a, b, g, op.bytes); });
-						}
-					}
-					if (per_size_memcpy) {
-						ceiling = std::max(ceiling, concurrent_gbps(size, o.seconds / 2, rails,
-							[](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g) {
-								return cma_copy(a, b, g);
-							}));
-						measure_op_ceilings([](std::span<uint8_t> a, std::span<uint8_t> b, Gate &g, WriteOp op) {
-							return cma_copy(a, b, g, op.bytes, op.pieces);
-						});
-					}
-					if (o.cuda) {
-						CopyLimits c = copy_limits(o, buf, size, o.seconds / 2);
-						lim.d2h = std::max(lim.d2h, c.d2h);
-						lim.h2d = std::max(lim.h2d, c.h2d);
-						lim.d2d = std::max(lim.d2d, c.d2d);
-						ref = std::min(lim.d2h, lim.h2d);
-					}
-				}
+				const Measured ms = measure(o, setups, ref, remote, rails, targets, buf, size, nch);
 				for (size_t m = 0; m < setups.size(); m++) {
-					Setup &S = *setups[m];
-					if (o.verify) {
-						// One more transfer into a cleared target, compared byte
-						// for byte with where each source chunk must land (the
-						// run waits for the target's notification); a remote
-						// target compares its own bytes.
-						std::string why;
-						if (remote)
-							targets.zero(S.b.slot, 0, size);
-						else
-							buf.clear_dst(size);
-						run_writes(*S.a, S.peer, *S.src, S.desc, size, nch, 10, 1, S.b.notes, 1);
-						const bool same = remote ? targets.verify(S.b.slot, 0, size, nch, why)
-									 : buf.read_dst(size) == bench::expected_target(size, nch);
-						if (!same)
-							throw Error(HMEMREG_EFABRIC, "xfer: verification failed at " + human(size) +
-											     " (notify " + notify_name(S.mode) + ")" +
-											     (why.empty() ? "" : ": " + why));
-					}
-					double bytes = static_cast<double>(size) * r[m].iters;
-					double gbps = bytes * 8 / r[m].seconds / 1e9;
-					bench::Row row;
-					if (o.json)
-						row.add("bench", "xfer").add("provider", prov).add("mem", o.cuda ? "cuda" : "host");
-					if (o.json)
-						row.add("bytes", static_cast<unsigned long long>(size));
-					else
-						row.add("bytes", human(size));
-					row.add("chunks", nch).add("rails", static_cast<int>(rails))
-						.add("target", !o.connect.empty() ? "remote" : o.procs == 2 ? "child" : "in-process");
-					row.add("notify", !S.a->immediate_to(S.peer) ? "msg"
-							  : S.a->caps().imm_key_bytes() == 4 ? "imm4" : "imm");
-					row.add("iov", S.a->caps().write_iov());
-					row.add("iters", r[m].iters);
-					if (o.json)
-						row.add("total", static_cast<long long>(bytes));
-					else
-						row.add("total", human(bytes));
-					row.add("time", r[m].seconds, 3);
-					row.add("MB/sec", bytes / r[m].seconds / 1e6, 2);
-					row.add("usec/xfer", r[m].seconds * 1e6 / r[m].iters, 2);
-					row.add("Mxfers/sec", r[m].iters / r[m].seconds / 1e6, 4);
-					row.add("gbps", gbps, 2);
-					row.add("ref", rails > 1 && (per_size_iperf || per_size_memcpy)
-								? ref_what + " x" + std::to_string(rails)
-								: ref_what);
-					row.add("ref_gbps", ref, 2);
-					row.add("pct_ref", ref > 0 ? 100.0 * gbps / ref : 0.0, 1);
-					if ((per_size_iperf && !remote) || per_size_memcpy) {
-						row.add("ceiling", per_size_iperf ? "tcp-stream" : "cma");
-						row.add("ceiling_gbps", ceiling, 2);
-						row.add("pct_ceiling", ceiling > 0 ? 100.0 * gbps / ceiling : 0.0, 1);
-						// The same in the engine's writes: bytes and pieces per op.
-						size_t same = 0;
-						while (same < m && (ops[same].bytes != ops[m].bytes || ops[same].pieces != ops[m].pieces))
-							same++;
-						const double opc = op_ceiling[same];
-						if (o.json)
-							row.add("op_bytes", static_cast<unsigned long long>(ops[m].bytes));
-						else
-							row.add("op_bytes", human(static_cast<double>(ops[m].bytes)));
-						row.add("op_pieces", ops[m].pieces);
-						row.add("op_ceil_gbps", opc, 2);
-						row.add("pct_op_ceil", opc > 0 ? 100.0 * gbps / opc : 0.0, 1);
-					}
-					if (o.cuda) {
-						row.add("path", path);
-						row.add("d2h_gbps", lim.d2h, 1).add("h2d_gbps", lim.h2d, 1);
-						row.add(o.src_dev == o.dst_dev ? "d2d_gbps" : "peer_gbps", lim.d2d, 1);
-						row.add("d2d/xfer", gbps > 0 ? lim.d2d / gbps : 0.0, 2);
-						double hg = static_cast<double>(size) * host[m].iters * 8 / host[m].seconds / 1e9;
-						row.add("host_gbps", hg, 2).add("staged/host", hg > 0 ? gbps / hg : 0.0, 2);
-					}
-					if (o.json)
-						row.add("verified", o.verify ? "yes" : "no");
-					pr.print(row);
+					if (o.verify)
+						verify_once(*setups[m], targets, buf, remote, size, nch);
+					pr.print(row_of(o, prov, *setups[m], m, ms, ref, remote, rails, size, nch, path));
 				}
 			}
 		}

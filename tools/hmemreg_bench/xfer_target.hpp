@@ -3,7 +3,8 @@
 // process, in a child process (--procs 2) that serves them over a socket
 // pair, or in a bench server on another host (--serve on it, --connect
 // here) that serves them over TCP: the way a transfer engine's client and
-// server really run.
+// server really run. The wire between them: xfer_wire.hpp; the target
+// side: xfer_server.hpp, xfer_served.hpp.
 #pragma once
 
 #include <atomic>
@@ -14,21 +15,12 @@
 #include <utility>
 #include <vector>
 
-#include <sys/types.h>
-
 #include <hmemreg/engine.hpp>
 
-namespace hmemreg::bench {
+#include "reference_tools.hpp"
+#include "xfer_payload.hpp"
 
-// The bench's source bytes, and where each chunk of a size-byte transfer in
-// `nchunks` chunks goes (scattered: chunk k lands in reverse order).
-uint8_t pattern(size_t i);
-struct Placement {
-	size_t local, len, remote;
-};
-std::vector<Placement> placements(size_t size, size_t nchunks);
-// The target's first `size` bytes once such a transfer landed.
-std::vector<uint8_t> expected_target(size_t size, size_t nchunks);
+namespace hmemreg::bench {
 
 // What the writer needs of one target engine.
 struct TargetEngine {
@@ -77,33 +69,5 @@ public:
 	// target's host, for the tcp reference across hosts; the host to reach.
 	virtual std::string start_iperf3(int port0, unsigned streams);
 };
-
-// Starts argv[0] (searched in PATH) with argv, its output to /dev/null:
-// spawned, not forked, from a process with libfabric's threads and
-// registered memory (a fork would copy them and run our code in the child).
-pid_t spawn_quiet(std::vector<std::string> argv);
-
-// Processes started quiet, ended (SIGTERM, reaped) by stop() and at the
-// latest on destruction: servers that may never get their client.
-class Spawned {
-public:
-	Spawned() = default;
-	Spawned(const Spawned &) = delete;
-	Spawned &operator=(const Spawned &) = delete;
-	~Spawned() { stop(); }
-	void start(std::vector<std::string> argv); // throws when it cannot start
-	void stop() noexcept;
-
-private:
-	std::vector<pid_t> pids_;
-};
-
-// `streams` one-shot iperf3 servers on ports port0.., bound to `bind` if set.
-void start_iperf3_servers(Spawned &s, int port0, unsigned streams, const std::string &bind);
-
-// Runs a bench server: listens on [HOST:]PORT, serves one client's target
-// engines (host memory, `node` as their fabric address if not empty), and
-// returns the exit status once the client is done.
-int serve(const std::string &host_port, const std::string &node);
 
 } // namespace hmemreg::bench

@@ -621,7 +621,7 @@ static long hmimp_prov_export(void __user *uarg)
 		hmimp_prov_release(page);
 		return fd;
 	}
-	dmabuf = hmemreg_export(prov, page, &desc, &a.export_id);
+	dmabuf = hmemreg_buf_create(prov, page, &desc, &a.export_id);
 	if (IS_ERR(dmabuf)) {
 		hmimp_prov_release(page);
 		put_unused_fd(fd);
