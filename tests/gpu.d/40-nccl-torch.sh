@@ -161,7 +161,9 @@ round() { # suffix one-gpu(0|1)
 		echo "== shm runs: SKIP (no libfabric 2.6.0 with CUDA; HMEMREG_LIBFABRIC2)"
 	fi
 	run "tcp-host$s" "$one" "${hm[@]}" HMEMREG_NCCL_PROVIDER="tcp;ofi_rxm" HMEMREG_NCCL_NODE=127.0.0.1
+	# A checkout keeps the peer in .gpu/peer (tests/gpu/bundle); the bundle is the top there.
 	local ofi=${HMEMREG_PEER_PLUGIN_DIR:-$HMEMREG_TOP/.gpu/peer}
+	[ -n "${HMEMREG_PEER_PLUGIN_DIR:-}" ] || [ -f "$ofi/libnccl-net-ofi.so" ] || ofi=$HMEMREG_TOP/peer
 	if [ -f "$ofi/libnccl-net-ofi.so" ]; then
 		run "ofi$s" "$one" NCCL_NET_PLUGIN="$ofi/libnccl-net-ofi.so" FI_PROVIDER="tcp" \
 			LD_LIBRARY_PATH="${lf2:+$lf2/lib:}${LD_LIBRARY_PATH:-}" ${lf2:+FI_PROVIDER_PATH=$lf2/lib/libfabric}
