@@ -46,7 +46,7 @@ kmod:
 # Soft-RoCE with dma-buf MRs (rdma_rxe.ko + rdma-core's rxe provider), cached
 # in /var/cache/hmemreg: a few minutes the first time, then a key check.
 softroce:
-	KVER=$(KVER) softroce/build-rxe
+	KVER=$(KVER) JOBS=$(JOBS) softroce/build-rxe
 	softroce/build-rdma-core
 
 $(BUILD)/Makefile: CMakeLists.txt
