@@ -15,20 +15,27 @@
  *     and refuses what it must (a read-only export mapped for writing);
  *   - takes CPU access the dma-buf way, dma_buf_vmap() plus
  *     dma_buf_begin_cpu_access(), and builds the MR page map from that
- *     kernel mapping. Exporters without vmap, or whose vmap is I/O memory,
- *     are refused with EOPNOTSUPP: rxe cannot copy from them.
+ *     kernel mapping: its addresses where rxe copies through addresses
+ *     (6.1's rxe), the pages behind it where rxe maps pages itself (6.12's).
+ *     Exporters without vmap, or whose vmap is I/O memory or memory
+ *     without pages, are refused with EOPNOTSUPP: rxe cannot copy from them.
  * The sg table is never read. Deregistration (also when the process dies,
  * through uverbs' cleanup) undoes all of it, in reverse.
+ *
+ * Where rxe or the kernel differ, rxe_dmabuf_probed.h (softroce/build-rxe's
+ * compile probes, softroce/kernel/probes/) says which form this one has.
  */
 #include <linux/dma-buf.h>
 #include <linux/dma-mapping.h>
 #include <linux/dma-resv.h>
 #include <linux/iosys-map.h>
+#include <linux/mm.h>
 #include <linux/overflow.h>
 #include <linux/slab.h>
 
 #include "rxe.h"
 #include "rxe_loc.h"
+#include "rxe_dmabuf_probed.h"
 
 MODULE_IMPORT_NS(DMA_BUF);
 
@@ -65,6 +72,24 @@ static const struct dma_buf_attach_ops rxe_dmabuf_attach_ops = {
 	.allow_peer2peer = false,	/* rxe needs memory its CPU reaches */
 	.move_notify = rxe_dmabuf_move_notify,
 };
+
+static int rxe_dmabuf_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
+{
+#ifdef HMEMREG_HAVE_DMA_BUF_VMAP_UNLOCKED
+	return dma_buf_vmap_unlocked(dmabuf, map);
+#else
+	return dma_buf_vmap(dmabuf, map);
+#endif
+}
+
+static void rxe_dmabuf_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
+{
+#ifdef HMEMREG_HAVE_DMA_BUF_VMAP_UNLOCKED
+	dma_buf_vunmap_unlocked(dmabuf, map);
+#else
+	dma_buf_vunmap(dmabuf, map);
+#endif
+}
 
 static void rxe_dmabuf_unpin(struct rxe_dmabuf_import *imp)
 {
@@ -133,7 +158,7 @@ static struct rxe_dmabuf_import *rxe_dmabuf_import(struct rxe_dev *rxe, int fd,
 		goto err_detach;
 
 	/* EINVAL from the core means the exporter has no vmap. */
-	err = dma_buf_vmap(dmabuf, &imp->map);
+	err = rxe_dmabuf_vmap(dmabuf, &imp->map);
 	if (err) {
 		err = err == -EINVAL ? -EOPNOTSUPP : err;
 		goto err_unpin;
@@ -149,7 +174,7 @@ static struct rxe_dmabuf_import *rxe_dmabuf_import(struct rxe_dev *rxe, int fd,
 	return imp;
 
 err_vunmap:
-	dma_buf_vunmap(dmabuf, &imp->map);
+	rxe_dmabuf_vunmap(dmabuf, &imp->map);
 err_unpin:
 	rxe_dmabuf_unpin(imp);
 err_detach:
@@ -169,14 +194,95 @@ static void rxe_dmabuf_release(struct rxe_dmabuf_import *imp)
 
 	dma_buf_end_cpu_access(dmabuf, imp->dir == DMA_TO_DEVICE ?
 			       DMA_FROM_DEVICE : DMA_BIDIRECTIONAL);
-	dma_buf_vunmap(dmabuf, &imp->map);
+	rxe_dmabuf_vunmap(dmabuf, &imp->map);
 	rxe_dmabuf_unpin(imp);
 	rxe_dmabuf_put(imp);
 }
 
-/* Point the MR's page map at [offset, offset + length) of the import. */
+#ifdef HMEMREG_HAVE_RXE_ALLOC
+/* rxe's pool allocates the MR, and frees it at cleanup. */
+static struct rxe_mr *rxe_dmabuf_mr_alloc(struct rxe_dev *rxe)
+{
+	struct rxe_mr *mr = rxe_alloc(&rxe->mr_pool);
+
+	return mr ?: ERR_PTR(-ENOMEM);
+}
+
+static void rxe_dmabuf_mr_free(struct rxe_mr *mr)
+{
+	rxe_cleanup(mr);
+}
+#else
+/* The verbs allocate the MR, add it to the pool and free it after cleanup. */
+static struct rxe_mr *rxe_dmabuf_mr_alloc(struct rxe_dev *rxe)
+{
+	struct rxe_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	int err;
+
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	err = rxe_add_to_pool(&rxe->mr_pool, mr);
+	if (err) {
+		kfree(mr);
+		return ERR_PTR(err);
+	}
+	return mr;
+}
+
+static void rxe_dmabuf_mr_free(struct rxe_mr *mr)
+{
+	rxe_cleanup(mr);
+	kfree(mr);
+}
+#endif
+
+#if defined(HMEMREG_HAVE_RXE_MR_PAGE_INFO)
+/*
+ * The page behind one page of the vmap. rxe maps MR pages itself, so the
+ * memory must have struct pages: a vmap of a remapped PFN range has none.
+ */
+static struct page *rxe_dmabuf_vmap_page(const void *va)
+{
+	struct page *page;
+
+	if (is_vmalloc_addr(va))
+		page = vmalloc_to_page(va);
+	else if (virt_addr_valid(va))
+		page = virt_to_page(va);
+	else
+		return NULL;
+	return page && pfn_valid(page_to_pfn(page)) ? page : NULL;
+}
+
+/* Point the MR's page map at the pages of [offset, offset + length). */
 static int rxe_dmabuf_fill_map(struct rxe_mr *mr, struct rxe_dmabuf_import *imp,
-			       u64 offset, u64 length, int num_buf)
+			       u64 offset, int num_buf)
+{
+	const u8 *va = (const u8 *)imp->map.vaddr + (offset & PAGE_MASK);
+	int err, i;
+
+	err = alloc_mr_page_info(mr, num_buf);
+	if (err)
+		return err;
+	for (i = 0; i < num_buf; i++, va += PAGE_SIZE) {
+		struct page *page = rxe_dmabuf_vmap_page(va);
+
+		if (!page) {
+			ibdev_dbg(mr->ibmr.device, "dma-buf %s: its vmap is not backed by pages\n",
+				  imp->attach->dmabuf->exp_name);
+			return -EOPNOTSUPP;
+		}
+		mr->page_info[i].page = page;
+		mr->page_info[i].offset = 0;
+	}
+	mr->nbuf = num_buf;
+	mr->ibmr.type = IB_MR_TYPE_USER;
+	return 0;
+}
+#elif defined(HMEMREG_HAVE_RXE_MR_MAP)
+/* Point the MR's page map at the kernel addresses of [offset, offset + length). */
+static int rxe_dmabuf_fill_map(struct rxe_mr *mr, struct rxe_dmabuf_import *imp,
+			       u64 offset, int num_buf)
 {
 	u8 *va = (u8 *)imp->map.vaddr + (offset & PAGE_MASK);
 	struct rxe_map **map;
@@ -195,12 +301,23 @@ static int rxe_dmabuf_fill_map(struct rxe_mr *mr, struct rxe_dmabuf_import *imp,
 		buf->size = PAGE_SIZE;
 	}
 	mr->offset = offset & ~PAGE_MASK;
+	mr->type = IB_MR_TYPE_USER;
 	return 0;
 }
+#else
+#error "this rxe's MR page map is neither map[] (6.1) nor page_info[] (Debian 6.12)"
+#endif
 
+#ifdef HMEMREG_HAVE_REG_USER_MR_DMABUF_ATTRS
+static struct ib_mr *rxe_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
+					    u64 length, u64 iova, int fd,
+					    int access,
+					    struct uverbs_attr_bundle *attrs)
+#else
 static struct ib_mr *rxe_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
 					    u64 length, u64 iova, int fd,
 					    int access, struct ib_udata *udata)
+#endif
 {
 	struct rxe_dev *rxe = to_rdev(ibpd->device);
 	struct rxe_dmabuf_import *imp;
@@ -214,35 +331,35 @@ static struct ib_mr *rxe_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
 	if (!PAGE_ALIGN(end) || pages > INT_MAX)
 		return ERR_PTR(-EINVAL);
 
-	mr = rxe_alloc(&rxe->mr_pool);
-	if (!mr)
-		return ERR_PTR(-ENOMEM);
+	mr = rxe_dmabuf_mr_alloc(rxe);
+	if (IS_ERR(mr))
+		return ERR_CAST(mr);
 	rxe_get(to_rpd(ibpd));
 	mr->ibmr.pd = ibpd;
+	mr->ibmr.device = ibpd->device;
 
 	imp = rxe_dmabuf_import(rxe, fd, end, access);
 	if (IS_ERR(imp)) {
 		err = PTR_ERR(imp);
-		goto err_cleanup;
+		goto err_free;
 	}
 	/* From here on, cleanup of the MR releases the import. */
 	mr->dmabuf_import = imp;
 
 	rxe_mr_init(access, mr);
-	err = rxe_dmabuf_fill_map(mr, imp, offset, length, pages);
+	err = rxe_dmabuf_fill_map(mr, imp, offset, pages);
 	if (err)
-		goto err_cleanup;
+		goto err_free;
 	/* uverbs sets these for reg_user_mr only; mr_check_range needs them. */
 	mr->ibmr.iova = iova;
 	mr->ibmr.length = length;
 	mr->access = access;
 	mr->state = RXE_MR_STATE_VALID;
-	mr->type = IB_MR_TYPE_USER;
 	rxe_finalize(mr);
 	return &mr->ibmr;
 
-err_cleanup:
-	rxe_cleanup(mr);
+err_free:
+	rxe_dmabuf_mr_free(mr);
 	return ERR_PTR(err);
 }
 
