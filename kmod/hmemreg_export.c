@@ -80,7 +80,7 @@ static int hmemreg_buf_attach(struct dma_buf *dmabuf,
 	get_task_comm(att->comm, current);
 	att->pid = task_tgid_nr(current);
 	att->dynamic = dma_buf_attachment_is_dynamic(attach);
-	att->attached_ns = ktime_get_boottime_ns();
+	att->attached_ns = hmemreg_ledger_now();
 	/* A forwarding provider attaches to its inner buffer for this device. */
 	if (buf->prov->ops->attach) {
 		int ret = buf->prov->ops->attach(buf->priv, attach, &att->prov);
@@ -131,7 +131,7 @@ static void hmemreg_count_pin(struct hmemreg_buf *buf,
 		att->pinned++;
 	buf->rec.pins_live++;
 	buf->rec.pins_total++;
-	buf->rec.last_pin_ns = ktime_get_boottime_ns();
+	buf->rec.last_pin_ns = hmemreg_ledger_now();
 	spin_unlock(&hmemreg_ledger_lock);
 	atomic64_inc(&hmemreg_stats.pins_live);
 	atomic64_inc(&hmemreg_stats.pins_total);
@@ -149,7 +149,7 @@ static bool hmemreg_count_unpin(struct hmemreg_buf *buf,
 		if (att)
 			att->pinned--;
 		buf->rec.pins_live--;
-		buf->rec.last_unpin_ns = ktime_get_boottime_ns();
+		buf->rec.last_unpin_ns = hmemreg_ledger_now();
 	}
 	spin_unlock(&hmemreg_ledger_lock);
 	if (ok) {

@@ -32,7 +32,7 @@ void hmemreg_ledger_add(struct hmemreg_ledger_exp *rec)
 	rec->id = atomic64_inc_return(&hmemreg_next_export_id);
 	rec->owner = get_task_pid(current, PIDTYPE_TGID);
 	get_task_comm(rec->comm, current);
-	rec->created_ns = ktime_get_boottime_ns();
+	rec->created_ns = hmemreg_ledger_now();
 	spin_lock(&hmemreg_ledger_lock);
 	list_add_tail(&rec->node, &hmemreg_ledger_list);
 	spin_unlock(&hmemreg_ledger_lock);

@@ -11,6 +11,7 @@
 #include <linux/mutex.h>
 #include <linux/poll.h>
 #include <linux/spinlock.h>
+#include <linux/timekeeping.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
@@ -255,6 +256,16 @@ struct hmemreg_stats {
 extern struct hmemreg_stats hmemreg_stats;
 extern spinlock_t hmemreg_ledger_lock;
 extern struct list_head hmemreg_ledger_list;
+
+/*
+ * The ledger's times (CLOCK_BOOTTIME): ages for people, so a tick's
+ * resolution does, and attach and pin read no clocksource (where that is
+ * HPET, as in a TCG guest, each read is an emulated MMIO access).
+ */
+static inline u64 hmemreg_ledger_now(void)
+{
+	return ktime_get_coarse_boottime_ns();
+}
 
 void hmemreg_ledger_add(struct hmemreg_ledger_exp *rec);
 void hmemreg_ledger_del(struct hmemreg_ledger_exp *rec);

@@ -5,8 +5,10 @@
 #include <cstring>
 #include <fcntl.h>
 #include <linux/hmemreg.h>
+#include <map>
 #include <mutex>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hmemreg/hmemreg.h"
@@ -52,7 +54,96 @@ Module &module()
 	return m;
 }
 
+// The live wrappers by inner buffer. Never destroyed: registrations held
+// by caches that static destructors tear down may outlive any static.
+struct Table {
+	std::mutex mu;
+	std::map<WrapKey, std::weak_ptr<const Wrapper>> live;
+};
+
+Table &table()
+{
+	static Table *t = new Table;
+	return *t;
+}
+
+WrapperRef find(const WrapKey &key)
+{
+	Table &t = table();
+	std::lock_guard l(t.mu);
+	auto it = t.live.find(key);
+	return it == t.live.end() ? nullptr : it->second.lock();
+}
+
+// Publish `made` unless another thread published a live wrapper of the same
+// buffer meanwhile: then that one is used and `made` closes.
+WrapperRef publish(const WrapKey &key, UniqueFd made)
+{
+	auto w = std::make_shared<const Wrapper>(key, std::move(made));
+	Table &t = table();
+	std::lock_guard l(t.mu);
+	auto [it, inserted] = t.live.try_emplace(key, w);
+	if (!inserted) {
+		if (WrapperRef other = it->second.lock())
+			return other; // w's destructor runs after the lock is released
+		it->second = w;
+	}
+	return w;
+}
+
 } // namespace
+
+Wrapper::~Wrapper()
+{
+	Table &t = table();
+	std::lock_guard l(t.mu);
+	auto it = t.live.find(key_);
+	// Another thread may have published a new wrapper of the key already.
+	if (it != t.live.end() && it->second.expired())
+		t.live.erase(it);
+}
+
+int shared_wrapper(int fd, WrapperRef &out, std::string &why)
+{
+	struct stat st;
+	if (::fstat(fd, &st) != 0) {
+		why = std::string("cannot stat the DMA-BUF: ") + std::strerror(errno);
+		return -HMEMREG_EINVAL;
+	}
+	WrapKey key{WrapKey::file, st.st_dev, st.st_ino, 0};
+	if ((out = find(key)))
+		return 0;
+	UniqueFd made;
+	int rc = wrap_dmabuf(fd, made, why);
+	if (rc == 0)
+		out = publish(key, std::move(made));
+	return rc;
+}
+
+int shared_wrapper(const WrapKey &key, const std::function<int(UniqueFd &, std::string &)> &export_inner,
+		   WrapperRef &out, std::string &why)
+{
+	if ((out = find(key)))
+		return 0;
+	if (!module().dev) {
+		why = module().why_not;
+		return -HMEMREG_ENOTSUP;
+	}
+	UniqueFd inner, made;
+	int rc = export_inner(inner, why);
+	if (rc == 0)
+		rc = wrap_dmabuf(inner.get(), made, why);
+	if (rc == 0)
+		out = publish(key, std::move(made));
+	return rc;
+}
+
+size_t live_wrappers()
+{
+	Table &t = table();
+	std::lock_guard l(t.mu);
+	return t.live.size();
+}
 
 int wrap_dmabuf(int fd, UniqueFd &out, std::string &why)
 {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <cstdlib>
+#include <memory>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
@@ -175,24 +176,37 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 		attr.device.reserved = req.device;
 		break;
 	}
-	// CUDA memory without a caller's DMA-BUF: export the allocation here, on a
-	// miss only (tens of microseconds); the provider holds its own reference
-	// once registered, so the fd is closed on return.
+	// CUDA memory without a caller's DMA-BUF: the allocation's own export,
+	// made on a miss (tens of microseconds); the provider holds its own
+	// reference once registered. Where hmemreg.ko wraps it, the wrapper of
+	// the allocation is shared (dmabuf_wrap.hpp): a live one is reused
+	// without exporting again.
 	int fd = req.dmabuf_fd;
 	uint64_t fd_offset = req.dmabuf_offset; // of req.addr within the DMA-BUF
 	UniqueFd exported;
-	if (fd < 0 && req.iface == Iface::cuda && dmabuf_usable()) {
-		cuda::PointerInfo info;
+	WrapperRef wrapper;
+	cuda::PointerInfo info;
+	const bool own_export = fd < 0 && req.iface == Iface::cuda && dmabuf_usable();
+	auto export_allocation = [&info](UniqueFd &out, std::string &why) {
+		return cuda::export_dmabuf(info, out, &why);
+	};
+	if (own_export) {
 		std::string why;
 		int rc = cuda::classify(reinterpret_cast<const void *>(range.start), range.size(), info, &why);
 		if (rc == 0 && info.kind != cuda::MemKind::device) {
 			rc = -HMEMREG_EINVAL;
 			why = "not CUDA device memory";
 		}
-		if (rc == 0)
-			rc = cuda::export_dmabuf(info, exported, &why);
 		if (rc == 0) {
-			fd = exported.get();
+			std::string why_not;
+			WrapKey key{WrapKey::cuda_allocation, static_cast<uint64_t>(info.device), info.base, info.buffer_id};
+			if (shared_wrapper(key, export_allocation, wrapper, why_not) != 0) {
+				note_not_wrapped(why_not);
+				rc = export_allocation(exported, why);
+			}
+		}
+		if (rc == 0) {
+			fd = wrapper ? wrapper->fd() : exported.get();
 			fd_offset = reinterpret_cast<uintptr_t>(req.addr) - info.base;
 		} else {
 			note_address_path("DMA-BUF export failed: " + why);
@@ -203,15 +217,13 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 	// copies through bounce buffers); efa accepts the flag.
 	uint64_t flags = req.iface != Iface::host && !kexport ? FI_HMEM_DEVICE_ONLY : 0;
 	fabric::DmabufRange dmabuf{};
-	// Device memory's DMA-BUF goes through hmemreg.ko's DMABUF provider
-	// when it is there, so the NIC's pins of it are in the pin ledger.
-	// The wrapper is all of the buffer: offsets stay those of `fd`.
-	const int inner_fd = fd;
-	UniqueFd wrapped;
-	if (fd >= 0 && !kexport && dmabuf_usable()) {
+	// The caller's DMA-BUF of device memory goes through hmemreg.ko's
+	// DMABUF provider when it is there, so the NIC's pins of it are in the
+	// pin ledger. A wrapper is all of its buffer: offsets stay the same.
+	if (fd >= 0 && !own_export && !kexport && dmabuf_usable()) {
 		std::string why;
-		if (wrap_dmabuf(fd, wrapped, why) == 0)
-			fd = wrapped.get();
+		if (shared_wrapper(fd, wrapper, why) == 0)
+			fd = wrapper->fd();
 		else
 			note_not_wrapped(why);
 	}
@@ -236,13 +248,20 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 		flags &= ~FI_HMEM_DEVICE_ONLY;
 		rc = fi_mr_regattr(domain_, &attr, flags, &mr);
 	}
-	if (rc && wrapped && rc != -FI_EOPNOTSUPP && rc != -FI_ENOSYS) {
+	if (rc && wrapper && rc != -FI_EOPNOTSUPP && rc != -FI_ENOSYS) {
 		// The NIC refused the wrapper (an importer the module cannot
 		// forward for): register the buffer itself, as without the module.
 		note_not_wrapped(std::string("the provider refused the wrapped DMA-BUF (") + fi_strerror(-rc) + ")");
-		wrapped.reset();
-		dmabuf.fd = inner_fd;
-		rc = fi_mr_regattr(domain_, &attr, flags, &mr);
+		wrapper.reset();
+		int inner = req.dmabuf_fd;
+		if (own_export) {
+			std::string why;
+			inner = export_allocation(exported, why) == 0 ? exported.get() : -1;
+		}
+		if (inner >= 0) {
+			dmabuf.fd = inner;
+			rc = fi_mr_regattr(domain_, &attr, flags, &mr);
+		}
 	}
 	if ((rc == -FI_EOPNOTSUPP || rc == -FI_ENOSYS) && (flags & fabric::kMrDmabuf)) {
 		dmabuf_refused_.store(true);
@@ -257,11 +276,13 @@ int FabricRegistrar::reg(const Request &req, Range range, Registration &out)
 	}
 	if (req.iface != Iface::host)
 		((flags & fabric::kMrDmabuf) ? dmabuf_regs_ : address_regs_).fetch_add(1, std::memory_order_relaxed);
-	if (wrapped && (flags & fabric::kMrDmabuf))
+	if (wrapper && (flags & fabric::kMrDmabuf))
 		wrapped_regs_.fetch_add(1, std::memory_order_relaxed);
 	out.handle = mr;
 	out.desc = fi_mr_desc(mr);
 	out.key = fi_mr_key(mr);
+	// The registration holds its wrapper until dereg().
+	out.cookie = wrapper && (flags & fabric::kMrDmabuf) ? reinterpret_cast<uintptr_t>(new WrapperRef(std::move(wrapper))) : 0;
 	return 0;
 }
 
@@ -270,6 +291,8 @@ void FabricRegistrar::dereg(Registration &r) noexcept
 	if (r.handle)
 		fi_close(&static_cast<fid_mr *>(r.handle)->fid);
 	r.handle = nullptr;
+	std::unique_ptr<WrapperRef> held(reinterpret_cast<WrapperRef *>(r.cookie));
+	r.cookie = 0;
 }
 
 } // namespace hmemreg::mr

@@ -533,14 +533,14 @@ enum hmemreg_genl_attr {
 	HMEMREG_NLA_EXP_LEN,			/* 30: u64 */
 	HMEMREG_NLA_EXP_HANDLE,			/* 31: u64 DEVMEM handle, else 0 */
 	HMEMREG_NLA_EXP_COOKIE,			/* 32: u64 */
-	HMEMREG_NLA_EXP_CREATED_NS,		/* 33: u64 CLOCK_BOOTTIME */
+	HMEMREG_NLA_EXP_CREATED_NS,		/* 33: u64 CLOCK_BOOTTIME, coarse */
 	HMEMREG_NLA_EXP_ATTACH_LIVE,		/* 34: u32 */
 	HMEMREG_NLA_EXP_PINS_LIVE,		/* 35: u32 */
 	HMEMREG_NLA_EXP_MAPS_LIVE,		/* 36: u32 */
 	HMEMREG_NLA_EXP_PINS_TOTAL,		/* 37: u64 */
 	HMEMREG_NLA_EXP_MAPS_TOTAL,		/* 38: u64 */
-	HMEMREG_NLA_EXP_LAST_PIN_NS,		/* 39: u64 CLOCK_BOOTTIME, 0 never */
-	HMEMREG_NLA_EXP_LAST_UNPIN_NS,		/* 40: u64 CLOCK_BOOTTIME, 0 never */
+	HMEMREG_NLA_EXP_LAST_PIN_NS,		/* 39: u64 CLOCK_BOOTTIME, coarse, 0 never */
+	HMEMREG_NLA_EXP_LAST_UNPIN_NS,		/* 40: u64 CLOCK_BOOTTIME, coarse, 0 never */
 	HMEMREG_NLA_EXP_ATTACH,			/* 41: nested HMEMREG_NLA_ATT_*, repeated */
 	HMEMREG_NLA_EXP_INNER_NAME,		/* 42: string, DMABUF: the wrapped */
 						/*     buffer's exporter (exp_name) */
@@ -558,7 +558,7 @@ enum hmemreg_genl_att_attr {
 	HMEMREG_NLA_ATT_PINNED,		/* 4: u32 pins held */
 	HMEMREG_NLA_ATT_MAPPED,		/* 5: u32 mappings held */
 	HMEMREG_NLA_ATT_DYNAMIC,	/* 6: u32 1 = dynamic importer */
-	HMEMREG_NLA_ATT_ATTACHED_NS,	/* 7: u64 CLOCK_BOOTTIME */
+	HMEMREG_NLA_ATT_ATTACHED_NS,	/* 7: u64 CLOCK_BOOTTIME, coarse */
 	HMEMREG_NLA_ATT_PAD,		/* 8 */
 	__HMEMREG_NLA_ATT_MAX,
 };
