@@ -45,7 +45,7 @@ MODULE_IMPORT_NS(DMA_BUF);
  * @attach: dynamic attachment of @rxe's ib_device, pinned
  * @sgt:    the exporter's mapping for it (kept only to unmap it)
  * @dir:    direction of @sgt and of the CPU access window
- * @map:    the kernel mapping rxe copies through
+ * @map:    the kernel mapping the MR's page map is built from
  */
 struct rxe_dmabuf_import {
 	struct rxe_dev *rxe;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include <infiniband/verbs.h>
+#include <rdma/ib_user_verbs.h>
 
 #include "kmod_test.h"
 
@@ -308,6 +309,25 @@ Test(rxe_dmabuf, offset_into_the_dmabuf)
 }
 
 // A bad registration fails with `want` and leaves nothing attached or pinned.
+// The kernel's rereg of an MR's access, as uverbs' write() command: what
+// ibv_rereg_mr() would send where a provider offers it (rdma-core 44's rxe
+// does not, but any process can write the command). 0 or -errno.
+static int rereg_access(struct ibv_context *ctx, struct ibv_mr *mr, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_rereg_mr cmd;
+	} req = {
+		.hdr = { .command = IB_USER_VERBS_CMD_REREG_MR, .in_words = sizeof(req) / 4,
+			 .out_words = sizeof(resp) / 4 },
+		.cmd = { .response = (uintptr_t)&resp, .mr_handle = mr->handle,
+			 .flags = IBV_REREG_MR_CHANGE_ACCESS, .access_flags = access },
+	};
+
+	return write(ctx->cmd_fd, &req, sizeof(req)) == (ssize_t)sizeof(req) ? 0 : -errno;
+}
+
 static void refused(struct rig *r, uint64_t off, size_t len, uint64_t iova, int fd, int acc,
 		    int want, const char *what)
 {
@@ -339,6 +359,12 @@ Test(rxe_dmabuf, bad_input_is_refused_and_pins_nothing)
 	refused(&r, 0, PG, 0, rofd, ACC_ALL, EACCES, "a read-only export registered writable");
 	struct ibv_mr *mr = ibv_reg_dmabuf_mr(r.pd, 0, PG, 0, rofd, IBV_ACCESS_REMOTE_READ);
 	cr_assert_not_null(mr, "read-only export, REMOTE_READ only: %s", strerror(errno));
+	// Nor made writable afterwards: a dma-buf MR keeps its first access
+	// (6.12's rxe reregisters access; 6.1's has no rereg at all).
+	int rc = rereg_access(r.ctx, mr, ACC_ALL);
+
+	cr_assert_eq(rc, -EOPNOTSUPP, "rereg of a read-only export's MR to writable: %d (%s)", rc,
+		     strerror(-rc));
 	cr_assert_eq(ibv_dereg_mr(mr), 0);
 	assert_nothing_imported();
 	close(rofd);
