@@ -80,6 +80,62 @@ Test(read_back, bad_input, .timeout = 60)
 	cr_assert_eq(code([&] { e.read_back(*r, 8188, 4); }), 0, "the last 4 bytes");
 }
 
+// A NIC copy: the bytes of one registration land in another through the
+// rail's own endpoint, at offsets, from 1 byte to an eager slot's size, many
+// in flight; the CPU copies nothing.
+PROVIDER_TEST(nic_copy, copies_through_the_nic)
+{
+	Facade e(loopback(prov));
+	cr_assert(e.caps().read_back, "%s: no FI_READ", prov.c_str());
+	Buffer src(1 << 20), dst(1 << 20);
+	auto rs = e.register_region(src.data(), src.len);
+	auto rd = e.register_region(dst.data(), dst.len);
+	for (size_t n : {size_t(1), size_t(4097), size_t(512) << 10}) {
+		const size_t from = 8, to = dst.len - n - 3;
+		fill(src.data() + from, n, n);
+		std::memset(dst.data(), 0, dst.len);
+		auto t = e.nic_copy(*rd, to, *rs, from, n);
+		cr_assert(e.wait(*t, 20s), "NIC copy of %zu B did not complete", n);
+		cr_assert_eq(t->status(), 0, "NIC copy of %zu B: %s", n, t->error().c_str());
+		cr_assert(check_bytes(dst.data() + to, n, n), "bytes differ after a NIC copy of %zu B", n);
+		cr_assert_eq(dst.data()[to - 1], 0, "a byte before the copy was written");
+		cr_assert_eq(dst.data()[to + n], 0, "a byte after the copy was written");
+	}
+	std::vector<TransferRef> many;
+	fill(src.data(), src.len, 77);
+	for (size_t i = 0; i < 64; i++)
+		many.push_back(e.nic_copy(*rd, i * 16384, *rs, i * 16384, 16384));
+	for (auto &t : many) {
+		cr_assert(e.wait(*t, 20s), "one of 64 NIC copies did not complete");
+		cr_assert_eq(t->status(), 0, "%s", t->error().c_str());
+	}
+	cr_assert(check_bytes(dst.data(), 77, src.len), "bytes differ after 64 NIC copies");
+}
+
+Test(nic_copy, bad_input, .timeout = 60)
+{
+	Facade e(loopback("tcp;ofi_rxm")), other(loopback("tcp;ofi_rxm"));
+	Buffer a(8192), b(8192);
+	auto ra = e.register_region(a.data(), a.len);
+	auto rb = e.register_region(b.data(), b.len);
+	auto ro = other.register_region(b.data(), b.len);
+	auto code = [&](auto &&call) {
+		try {
+			call();
+		} catch (const hmemreg::Error &err) {
+			return err.code();
+		}
+		return 0;
+	};
+	cr_assert_eq(code([&] { e.nic_copy(*ra, 0, *rb, 0, 0); }), HMEMREG_EINVAL, "zero bytes");
+	cr_assert_eq(code([&] { e.nic_copy(*ra, 8000, *rb, 0, 200); }), HMEMREG_EINVAL, "past dst's end");
+	cr_assert_eq(code([&] { e.nic_copy(*ra, 0, *rb, 8000, 200); }), HMEMREG_EINVAL, "past src's end");
+	cr_assert_eq(code([&] { e.nic_copy(*ra, ~size_t(0), *rb, 0, 1); }), HMEMREG_EINVAL, "offset overflows");
+	cr_assert_eq(code([&] { e.nic_copy(*ra, 0, *ro, 0, 4); }), HMEMREG_EINVAL, "another engine's region");
+	auto t = e.nic_copy(*ra, 0, *rb, 0, 8192);
+	cr_assert(e.wait(*t, 20s) && t->status() == 0, "the whole region: %s", t->error().c_str());
+}
+
 Test(register_dmabuf, refuses_what_it_cannot_register, .timeout = 60)
 {
 	Facade e(loopback("tcp;ofi_rxm"));

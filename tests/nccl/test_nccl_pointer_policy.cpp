@@ -88,26 +88,25 @@ Test(nccl_pointer_policy, no_dmabuf_below_api_1_20)
 	cr_assert(says(p.why, "no DMA-BUF registration"), "%s", p.why.c_str());
 }
 
-Test(nccl_pointer_policy, without_read_back_only_where_nccl_never_flushes)
+// Without FI_READ, Inline and eager data could reach GPU memory only
+// through CUDA calls: host buffers at every compute capability, even where
+// NCCL never flushes.
+Test(nccl_pointer_policy, without_read_back_no_gpu_buffers)
 {
-	struct Case {
-		int cc;
-		bool force;
-		bool device;
-	} cases[] = {{80, false, false}, {86, false, false}, {0, false, false},
-		     {90, false, true},  {100, false, true}, {90, true, false}};
-	for (const Case &c : cases) {
-		auto f = facts("auto", "efa");
-		f.read_back = false;
-		f.min_compute_capability = c.cc;
-		f.force_flush = c.force;
-		auto p = choose_pointers(f);
-		cr_assert_eq(p.device, c.device, "cc %d force %d: %s", c.cc, c.force, p.why.c_str());
-		cr_assert_not(p.read_back);
-		cr_assert(says(p.why, "FI_READ"), "%s", p.why.c_str());
-		if (c.force)
-			cr_assert(says(p.why, "NCCL_NET_FORCE_FLUSH"), "%s", p.why.c_str());
-	}
+	for (int cc : {80, 86, 0, 90, 100})
+		for (bool force : {false, true}) {
+			auto f = facts("auto", "efa");
+			f.read_back = false;
+			f.min_compute_capability = cc;
+			f.force_flush = force;
+			auto p = choose_pointers(f);
+			cr_assert_not(p.device || p.dmabuf || p.read_back, "cc %d force %d: %s", cc, force, p.why.c_str());
+			cr_assert(says(p.why, "FI_READ") && says(p.why, "Inline and eager"), "%s", p.why.c_str());
+		}
+	auto f = facts("auto", "efa");
+	f.min_compute_capability = 90;
+	auto p = choose_pointers(f);
+	cr_assert(p.device && says(p.why, "land through the NIC") && says(p.why, "no flush"), "%s", p.why.c_str());
 }
 
 Test(nccl_pointer_policy, the_setting_decides_when_given)

@@ -5,7 +5,8 @@
 # (softroce/build-rdma-core) through LD_LIBRARY_PATH; then
 # tests/rxe/test_rxe_dmabuf, the NCCL plugin registering devmem exports
 # through regMrDmaBuf with read-back flushes (hmemreg_bench nccl --mem
-# export), the ledger must be idle, and both modules unload.
+# export) and receiving host sends into them through the NIC (--mem
+# export-recv), the ledger must be idle, and both modules unload.
 # While a process holds export registrations, mr_cache_stat --exports joins
 # its caches' rows to the ledger (rxe0 pins them); after it dies, nothing.
 set -eu
@@ -78,6 +79,27 @@ if [ -n "$lf2" ]; then
 		echo "ok nccl --mem export: $rows rows with every byte checked, read-backs per rank: $(echo $flushed)"
 	else
 		echo "FAIL: nccl --mem export (exit $nrc): read-backs per rank '$(echo $flushed)', $rows checked rows"
+		bad=$((bad + 1))
+	fi
+	# NCCL_NET_GDR_READ=0's shape: host sends into device receives. Small
+	# sends come inline or eager through host memory, and the NIC (an RDMA
+	# READ from its own endpoint) copies them into the export: the plugin
+	# neither touches device memory with the CPU nor calls CUDA.
+	echo "---- hmemreg_bench nccl --mem export-recv: Inline and eager data copied into exports by the NIC"
+	llog=/tmp/nccl-export-recv.log
+	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH timeout 300 \
+		"$HMEMREG_BUILD/tools/hmemreg_bench" nccl --mem export-recv --provider "verbs;ofi_rxm" --node 10.217.0.1 \
+		--sizes 4k,64k,1m --lat-sizes 8,4k,64k --window 4 --repeat 1 --seconds 0.2 --no-ref --json --log info \
+		>"$llog" 2>&1 && lrc=0 || lrc=$?
+	grep -v '^{' "$llog" | grep -E 'NIC|FAIL|WARN|wrong' | head -20
+	grep '^{' "$llog"
+	landed=$(sed -n 's/.*: \([0-9]*\) Inline or eager receives copied into device memory by the NIC/\1/p' "$llog" |
+		awk '{ s += $1 } END { print s + 0 }')
+	lrows=$(grep -c '"checked_bytes":[1-9]' "$llog" || true)
+	if [ "$lrc" = 0 ] && [ "$landed" -gt 0 ] && [ "$lrows" -ge 6 ]; then
+		echo "ok nccl --mem export-recv: $lrows rows with every byte checked, $landed receives landed by the NIC"
+	else
+		echo "FAIL: nccl --mem export-recv (exit $lrc): $landed receives landed by the NIC, $lrows checked rows"
 		bad=$((bad + 1))
 	fi
 	LD_LIBRARY_PATH=$lf2/lib:$LD_LIBRARY_PATH "$HMEMREG_BUILD/tests/rxe/test_rxe_export" 10.217.0.1 hold \

@@ -268,11 +268,15 @@ struct Rank {
 	uint64_t checked = 0; // bytes this rank verified
 	bool cuda = false;	      // sbuf/rbuf are device pointers (--mem cuda)
 	bool exports = false;	      // sbuf/rbuf are devmem exports' mappings (--mem export)
+	bool host_sends = false;      // --mem export-recv: sbuf is host memory
 	hmemreg_export_t *sexp = nullptr, *rexp = nullptr;
 	uint64_t read_backs = 0;      // iflushes that posted a read-back (--mem export)
 	std::vector<uint8_t> scratch; // host copy of a device message
 
-	Rank(bool init, const std::string &mem) : initiator(init), cuda(mem == "cuda"), exports(mem == "export") {}
+	Rank(bool init, const std::string &mem)
+		: initiator(init), cuda(mem == "cuda"), exports(mem.starts_with("export")), host_sends(mem == "export-recv")
+	{
+	}
 
 	// The pattern written, a slot cleared, a message checked: in place for
 	// host memory, through a host copy for device memory.
@@ -539,19 +543,25 @@ struct Rank {
 			const size_t page = 4096;
 			slen = (slen + page - 1) / page * page;
 			rlen = (rlen + page - 1) / page * page;
-			if (hmemreg_export_devmem(slen, &sexp) || hmemreg_export_devmem(rlen, &rexp)) {
+			void *hs = nullptr;
+			if ((host_sends ? posix_memalign(&hs, page, slen) != 0 : hmemreg_export_devmem(slen, &sexp) != 0) ||
+			    hmemreg_export_devmem(rlen, &rexp)) {
 				std::fprintf(stderr, "nccl bench [%s]: no devmem exports of %zu + %zu bytes: %s\n",
 					     g_log_label, slen, rlen, hmemreg_export_last_error());
 				hmemreg_export_free(sexp);
 				sexp = nullptr;
+				std::free(hs);
 				return false;
 			}
-			sbuf = static_cast<uint8_t *>(hmemreg_export_addr(sexp));
+			sbuf = host_sends ? static_cast<uint8_t *>(hs) : static_cast<uint8_t *>(hmemreg_export_addr(sexp));
 			rbuf = static_cast<uint8_t *>(hmemreg_export_addr(rexp));
 			std::memset(sbuf, 0x5a, slen);
 			std::memset(rbuf, 0, rlen);
 			// NCCL's way with a GPU buffer: its DMA-BUF fd, offset 0.
-			TRY(net.reg_dmabuf(sc, sbuf, slen, hmemreg_export_fd(sexp), &smh));
+			if (host_sends)
+				TRY(net.reg(sc, sbuf, slen, NCCL_PTR_HOST, &smh));
+			else
+				TRY(net.reg_dmabuf(sc, sbuf, slen, hmemreg_export_fd(sexp), &smh));
 			TRY(net.reg_dmabuf(rc, rbuf, rlen, hmemreg_export_fd(rexp), &rmh));
 			return true;
 		} else {
@@ -589,6 +599,8 @@ struct Rank {
 		} else if (exports) {
 			std::fprintf(stderr, "nccl bench [%s]: %llu receives read back by iflush\n", g_log_label,
 				     static_cast<unsigned long long>(read_backs));
+			if (host_sends)
+				std::free(sbuf);
 			if (hmemreg_export_free(sexp) || hmemreg_export_free(rexp)) {
 				std::fprintf(stderr, "nccl bench [%s]: export still registered after deregMr: %s\n",
 					     g_log_label, hmemreg_export_last_error());
@@ -893,8 +905,10 @@ int bench_nccl(int argc, char **argv)
 	p.app().add_flag("!--no-lat", o.lat, "skip latency");
 	p.text("--mem", o.mem,
 	       "host, cuda (cuMemAlloc'ed buffers on GPU 0, NCCL_PTR_CUDA), or export (hmemreg.ko devmem exports "
-	       "through regMrDmaBuf, each receive read back by iflush)")
-		->check(CLI::IsMember({"host", "cuda", "export"}));
+	       "through regMrDmaBuf, each receive read back by iflush), or export-recv (receives into exports, "
+	       "sends from host memory: NCCL_NET_GDR_READ=0's shape, where small sends come inline or eager and the "
+	       "NIC copies them into the exports)")
+		->check(CLI::IsMember({"host", "cuda", "export", "export-recv"}));
 	p.app().add_option("--log", o.log, "plugin log level shown (the logger NCCL would pass)")
 		->check(CLI::IsMember({"none", "warn", "info", "trace"}))
 		->capture_default_str();

@@ -68,6 +68,9 @@ ncclResult_t Plugin::close_recv(void *recv_comm)
 			NWARN("closeRecv: %p is not a recv comm of this plugin", recv_comm);
 			return ncclInternalError;
 		}
+		if (c->nic_landings)
+			NINFO(NCCL_NET, "recv comm %u: %llu Inline or eager receives copied into device memory by the NIC",
+			      c->id, static_cast<unsigned long long>(c->nic_landings));
 		if (!c->peer_closed) {
 			try {
 				send_control_locked(c->peer, proto::encode(proto::Close{c->remote_id, 0}));
@@ -79,6 +82,8 @@ ncclResult_t Plugin::close_recv(void *recv_comm)
 		// memory stays until the engine is gone (the registration goes now).
 		if (c->eager.mem)
 			retired_eager_.push_back(std::move(c->eager.mem));
+		if (c->inline_entries.mem) // NIC copies out of it may be in flight
+			retired_eager_.push_back(std::move(c->inline_entries.mem));
 		recvs_.erase(c->id);
 		auto it = comms_.find(recv_comm);
 		owned = std::move(it->second);

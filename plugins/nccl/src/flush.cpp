@@ -5,10 +5,11 @@
 // a read of the buffer through the same NIC comes back only behind those
 // writes. So each buffer a NIC wrote (MemHandle::read_back) gets a
 // read-back of its last received bytes on every rail (the engine's
-// read_back), completed through test(). Everything else needs none: host
-// memory, and device memory the engine staged (its copies ran on streams
-// of its own and had finished before test() reported the receive), as
-// have the plugin's own Inline and eager landings. NULL request: done.
+// read_back), completed through test(): this covers Inline and eager
+// data the NIC copied in too (recv_landing.cpp). Everything else needs
+// none: host memory, and device memory the engine staged (its copies ran
+// on streams of its own and had finished before test() reported the
+// receive). NULL request: done.
 #include "plugin.hpp"
 
 #include <algorithm>

@@ -67,6 +67,13 @@ struct SendComm final : Comm {
 	std::chrono::steady_clock::time_point waiting_since{};
 };
 
+// How Inline and eager data (which come through host memory) reach a
+// receive buffer: the CPU copies into host memory; CUDA copies on the
+// plugin's streams into staged device memory (the staged hang: README);
+// the NIC copies into device memory it registered (Engine::nic_copy), with
+// no CPU access and no CUDA call.
+enum class Landing { Cpu, Cuda, Nic };
+
 // A recv comm's eager slots: one registered buffer, slot i at i * slot_size.
 struct EagerSlots {
 	std::unique_ptr<uint8_t[]> mem;
@@ -74,6 +81,17 @@ struct EagerSlots {
 	uint32_t slots = 0;
 	size_t slot_size = 0;
 	uint8_t *slot(uint32_t seq) const { return mem.get() + static_cast<size_t>(seq % slots) * slot_size; }
+};
+
+// A recv comm's registered host entries for Inline data that the NIC
+// copies into device memory (Landing::Nic), made at the first such
+// landing: one entry per receive the comm may have outstanding
+// (MAX_REQUESTS), so one is always free for a posted receive.
+struct InlineEntries {
+	std::unique_ptr<uint8_t[]> mem;
+	RegionRef region;
+	size_t entry_size = 0;
+	std::vector<uint32_t> free;
 };
 
 struct RecvComm final : Comm {
@@ -97,6 +115,8 @@ struct RecvComm final : Comm {
 		std::vector<uint8_t> data;
 	};
 	std::unordered_map<uint32_t, Early> inline_early; // seq -> Inline data before its irecv
+	InlineEntries inline_entries;                     // Landing::Nic only
+	uint64_t nic_landings = 0;                        // receives landed that way (said at close)
 	uint32_t eager_uncredited = 0; // receives served from eager slots since the sender last heard done_upto
 	// Receives complete before done_upto; those completed out of order after it.
 	uint32_t done_upto = 0;
@@ -121,6 +141,8 @@ struct Request {
 	uint64_t offset = 0;     // buffer's offset in that region
 	uint8_t *data = nullptr; // receive buffer (Inline and eager data are copied there)
 	int device = -1;         // its CUDA device, -1: host memory
+	Landing route = Landing::Cpu; // how Inline and eager data reach it
+	RegionRef region;             // Landing::Nic: its buffer's registration
 	State state = State::Pending;
 	size_t bytes = 0;    // what test() reports
 	ncclResult_t error = ncclSuccess;
@@ -133,11 +155,17 @@ struct Request {
 	class Plugin *plugin = nullptr;
 	// A receive whose data (Inline or eager) is still being copied into its
 	// device buffer: settled by the test() that finds the copy done. Its
-	// source stays: Inline data here, an eager slot reserved until then.
-	DeviceCopies::Event landing;
-	std::vector<uint8_t> landing_src;
-	size_t landing_bytes = 0;
-	bool landing_eager = false;
+	// source stays until then: an eager slot, or the Inline data (here for
+	// a CUDA copy, in an entry of the comm's InlineEntries for the NIC's).
+	struct PendingLanding {
+		DeviceCopies::Event cuda;
+		TransferRef nic;
+		std::vector<uint8_t> src;
+		int64_t inline_entry = -1;
+		size_t bytes = 0;
+		bool eager = false;
+		explicit operator bool() const { return cuda || nic; }
+	} landing;
 	// An iflush (flush.cpp): the read-backs it waits for.
 	bool flush = false;
 	std::vector<TransferRef> read_backs;
@@ -150,6 +178,9 @@ struct MemHandle {
 	uintptr_t addr = 0;
 	size_t size = 0;
 	int cuda_device = -1;     // CUDA device memory of this ordinal, else -1
+	// Device memory (CUDA, or a DMA-BUF such as an hmemreg.ko export): the
+	// CPU neither reads it for an Inline or eager send nor writes it.
+	Landing landing = Landing::Cpu;
 	// A NIC writes it itself (device memory on the GPUDirect RDMA path, an
 	// hmemreg.ko export): iflush reads a receive's last bytes back.
 	bool read_back = false;

@@ -103,7 +103,10 @@ ncclResult_t Plugin::classify_device_handle(const char *call, MemHandle &h)
 		return ncclSystemError;
 	}
 	if (info.iface == HMEMREG_IFACE_KMOD_EXPORT) {
+		// Device memory to NCCL; the CPU may reach it only where the NIC
+		// cannot copy into it (no FI_READ), as an export is mapped.
 		h.read_back = engine_->caps().read_back();
+		h.landing = h.read_back ? Landing::Nic : Landing::Cpu;
 		return ncclSuccess;
 	}
 	if (info.iface != HMEMREG_IFACE_CUDA) {
@@ -117,7 +120,9 @@ ncclResult_t Plugin::classify_device_handle(const char *call, MemHandle &h)
 		return ncclInvalidUsage;
 	}
 	h.cuda_device = info.device;
-	h.read_back = read_back_ && !(info.flags & HMEMREG_REGION_STAGED);
+	const bool staged = info.flags & HMEMREG_REGION_STAGED;
+	h.read_back = read_back_ && !staged;
+	h.landing = staged ? Landing::Cuda : Landing::Nic; // Nic: ptrSupport CUDA needs FI_READ
 	device_regs_++;
 	return ncclSuccess;
 }

@@ -29,6 +29,7 @@ struct hmemreg_nccl_counters {
 	uint64_t peer_closes;      /* connections whose other side closed them */
 	uint64_t device_regs;      /* regMr/regMrDmaBuf of CUDA memory (direct, FI_HMEM) */
 	uint64_t device_flushes;   /* device buffers iflush was asked about (nothing to wait for) */
+	uint64_t nic_landings;     /* Inline or eager receives the NIC copied into device memory */
 };
 int hmemreg_nccl_stats(struct hmemreg_nccl_counters *out);
 

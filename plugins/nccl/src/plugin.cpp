@@ -264,6 +264,7 @@ void Plugin::stats(struct hmemreg_nccl_counters &out)
 	out.peer_closes = peer_closes_;
 	out.device_regs = device_regs_.load();
 	out.device_flushes = flushes_.load();
+	out.nic_landings = nic_landings_;
 }
 
 size_t Plugin::live_comms()

@@ -134,6 +134,7 @@ private:
 	// recv_landing.cpp
 	void land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, size_t bytes);
 	void land_inline_locked(RecvComm &c, Request &r, int32_t tag, std::span<const uint8_t> data);
+	bool start_device_landing_locked(RecvComm &c, Request &r, std::span<const uint8_t> data);
 	// A landing of r in device memory found done (or failed) by test().
 	void settle_landing_locked(Request &r);
 	void finish_landing_locked(Request &r, bool eager);
@@ -177,7 +178,7 @@ private:
 	// Encoded control messages on the hot paths (Cts, Inline heads), under
 	// mu_: the engine copies them at once, the capacity stays.
 	std::vector<uint8_t> wire_;
-	uint64_t bytes_sent_ = 0, bytes_received_ = 0, eager_receives_ = 0, peer_closes_ = 0;
+	uint64_t bytes_sent_ = 0, bytes_received_ = 0, eager_receives_ = 0, peer_closes_ = 0, nic_landings_ = 0;
 	std::atomic<uint64_t> device_regs_{0}, flushes_{0};
 	DeviceCopies copies_; // Inline and eager data into device buffers
 	std::mutex watch_mu_;

@@ -33,21 +33,21 @@ PointerPolicy choose_pointers(const PointerFacts &f)
 				(f.direct_why_not.empty() ? std::string("no FI_HMEM") : f.direct_why_not) +
 				"), and a CUDA call can wait behind NCCL's kernels; HMEMREG_NCCL_DEVICE_MEMORY=staged "
 				"stages it instead"};
-	const bool flushes = nccl_flushes(f.min_compute_capability, f.force_flush);
-	if (!f.read_back && flushes)
+	if (!f.read_back)
 		return {false, false, false,
-			"provider " + f.provider + " writes device memory itself (GPUDirect RDMA), but NCCL asks for a "
-			"flush here (compute capability " + capability_text(f.min_compute_capability) +
-				(f.force_flush ? ", NCCL_NET_FORCE_FLUSH=1" : "") +
-				") and the rails cannot read back (no FI_READ)"};
+			"provider " + f.provider + " writes device memory itself (GPUDirect RDMA), but its rails cannot "
+			"read their own registrations (no FI_READ): Inline and eager data would reach device memory "
+			"only through CUDA calls, and iflush could not read back"};
 	std::string why = "GPUDirect RDMA: provider " + f.provider +
 			  " registers device memory and makes no CUDA call (FI_OPT_CUDA_API_PERMITTED = false); ";
 	why += f.dmabuf ? "regMrDmaBuf registers NCCL's DMA-BUF (FI_MR_DMABUF); "
 			: "no DMA-BUF registration (libfabric API < 1.20 or no FI_MR_DMABUF): by address; ";
-	why += f.read_back ? "iflush reads back from each rail (fi_read) where NCCL asks"
-			   : "no read-back (no FI_READ), which NCCL never asks for here (compute capability " +
-				     capability_text(f.min_compute_capability) + ")";
-	return {true, f.dmabuf, f.read_back, why};
+	why += "Inline and eager data land through the NIC (fi_read from its own endpoint); ";
+	why += nccl_flushes(f.min_compute_capability, f.force_flush)
+		       ? "iflush reads back from each rail (fi_read)"
+		       : "NCCL asks for no flush here (compute capability " +
+				 capability_text(f.min_compute_capability) + ")";
+	return {true, f.dmabuf, true, why};
 }
 
 } // namespace hmemreg::nccl

@@ -23,9 +23,11 @@
 // registers through FI_MR_DMABUF (libfabric API >= 1.20), provided iflush
 // can read back what the NIC wrote (its completion may come while the data
 // is still on its way into GPU memory; NCCL asks for the read-back below
-// compute capability 9.0, or when forced). Not yet run under NCCL on a NIC:
-// Inline and eager data still land in device buffers through the plugin's
-// own copies, the path of the staged hang above.
+// compute capability 9.0, or when forced). Inline and eager data, which
+// come through host memory, reach its device buffers through the NIC too
+// (an RDMA READ from its own endpoint: recv_landing.cpp), so nothing on
+// this path calls CUDA; that needs FI_READ, as the read-back does. Not
+// yet run under NCCL on a real NIC (none here).
 #pragma once
 
 #include <string>

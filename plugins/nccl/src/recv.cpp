@@ -31,6 +31,9 @@ std::shared_ptr<Request> Plugin::recv_request_locked(const RecvComm &c, void *da
 	rq->tag = tag;
 	if (mh) {
 		rq->device = mh->cuda_device;
+		rq->route = mh->landing;
+		if (rq->route == Landing::Nic)
+			rq->region = mh->region;
 		rq->mhandle = mhandle;
 		rq->offset = reinterpret_cast<uintptr_t>(data) - reinterpret_cast<uintptr_t>(mh->region->addr());
 	}
@@ -56,8 +59,9 @@ ncclResult_t Plugin::advertise_recv_locked(RecvComm &c, Request &r, const MemHan
 	// eager write, nobody reads a Cts.
 	if (c.peer_closed)
 		return ncclSuccess;
-	// (A device buffer's sender, in device memory too, will not go inline.)
-	if (r.device < 0 && cfg_.inline_max && r.size <= cfg_.inline_max && c.told_id) {
+	// (A device buffer's sender, in device memory too, will not go inline;
+	// a host sender may, and recv_landing.cpp copies it in.)
+	if (r.route == Landing::Cpu && cfg_.inline_max && r.size <= cfg_.inline_max && c.told_id) {
 		// Every send that fits comes inline: no Cts unless it waits long
 		// (made then: nothing to build or copy on a small message's path).
 		r.deferred = true;

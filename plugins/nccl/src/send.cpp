@@ -78,7 +78,7 @@ Plugin::SendRoute Plugin::send_route_locked(const SendComm &c, const MemHandle *
 	// Small: the data goes in a control message, Cts or not (one message
 	// instead of a write, its Announce and the wait for a Cts).
 	// Device memory never goes inline or eager: both read the data on the CPU.
-	const bool host = !mh || mh->cuda_device < 0;
+	const bool host = !mh || mh->landing == Landing::Cpu;
 	if (host && cfg_.inline_max && size <= cfg_.inline_max && c.remote_id)
 		return SendRoute::Inline;
 	// No Cts yet (the receiver is behind): into an eager slot if one is

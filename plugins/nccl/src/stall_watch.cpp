@@ -62,7 +62,7 @@ void Plugin::tell_stalls_locked(std::chrono::steady_clock::time_point now)
 		r->stall_told = true;
 		if (shown++ < 16)
 			NWARN("stall:  %s comm %u seq %u: %zu bytes (%s), waiting %lld ms%s%s", r->send ? "send" : "recv",
-			      r->comm_id, r->seq, r->size, r->device >= 0 ? "device" : "host", ms(*r),
+			      r->comm_id, r->seq, r->size, r->route != Landing::Cpu ? "device" : "host", ms(*r),
 			      r->deferred ? ", advertisement deferred" : "", r->landing ? ", copy into device memory queued" : "");
 	}
 	const auto ps = engine_->path_stats();

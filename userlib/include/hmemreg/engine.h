@@ -422,6 +422,16 @@ int hmemreg_engine_sendv_flags(hmemreg_engine_t *engine, uint64_t peer, const st
 int hmemreg_engine_read_back(hmemreg_engine_t *engine, const hmemreg_region_t *region, uint64_t offset, size_t len,
 			     hmemreg_xfer_t **xfer);
 
+/* Copies len bytes at src_offset of src into dst at dst_offset through the
+ * first rail's NIC (an RDMA READ from its own endpoint into dst): how data
+ * reaches device memory the NIC registered with no CPU access and no CUDA
+ * call (a CUDA call can wait behind a GPU's kernels). No callback, as for
+ * hmemreg_engine_read_back. -HMEMREG_EINVAL (null, another engine's
+ * region, a staged region, a range outside either region or of 0 bytes),
+ * -HMEMREG_ENOTSUP (no FI_READ: HMEMREG_ENGINE_HAS_READ_BACK unset). */
+int hmemreg_engine_nic_copy(hmemreg_engine_t *engine, const hmemreg_region_t *dst, uint64_t dst_offset,
+			    const hmemreg_region_t *src, uint64_t src_offset, size_t len, hmemreg_xfer_t **xfer);
+
 /* -HMEMREG_EAGAIN while in progress, else the final status (when negative,
  * hmemreg_engine_last_error() says why). */
 int hmemreg_xfer_test(const hmemreg_xfer_t *xfer);

@@ -275,6 +275,16 @@ public:
 		return std::make_shared<Transfer>(x);
 	}
 
+	// Copies [src_offset, +len) of src into dst at dst_offset through the
+	// first rail's NIC (hmemreg_engine_nic_copy): a handle to wait on.
+	TransferRef nic_copy(const Region &dst, uint64_t dst_offset, const Region &src, uint64_t src_offset, size_t len)
+	{
+		hmemreg_xfer_t *x = nullptr;
+		engine_detail::check(
+			hmemreg_engine_nic_copy(e_, dst.handle(), dst_offset, src.handle(), src_offset, len, &x));
+		return std::make_shared<Transfer>(x);
+	}
+
 	// A handle to wait on.
 	TransferRef write(PeerId peer, std::span<const Chunk> chunks, std::span<const uint8_t> remote, uint64_t tag = 0)
 	{

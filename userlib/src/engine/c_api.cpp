@@ -611,6 +611,21 @@ int hmemreg_engine_read_back(hmemreg_engine_t *engine, const hmemreg_region_t *r
 	});
 }
 
+int hmemreg_engine_nic_copy(hmemreg_engine_t *engine, const hmemreg_region_t *dst, uint64_t dst_offset,
+			    const hmemreg_region_t *src, uint64_t src_offset, size_t len, hmemreg_xfer_t **xfer)
+{
+	if (!engine || !dst || !src || !xfer)
+		return fail(HMEMREG_EINVAL, "engine, dst, src or xfer is NULL");
+	if (dst->owner != engine->e.get() || src->owner != engine->e.get())
+		return fail(HMEMREG_EINVAL, "a region was registered with another engine");
+	return guard([&] {
+		auto x = std::make_unique<hmemreg_xfer>();
+		x->t = engine->e->nic_copy(*dst->r, dst_offset, *src->r, src_offset, len);
+		*xfer = x.release();
+		return 0;
+	});
+}
+
 int hmemreg_xfer_test(const hmemreg_xfer_t *xfer)
 {
 	if (!xfer)

@@ -403,6 +403,31 @@ TransferRef Facade::read_back(const Region &region, size_t offset, size_t len)
 	return rb;
 }
 
+TransferRef Facade::nic_copy(const Region &dst, size_t dst_offset, const Region &src, size_t src_offset, size_t len)
+{
+	Core &core = impl_->core;
+	auto *d = dynamic_cast<const RegionImpl *>(&dst);
+	auto *s = dynamic_cast<const RegionImpl *>(&src);
+	if (!d || !s || d->engine_id != core.id || s->engine_id != core.id)
+		throw Error(HMEMREG_EINVAL, "nic_copy: a region was registered with another engine");
+	auto inside = [len](const RegionImpl &r, size_t off) { return off <= r.length() && len <= r.length() - off; };
+	if (len == 0 || !inside(*d, dst_offset) || !inside(*s, src_offset))
+		throw Error(HMEMREG_EINVAL, "nic_copy: " + std::to_string(len) + " bytes from offset " +
+						    std::to_string(src_offset) + " to offset " + std::to_string(dst_offset) +
+						    " do not fit the regions (" + std::to_string(s->length()) + " and " +
+						    std::to_string(d->length()) + " bytes), or are none");
+	if (d->staged() || s->staged())
+		throw Error(HMEMREG_EINVAL, "nic_copy: a staged region (the NIC reaches its host mirror, not the memory)");
+	if (!core.caps.read_back)
+		throw Error(HMEMREG_ENOTSUP, "nic_copy: provider " + core.caps.provider + " has no FI_READ");
+	auto keep = std::const_pointer_cast<RegionImpl>(d->shared_from_this());
+	auto x = std::make_shared<ReadBack>(keep, len, 1, std::const_pointer_cast<RegionImpl>(s->shared_from_this()));
+	const uintptr_t from = reinterpret_cast<uintptr_t>(s->io_addr()) + src_offset;
+	core.rails[0]->enqueue_read_into(x, core.virt_addr ? from : from - s->reg->start(0), s->reg->key(0), len,
+					 d->io_addr() + dst_offset, d->reg->desc(0));
+	return x;
+}
+
 Bytes Facade::descriptor(const Region &region) const
 {
 	const Core &core = impl_->core;

@@ -312,6 +312,12 @@ public:
 	// the region before is in place for its device (GPUDirect RDMA's
 	// flush). A staged region needs none (the engine landed it): done at once.
 	TransferRef read_back(const Region &region, size_t offset, size_t len);
+	// Copies [src_offset, +len) of src into dst at dst_offset through rail
+	// 0's NIC (an RDMA READ from its own endpoint into dst): how data
+	// reaches device memory the NIC registered without a CPU or CUDA call,
+	// none of which may wait behind a GPU's kernels. Both regions this
+	// engine's, neither staged; needs FI_READ (read_back in the caps).
+	TransferRef nic_copy(const Region &dst, size_t dst_offset, const Region &src, size_t src_offset, size_t len);
 
 	// Writes the chunks to the peer's region described by `remote`. `tag` is
 	// handed to the target's on_notify once every byte is in place.

@@ -151,6 +151,20 @@ void Rail::enqueue_read(std::shared_ptr<ReadBack> rb, uint64_t remote_addr, uint
 	any_submitted_.store(true, std::memory_order_release);
 }
 
+void Rail::enqueue_read_into(std::shared_ptr<ReadBack> rb, uint64_t remote_addr, uint64_t key, size_t len,
+			     void *local, void *local_desc)
+{
+	std::lock_guard l(submit_mu_);
+	ReadOp &op = reads_submitted_.emplace_back();
+	op.rb = std::move(rb);
+	op.addr = remote_addr;
+	op.key = key;
+	op.len = len;
+	op.local = local;
+	op.local_desc = local_desc;
+	any_submitted_.store(true, std::memory_order_release);
+}
+
 // Under mu_: reads are posted in the order they came; one the provider
 // refuses for now (-FI_EAGAIN) waits for the next turn with those behind it.
 void Rail::post_reads()
@@ -179,8 +193,9 @@ void Rail::post_reads()
 			continue;
 		if (inflight_ >= opt_.queue_depth)
 			break;
-		ssize_t rc = fi_read(ep_.get(), read_word_, op.len, read_mr_.get() ? read_mr_.desc() : nullptr, self_addr_,
-				     op.addr, op.key, &op.ctx);
+		void *into = op.local ? op.local : read_word_;
+		void *desc = op.local ? op.local_desc : read_mr_.get() ? read_mr_.desc() : nullptr;
+		ssize_t rc = fi_read(ep_.get(), into, op.len, desc, self_addr_, op.addr, op.key, &op.ctx);
 		if (rc == -FI_EAGAIN) {
 			stats_.eagain++;
 			break;
@@ -188,7 +203,7 @@ void Rail::post_reads()
 		reads_waiting_--;
 		if (rc) {
 			// Refused: told now, dropped below.
-			op.rb->rail_done(static_cast<int>(-rc), std::string("fi_read (read-back) on rail ") +
+			op.rb->rail_done(static_cast<int>(-rc), std::string("fi_read from its own endpoint on rail ") +
 									 std::to_string(index_) + ": " + fi_strerror(static_cast<int>(-rc)));
 			op.rb.reset();
 			op.posted = true;
@@ -349,7 +364,7 @@ void Rail::handle(OpContext *op, int err, const std::string &text, size_t len, E
 		std::shared_ptr<ReadBack> rb = std::move(r->rb);
 		// Found by address: the list node is the context.
 		reads_.remove_if([r](const ReadOp &o) { return &o == r; });
-		rb->rail_done(err, err ? "read-back on rail " + std::to_string(index_) + " failed: " + text : std::string());
+		rb->rail_done(err, err ? "RDMA READ from its own endpoint on rail " + std::to_string(index_) + " failed: " + text : std::string());
 		break;
 	}
 	case OpContext::Kind::Recv: {

@@ -107,6 +107,10 @@ public:
 	// its own endpoint; rb is told when it completed (read_back.hpp).
 	static constexpr size_t kReadBackMax = 64;
 	void enqueue_read(std::shared_ptr<ReadBack> rb, uint64_t remote_addr, uint64_t key, size_t len);
+	// The same READ into [local, +len) of a registration of this rail
+	// (local_desc) instead of the word: a copy the NIC makes (nic_copy).
+	void enqueue_read_into(std::shared_ptr<ReadBack> rb, uint64_t remote_addr, uint64_t key, size_t len,
+			       void *local, void *local_desc);
 
 	// Post what was newly queued, poll the CQ, then post what is queued (up
 	// to post_batch, within depth). False, doing nothing, while another
@@ -149,6 +153,7 @@ private:
 		std::shared_ptr<ReadBack> rb;
 		uint64_t addr = 0, key = 0;
 		size_t len = 0;
+		void *local = nullptr, *local_desc = nullptr; // null: the read-back word
 		bool posted = false;
 	};
 	struct Item {

@@ -5,7 +5,8 @@
 // place for the device owning it once the reads complete: PCIe orders a
 // read behind the writes ahead of it. GPUDirect RDMA's flush (NCCL's
 // iflush on GPUs below compute capability 9.0). Completes once every rail's
-// read did; the first failure is its status.
+// read did; the first failure is its status. A NIC copy (Facade::nic_copy)
+// is the same READ on one rail, into a region instead of the word.
 #pragma once
 
 #include <atomic>
@@ -17,7 +18,10 @@
 namespace hmemreg::engine {
 
 struct ReadBack final : Transfer {
-	ReadBack(RegionRef r, size_t n, uint32_t rails) : region(std::move(r)), len(n), pending(rails) {}
+	ReadBack(RegionRef r, size_t n, uint32_t rails, RegionRef from = nullptr)
+		: region(std::move(r)), source(std::move(from)), len(n), pending(rails)
+	{
+	}
 	// One rail's read completed (err: 0, or a positive fi_errno).
 	void rail_done(int err, const std::string &why);
 
@@ -31,6 +35,7 @@ struct ReadBack final : Transfer {
 	bool staged() const override { return false; }
 
 	const RegionRef region; // keeps the registration (and its keys) alive
+	const RegionRef source; // a NIC copy's (Facade::nic_copy): what is read
 	const size_t len;
 
 private:
