@@ -12,6 +12,21 @@
 
 using namespace fx;
 
+namespace {
+
+// The hmemreg error code a call throws, 0 when it returns.
+template <typename F> int error_code(F &&call)
+{
+	try {
+		call();
+	} catch (const hmemreg::Error &err) {
+		return err.code();
+	}
+	return 0;
+}
+
+} // namespace
+
 PROVIDER_TEST(read_back, after_each_write)
 {
 	for (unsigned rails : {1u, 2u}) {
@@ -64,20 +79,12 @@ Test(read_back, bad_input, .timeout = 60)
 	Facade e(loopback("tcp;ofi_rxm")), other(loopback("tcp;ofi_rxm"));
 	Buffer b(8192);
 	auto r = e.register_region(b.data(), b.len);
-	auto code = [&](auto &&call) {
-		try {
-			call();
-		} catch (const hmemreg::Error &err) {
-			return err.code();
-		}
-		return 0;
-	};
-	cr_assert_eq(code([&] { e.read_back(*r, 0, 0); }), HMEMREG_EINVAL, "zero bytes");
-	cr_assert_eq(code([&] { e.read_back(*r, 0, 65); }), HMEMREG_EINVAL, "more than 64 bytes");
-	cr_assert_eq(code([&] { e.read_back(*r, 8190, 4); }), HMEMREG_EINVAL, "past the region's end");
-	cr_assert_eq(code([&] { e.read_back(*r, ~size_t(0), 1); }), HMEMREG_EINVAL, "offset overflows");
-	cr_assert_eq(code([&] { other.read_back(*r, 0, 4); }), HMEMREG_EINVAL, "another engine's region");
-	cr_assert_eq(code([&] { e.read_back(*r, 8188, 4); }), 0, "the last 4 bytes");
+	cr_assert_eq(error_code([&] { e.read_back(*r, 0, 0); }), HMEMREG_EINVAL, "zero bytes");
+	cr_assert_eq(error_code([&] { e.read_back(*r, 0, 65); }), HMEMREG_EINVAL, "more than 64 bytes");
+	cr_assert_eq(error_code([&] { e.read_back(*r, 8190, 4); }), HMEMREG_EINVAL, "past the region's end");
+	cr_assert_eq(error_code([&] { e.read_back(*r, ~size_t(0), 1); }), HMEMREG_EINVAL, "offset overflows");
+	cr_assert_eq(error_code([&] { other.read_back(*r, 0, 4); }), HMEMREG_EINVAL, "another engine's region");
+	cr_assert_eq(error_code([&] { e.read_back(*r, 8188, 4); }), 0, "the last 4 bytes");
 }
 
 // A NIC copy: the bytes of one registration land in another through the
@@ -119,19 +126,11 @@ Test(nic_copy, bad_input, .timeout = 60)
 	auto ra = e.register_region(a.data(), a.len);
 	auto rb = e.register_region(b.data(), b.len);
 	auto ro = other.register_region(b.data(), b.len);
-	auto code = [&](auto &&call) {
-		try {
-			call();
-		} catch (const hmemreg::Error &err) {
-			return err.code();
-		}
-		return 0;
-	};
-	cr_assert_eq(code([&] { e.nic_copy(*ra, 0, *rb, 0, 0); }), HMEMREG_EINVAL, "zero bytes");
-	cr_assert_eq(code([&] { e.nic_copy(*ra, 8000, *rb, 0, 200); }), HMEMREG_EINVAL, "past dst's end");
-	cr_assert_eq(code([&] { e.nic_copy(*ra, 0, *rb, 8000, 200); }), HMEMREG_EINVAL, "past src's end");
-	cr_assert_eq(code([&] { e.nic_copy(*ra, ~size_t(0), *rb, 0, 1); }), HMEMREG_EINVAL, "offset overflows");
-	cr_assert_eq(code([&] { e.nic_copy(*ra, 0, *ro, 0, 4); }), HMEMREG_EINVAL, "another engine's region");
+	cr_assert_eq(error_code([&] { e.nic_copy(*ra, 0, *rb, 0, 0); }), HMEMREG_EINVAL, "zero bytes");
+	cr_assert_eq(error_code([&] { e.nic_copy(*ra, 8000, *rb, 0, 200); }), HMEMREG_EINVAL, "past dst's end");
+	cr_assert_eq(error_code([&] { e.nic_copy(*ra, 0, *rb, 8000, 200); }), HMEMREG_EINVAL, "past src's end");
+	cr_assert_eq(error_code([&] { e.nic_copy(*ra, ~size_t(0), *rb, 0, 1); }), HMEMREG_EINVAL, "offset overflows");
+	cr_assert_eq(error_code([&] { e.nic_copy(*ra, 0, *ro, 0, 4); }), HMEMREG_EINVAL, "another engine's region");
 	auto t = e.nic_copy(*ra, 0, *rb, 0, 8192);
 	cr_assert(e.wait(*t, 20s) && t->status() == 0, "the whole region: %s", t->error().c_str());
 }
@@ -140,23 +139,15 @@ Test(register_dmabuf, refuses_what_it_cannot_register, .timeout = 60)
 {
 	Facade e(loopback("tcp;ofi_rxm"));
 	Buffer b(8192);
-	auto code = [&](auto &&call) {
-		try {
-			call();
-		} catch (const hmemreg::Error &err) {
-			return err.code();
-		}
-		return 0;
-	};
-	cr_assert_eq(code([&] { e.register_dmabuf(b.data(), b.len, -1, 0); }), HMEMREG_EINVAL, "no fd");
-	cr_assert_eq(code([&] { e.register_dmabuf(nullptr, b.len, 0, 0); }), HMEMREG_EINVAL, "null address");
-	cr_assert_eq(code([&] { e.register_dmabuf(b.data(), 0, 0, 0); }), HMEMREG_EINVAL, "zero length");
+	cr_assert_eq(error_code([&] { e.register_dmabuf(b.data(), b.len, -1, 0); }), HMEMREG_EINVAL, "no fd");
+	cr_assert_eq(error_code([&] { e.register_dmabuf(nullptr, b.len, 0, 0); }), HMEMREG_EINVAL, "null address");
+	cr_assert_eq(error_code([&] { e.register_dmabuf(b.data(), 0, 0, 0); }), HMEMREG_EINVAL, "zero length");
 	// Host memory behind an fd that is no export of this process: a memfd.
 	const int fd = memfd_create("not-a-dmabuf", 0);
 	cr_assert(fd >= 0);
-	cr_assert_eq(code([&] { e.register_dmabuf(b.data(), b.len, fd, 0); }), HMEMREG_ENOENT,
+	cr_assert_eq(error_code([&] { e.register_dmabuf(b.data(), b.len, fd, 0); }), HMEMREG_ENOENT,
 		     "an fd that is no hmemreg.ko export");
 	close(fd);
 	// A closed fd.
-	cr_assert_eq(code([&] { e.register_dmabuf(b.data(), b.len, fd, 0); }), HMEMREG_ENOENT, "a closed fd");
+	cr_assert_eq(error_code([&] { e.register_dmabuf(b.data(), b.len, fd, 0); }), HMEMREG_ENOENT, "a closed fd");
 }
