@@ -157,11 +157,12 @@ public:
 	}
 	// Every entry of iface goes (as for lost events); a miss that raced
 	// with it sees the invalidation (notify_seq_), a later one a refusing
-	// subscribe().
+	// subscribe(). Counted after the drop: a reader who sees the count
+	// sees the entries gone.
 	void monitor_stopped(Iface iface) override
 	{
-		StatsSlot::add(stats_->raw()->monitor_failures, 1);
 		notify(iface, 0, ~uintptr_t{0}, Cause::overflow);
+		StatsSlot::add(stats_->raw()->monitor_failures, 1);
 	}
 
 	// fork(): see hmemreg/cache.h.
