@@ -67,5 +67,9 @@ private:
 // handlers the PSM libraries installed at load (crash_signals.cpp): a crash
 // then ends by its signal, not exit(1). Returns how many were reset.
 int restore_crash_signals();
+// In a child that loads plugins (whose libraries may install PSM's handlers
+// again): restore_crash_signals(), then a crash prints the process's
+// backtrace to stderr before it ends by its signal.
+void report_crashes();
 
 } // namespace hmemreg::bench

@@ -42,7 +42,9 @@
 #include <vector>
 
 #include <dlfcn.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -668,6 +670,7 @@ bool run_rank(const Options &o, const std::string &path, bool initiator, int fd,
 	k.fd = fd;
 	if (!k.net.open(path))
 		return false;
+	hmemreg::bench::report_crashes(); // after the plugin's libraries loaded
 	TRY(k.net.init());
 	if (!k.connect_both())
 		return false;
@@ -804,24 +807,65 @@ PluginRun run_plugin(const Options &o, const std::string &path, const char *labe
 	close(sv[0]);
 	close(sv[1]);
 	close(pp[1]);
-	Record rec;
-	while (get(pp[0], rec)) {
-		if (rec.mode == 2) {
-			res.name.resize(rec.bytes);
-			xfer(pp[0], res.name.data(), rec.bytes, false);
-			continue;
+	// Records until rank 0 closes the pipe. A rank that fails ends the other,
+	// which would wait for it until its own deadlines (minutes).
+	int pidfd[2];
+	bool reaped[2] = {}, ended_by_us[2] = {}, piped = true;
+	int st[2] = {};
+	for (int r = 0; r < 2; r++)
+		pidfd[r] = static_cast<int>(syscall(SYS_pidfd_open, pids[r], 0));
+	while (piped || !reaped[0] || !reaped[1]) {
+		pollfd fds[3] = {{piped ? pp[0] : -1, POLLIN, 0},
+				 {reaped[0] ? -1 : pidfd[0], POLLIN, 0},
+				 {reaped[1] ? -1 : pidfd[1], POLLIN, 0}};
+		if (!piped && (pidfd[0] < 0 || pidfd[1] < 0)) { // no pidfds: wait in turn
+			for (int r = 0; r < 2; r++)
+				if (!reaped[r] && waitpid(pids[r], &st[r], 0) == pids[r])
+					reaped[r] = true;
+			break;
 		}
-		(rec.mode == 0 ? res.bw : res.lat).push_back(rec);
+		if (poll(fds, 3, -1) < 0)
+			continue; // EINTR
+		if (fds[0].revents) {
+			Record rec;
+			if (!get(pp[0], rec)) {
+				piped = false;
+			} else if (rec.mode == 2) {
+				res.name.resize(rec.bytes);
+				xfer(pp[0], res.name.data(), rec.bytes, false);
+			} else {
+				(rec.mode == 0 ? res.bw : res.lat).push_back(rec);
+			}
+		}
+		for (int r = 0; r < 2; r++) {
+			if (reaped[r] || !fds[1 + r].revents || waitpid(pids[r], &st[r], WNOHANG) != pids[r])
+				continue;
+			reaped[r] = true;
+			const bool failed = !WIFEXITED(st[r]) || WEXITSTATUS(st[r]) != 0;
+			if (failed && !reaped[1 - r] && kill(pids[1 - r], SIGKILL) == 0)
+				ended_by_us[1 - r] = true;
+		}
 	}
 	close(pp[0]);
 	res.ok = true;
-	for (pid_t p : pids) {
-		int st = 0;
-		waitpid(p, &st, 0);
-		res.ok = res.ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	for (int r = 0; r < 2; r++) {
+		if (pidfd[r] >= 0)
+			close(pidfd[r]);
+		if (WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0)
+			continue;
+		res.ok = false;
+		if (ended_by_us[r])
+			std::fprintf(stderr, "nccl bench: rank %d (pid %d) of %s was ended (SIGKILL) when rank %d failed\n",
+				     r, static_cast<int>(pids[r]), label, 1 - r);
+		else if (WIFSIGNALED(st[r]))
+			std::fprintf(stderr, "nccl bench: rank %d (pid %d) of %s (%s) was killed by SIG%s%s\n", r,
+				     static_cast<int>(pids[r]), label, path.c_str(),
+				     sigabbrev_np(WTERMSIG(st[r])) ? sigabbrev_np(WTERMSIG(st[r])) : "?",
+				     WCOREDUMP(st[r]) ? " (core dumped)" : "");
+		else
+			std::fprintf(stderr, "nccl bench: rank %d (pid %d) of %s (%s) exited with status %d\n", r,
+				     static_cast<int>(pids[r]), label, path.c_str(), WEXITSTATUS(st[r]));
 	}
-	if (!res.ok)
-		std::fprintf(stderr, "nccl bench: a rank of %s (%s) failed\n", label, path.c_str());
 	return res;
 }
 

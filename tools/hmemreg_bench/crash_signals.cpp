@@ -7,9 +7,12 @@
 // atexit handlers from the signal handler. A segfault then reads as a plain
 // failure, and a terminated process as one that ended itself.
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 
 #include <dlfcn.h>
+#include <execinfo.h>
+#include <unistd.h>
 
 #include "bench.hpp"
 
@@ -52,6 +55,51 @@ int restore_crash_signals()
 			reset++;
 	}
 	return reset;
+}
+
+namespace {
+
+void say(const char *s)
+{
+	for (size_t n = std::strlen(s); n > 0;) {
+		ssize_t w = ::write(STDERR_FILENO, s, n);
+		if (w <= 0)
+			return;
+		s += w;
+		n -= static_cast<size_t>(w);
+	}
+}
+
+// Only async-signal-safe calls (backtrace() was warmed up at install, so it
+// does not load libgcc here); the signal, raised again, is delivered with its
+// default action when the handler returns.
+void on_crash(int sig, siginfo_t *si, void *)
+{
+	char head[160];
+	std::snprintf(head, sizeof(head), "hmemreg_bench: pid %d: SIG%s (address %p); backtrace:\n",
+		      static_cast<int>(::getpid()), sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", si->si_addr);
+	say(head);
+	void *frames[48];
+	backtrace_symbols_fd(frames, backtrace(frames, 48), STDERR_FILENO);
+	::raise(sig);
+}
+
+} // namespace
+
+void report_crashes()
+{
+	if (dlsym(RTLD_DEFAULT, "__asan_init") || dlsym(RTLD_DEFAULT, "__tsan_init"))
+		return; // the sanitizer's report is better
+	restore_crash_signals();
+	void *warm[1];
+	backtrace(warm, 1);
+	for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) {
+		struct sigaction sa {};
+		sa.sa_sigaction = on_crash;
+		sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+		sigemptyset(&sa.sa_mask);
+		sigaction(sig, &sa, nullptr);
+	}
 }
 
 } // namespace hmemreg::bench
