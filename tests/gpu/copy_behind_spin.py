@@ -8,8 +8,15 @@
 # with an event after it, which is polled for HMEMREG_SPIN_WAIT_S seconds.
 # It prints done (and how long) or stuck; a trial whose copy call itself
 # never returns is ended by the caller's timeout. Needs CuPy.
-#   python3 copy_behind_spin.py EXTRA_STREAMS PINNED(0|1) LEGACY_WAITS(0|1)
+#   python3 copy_behind_spin.py EXTRA_STREAMS PINNED(0|1) LEGACY_WAITS(0|1) [BETWEEN]
+#   python3 copy_behind_spin.py --sweep MAX   (BETWEEN = 0..MAX, pinned, no legacy wait)
 #   python3 copy_behind_spin.py --spin-only SECONDS   (a second process's spinning kernel)
+# BETWEEN streams are created after the spinner's and before the copier's.
+# CUDA spreads streams over CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8
+# by default) in turn, and a queue runs its work in order whatever stream it
+# came from; so the copy may wait behind the spinner when it lands on the
+# spinner's queue, as a net plugin's copy may behind NCCL's kernel in a
+# process with many streams (PyTorch's pools, NCCL's own).
 import os
 import sys
 import time
@@ -24,7 +31,7 @@ extern "C" __global__ void spin(volatile int *dev_flag, volatile int *host_flag)
 WAIT = float(os.environ.get("HMEMREG_SPIN_WAIT_S", "3"))
 
 
-def trial(extra_streams, pinned, legacy_dep):
+def trial(extra_streams, pinned, legacy_dep, between=0):
     keep = [cp.cuda.Stream(non_blocking=True) for _ in range(extra_streams)]
     dev_flag = cp.zeros(1, dtype=cp.int32)
     host_mem = cp.cuda.alloc_pinned_memory(4)
@@ -38,6 +45,7 @@ def trial(extra_streams, pinned, legacy_dep):
         done_ev = cp.cuda.Event()
         done_ev.record(spinner)
         cp.cuda.Stream.null.wait_event(done_ev)
+    keep += [cp.cuda.Stream(non_blocking=True) for _ in range(between)]
     src_mem = cp.cuda.alloc_pinned_memory(4) if pinned else None
     src = np.frombuffer(src_mem, np.int32, 1) if pinned else np.ones(1, np.int32)
     src[0] = 1
@@ -78,11 +86,22 @@ def main():
     if sys.argv[1] == "--spin-only":
         spin_for(float(sys.argv[2]))
         return
-    extra, pinned, legacy = (int(a) for a in sys.argv[1:4])
     conns = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "default")
-    print(f"copy behind a spinning kernel: connections={conns} extra_streams={extra} "
+    if sys.argv[1] == "--sweep":
+        stuck = []
+        for between in range(int(sys.argv[2]) + 1):
+            ok, took = trial(0, 1, 0, between)
+            print(f"connections={conns} streams_between={between}: "
+                  + (f"done in {took * 1e3:.2f} ms" if ok else f"STUCK after {took:.1f} s"), flush=True)
+            if not ok:
+                stuck.append(between)
+        print(f"connections={conns}: stuck with {stuck or 'none'} streams between spinner and copier")
+        return
+    extra, pinned, legacy = (int(a) for a in sys.argv[1:4])
+    between = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    print(f"copy behind a spinning kernel: connections={conns} extra_streams={extra} streams_between={between} "
           f"source={'pinned' if pinned else 'pageable'} legacy_waits={bool(legacy)}: ", end="", flush=True)
-    ok, took = trial(extra, pinned, legacy)
+    ok, took = trial(extra, pinned, legacy, between)
     print(f"done in {took * 1e3:.1f} ms" if ok else f"STUCK after {took:.1f} s", flush=True)
 
 

@@ -11,7 +11,8 @@
 # HMEMREG_ONE_GPU=1: every rank on cuda:0 with its own NCCL_HOSTID (set here,
 # before NCCL starts), so NCCL sees one host per rank and carries every byte
 # through its network transport. HMEMREG_STREAM=side runs everything on a
-# side stream instead, leaving the legacy stream empty.
+# side stream instead, leaving the legacy stream empty. HMEMREG_COLLS picks
+# the collectives (comma-separated; all three by default).
 # Run by tests/gpu.d/40-nccl-torch.sh, which bounds it and reads its state
 # when it hangs (SIGUSR1 here prints every thread's Python stack).
 import faulthandler
@@ -39,13 +40,17 @@ def main():
     label = os.environ.get("HMEMREG_RUN_LABEL", "run")
     size = int(os.environ.get("HMEMREG_MIN_BYTES", str(8 << 10)))
     max_bytes = int(os.environ.get("HMEMREG_MAX_BYTES", str(64 << 20)))
+    colls = os.environ.get("HMEMREG_COLLS", "all_reduce,all_gather,broadcast").split(",")
+    unknown = set(colls) - {"all_reduce", "all_gather", "broadcast"}
+    if unknown:
+        sys.exit(f"HMEMREG_COLLS: unknown collective(s) {sorted(unknown)}")
     side = torch.cuda.Stream() if os.environ.get("HMEMREG_STREAM") == "side" else None
     bad = 0
     with torch.cuda.stream(side) if side else torch.cuda.stream(torch.cuda.default_stream()):
         while size <= max_bytes:
             elems = size // 4
             iters = 20 if size <= (1 << 20) else 5
-            for coll in ("all_reduce", "all_gather", "broadcast"):
+            for coll in colls:
                 if coll == "all_gather":
                     part = elems // n
                     inp = torch.full((part,), float(rank + 1), device=dev)
