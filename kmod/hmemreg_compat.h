@@ -44,6 +44,16 @@ static inline void hmemreg_dma_buf_invalidate(struct dma_buf *d)
 #endif
 }
 
+/* An importer with attach ops maps on demand and is told when to let go. */
+static inline bool hmemreg_attach_is_dynamic(struct dma_buf_attachment *a)
+{
+#ifdef HMEMREG_HAVE_DMA_BUF_ATTACHMENT_IS_DYNAMIC
+	return dma_buf_attachment_is_dynamic(a);
+#else
+	return a->importer_ops;
+#endif
+}
+
 /* The attributes a dump request carried (NULL when none were parsed). */
 static inline struct nlattr **hmemreg_genl_dump_attrs(struct netlink_callback *cb)
 {

@@ -119,7 +119,7 @@ static int hmemreg_wrap_attach(void *priv, struct dma_buf_attachment *outer,
 		return -ENOMEM;
 	wa->wrap = w;
 	wa->outer = outer;
-	if (dma_buf_attachment_is_dynamic(outer))
+	if (hmemreg_attach_is_dynamic(outer))
 		inner = dma_buf_dynamic_attach(w->inner, outer->dev,
 					       outer->peer2peer ?
 					       &hmemreg_wrap_attach_ops_p2p :
@@ -144,14 +144,15 @@ static void hmemreg_wrap_detach(void *priv, void *att)
 }
 
 /*
- * A static inner attachment was pinned by the inner core when it was made
- * (or its exporter never moves memory): only dynamic ones are pinned here.
+ * The inner core pins a static inner attachment itself (6.1's at attach,
+ * later ones at map), or its exporter never moves memory: only dynamic
+ * ones are pinned here.
  */
 static int hmemreg_wrap_pin(void *att)
 {
 	struct hmemreg_wrap_att *wa = att;
 
-	if (!dma_buf_attachment_is_dynamic(wa->inner))
+	if (!hmemreg_attach_is_dynamic(wa->inner))
 		return 0;
 	return dma_buf_pin(wa->inner);
 }
@@ -160,7 +161,7 @@ static void hmemreg_wrap_unpin(void *att)
 {
 	struct hmemreg_wrap_att *wa = att;
 
-	if (dma_buf_attachment_is_dynamic(wa->inner))
+	if (hmemreg_attach_is_dynamic(wa->inner))
 		dma_buf_unpin(wa->inner);
 }
 

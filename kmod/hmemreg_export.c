@@ -61,7 +61,7 @@ static int hmemreg_buf_attach(struct dma_buf *dmabuf,
 	 * every kernel: the device would write a read-only export, and a
 	 * stale one maps nothing.
 	 */
-	if (!dma_buf_attachment_is_dynamic(attach)) {
+	if (!hmemreg_attach_is_dynamic(attach)) {
 		if (READ_ONCE(buf->stale))
 			return -ESTALE;
 		if (!(buf->rec.state & HMEMREG_EXP_STATE_WRITABLE)) {
@@ -79,7 +79,7 @@ static int hmemreg_buf_attach(struct dma_buf *dmabuf,
 	strscpy(att->device, dev_name(attach->dev), sizeof(att->device));
 	get_task_comm(att->comm, current);
 	att->pid = task_tgid_nr(current);
-	att->dynamic = dma_buf_attachment_is_dynamic(attach);
+	att->dynamic = hmemreg_attach_is_dynamic(attach);
 	att->attached_ns = hmemreg_ledger_now();
 	/* A forwarding provider attaches to its inner buffer for this device. */
 	if (buf->prov->ops->attach) {
