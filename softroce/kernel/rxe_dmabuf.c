@@ -37,7 +37,11 @@
 #include "rxe_loc.h"
 #include "rxe_dmabuf_probed.h"
 
+#ifdef HMEMREG_HAVE_IMPORT_NS_IDENT
 MODULE_IMPORT_NS(DMA_BUF);
+#else
+MODULE_IMPORT_NS("DMA_BUF");
+#endif
 
 /**
  * struct rxe_dmabuf_import - what a dma-buf MR holds of its dma-buf
@@ -305,10 +309,15 @@ static int rxe_dmabuf_fill_map(struct rxe_mr *mr, struct rxe_dmabuf_import *imp,
 	return 0;
 }
 #else
-#error "this rxe's MR page map is neither map[] (6.1) nor page_info[] (Debian 6.12)"
+#error "this rxe's MR page map is neither map[] (6.1) nor page_info[] (Debian 6.12, 6.18)"
 #endif
 
-#ifdef HMEMREG_HAVE_REG_USER_MR_DMABUF_ATTRS
+#if defined(HMEMREG_HAVE_REG_USER_MR_DMABUF_DMAH)
+static struct ib_mr *rxe_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
+					    u64 length, u64 iova, int fd,
+					    int access, struct ib_dmah *dmah,
+					    struct uverbs_attr_bundle *attrs)
+#elif defined(HMEMREG_HAVE_REG_USER_MR_DMABUF_ATTRS)
 static struct ib_mr *rxe_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
 					    u64 length, u64 iova, int fd,
 					    int access,
@@ -325,6 +334,11 @@ static struct ib_mr *rxe_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
 	u64 end, pages;
 	int err;
 
+#ifdef HMEMREG_HAVE_REG_USER_MR_DMABUF_DMAH
+	/* as rxe's own reg_user_mr: no DMA handles */
+	if (dmah)
+		return ERR_PTR(-EOPNOTSUPP);
+#endif
 	if (!length || check_add_overflow(offset, length, &end))
 		return ERR_PTR(-EINVAL);
 	pages = (PAGE_ALIGN(end) >> PAGE_SHIFT) - (offset >> PAGE_SHIFT);
