@@ -68,10 +68,13 @@ rxe_load() {
 # libfabric's verbs provider needs. Non-zero when rxe is unavailable here.
 soft_roce() {
 	local rxe=$1 veth=$2 net=$3
-	# rxe computes its ICRC with the crypto API's crc32 (not autoloaded);
-	# ib_uverbs gives userspace /dev/infiniband, rdma_ucm serves librdmacm.
-	{ modprobe crc32_generic 2>/dev/null || modprobe crc32_pclmul; } &&
-		modprobe ib_uverbs && modprobe rdma_ucm && rxe_load && modprobe veth || return 1
+	# rxe computes its ICRC with the crypto API's crc32 (not autoloaded)
+	# where the kernel has those modules; 6.18's rxe calls lib/crc32 (built
+	# in) and there they are gone. ib_uverbs gives userspace
+	# /dev/infiniband, rdma_ucm serves librdmacm.
+	modprobe -q crc32_generic || modprobe -q crc32_pclmul ||
+		echo "soft_roce: no crc32_generic or crc32_pclmul module (rxe uses lib/crc32 here)"
+	modprobe ib_uverbs && modprobe rdma_ucm && rxe_load && modprobe veth || return 1
 	ip link add "${veth}0" type veth peer name "${veth}1" &&
 		ip addr add "$net.1/24" dev "${veth}0" && ip addr add "$net.2/24" dev "${veth}1" &&
 		ip link set "${veth}0" up && ip link set "${veth}1" up &&

@@ -17,6 +17,9 @@ static struct ledger_export only_export(void)
 	return e[0];
 }
 
+// A static importer of a dynamic exporter is pinned and mapped by the core:
+// at attach by cores that keep its mapping (6.1, 6.12), at its first map by
+// later ones (6.18). Either way, pinned and mapped once it maps.
 Test(importer, static_attach_pins_and_maps_at_attach)
 {
 	int fd = hm_open(), ifd = imp_open();
@@ -30,15 +33,18 @@ Test(importer, static_attach_pins_and_maps_at_attach)
 	cr_assert_geq(id, 0, "attach: %s", strerror(-id));
 	struct ledger_export le = only_export();
 	cr_assert_eq(le.attach_live, 1);
-	cr_assert_eq(le.pins_live, 1, "the core pins a dynamic exporter for a static importer");
-	cr_assert_eq(le.maps_live, 1);
+	cr_assert_eq(le.pins_live, le.maps_live, "pinned and mapped at attach, or neither yet");
+	cr_assert_leq(le.pins_live, 1);
 	cr_assert_eq(le.attachments, 1);
 	cr_assert_str_eq(le.att_device, "hmemreg_importer");
 	cr_assert_eq(le.att_dynamic, 0);
-	cr_assert(le.state & HMEMREG_EXP_STATE_PINNED);
 	cr_assert_eq(imp_op(ifd, HMIMP_IOC_MAP, id, HMIMP_BIDIRECTIONAL, 0, &op), 0);
 	cr_assert_gt(op.nents, 0);
 	cr_assert_eq(op.mapped, 8 * PG);
+	le = only_export();
+	cr_assert_eq(le.pins_live, 1, "the core pins a dynamic exporter for a static importer");
+	cr_assert_eq(le.maps_live, 1);
+	cr_assert(le.state & HMEMREG_EXP_STATE_PINNED);
 	// "DMA" through the sg table's addresses.
 	memset(buf + 5 * PG + 100, 'r', sizeof(rd));
 	cr_assert_eq(imp_access(ifd, id, 0, 5 * PG + 100, rd, sizeof(rd)), 0);

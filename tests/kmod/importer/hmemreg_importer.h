@@ -27,7 +27,7 @@
 /**
  * struct hmimp_attach - HMIMP_IOC_ATTACH: attach to a DMA-BUF
  * @fd:      IN  DMA-BUF fd
- * @flags:   IN  HMIMP_DYNAMIC or 0 (static: the core pins and maps at attach)
+ * @flags:   IN  HMIMP_DYNAMIC or 0 (static: the core pins and maps, at attach or first map)
  * @id:      OUT attachment id on this importer fd
  * @max_seg: IN  0: attach as the importer's misc device; else as a DMA device
  *               of the attachment's own whose max segment size is this (and
