@@ -13,6 +13,8 @@ echo "---- test_nccl_protocol (control messages)"
 "$HMEMREG_BUILD/tests/nccl/test_nccl_protocol"
 echo "---- test_nccl_pointer_policy (which buffers NCCL may hand over)"
 "$HMEMREG_BUILD/tests/nccl/test_nccl_pointer_policy"
+echo "---- test_nccl_port_speed (the speed NCCL is told)"
+"$HMEMREG_BUILD/tests/nccl/test_nccl_port_speed"
 echo "---- test_nccl_plugin (engine progress thread)"
 "$bin" --jobs 2
 # (eager_slots_come_back needs the receiver to make progress while it

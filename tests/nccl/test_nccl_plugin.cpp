@@ -3,6 +3,7 @@
 // two ranks (processes) over tcp;ofi_rxm on loopback.
 #include <algorithm>
 #include <cstdarg>
+#include <cstdlib>
 #include <vector>
 
 #include "plugin_pair.hpp"
@@ -27,6 +28,10 @@ Test(nccl_plugin, table_and_properties)
 	CHECK(props.ptrSupport == NCCL_PTR_HOST);
 	CHECK(props.maxRecvs == 1 && props.maxMultiRequestSize == 1);
 	CHECK(props.speed > 0 && props.maxComms > 0 && props.regIsGlobal == 1);
+	// tcp on loopback names no NIC: NCCL Socket's 10 Gbps, so that NCCL's
+	// tuner picks protocols as it does for Socket (port_speed.hpp).
+	if (!std::getenv("HMEMREG_NCCL_SPEED_MBPS"))
+		CHECK(props.speed == 10000);
 	CHECK(props.netDeviceType == NCCL_NET_DEVICE_HOST);
 	CHECK(props.maxP2pBytes >= (1u << 30));
 	ncclNetProperties_v10_t p10;

@@ -66,7 +66,7 @@ bool Config::load(std::string &why)
 		return false;
 	progress_threads = static_cast<unsigned>(x);
 	x = static_cast<unsigned long long>(speed_mbps);
-	if (!number("HMEMREG_NCCL_SPEED_MBPS", 1, 100000000, x, why))
+	if (!number("HMEMREG_NCCL_SPEED_MBPS", 0, 100000000, x, why))
 		return false;
 	speed_mbps = static_cast<int>(x);
 	x = static_cast<unsigned long long>(latency_us);
@@ -137,7 +137,7 @@ std::string Config::describe() const
 	std::ostringstream o;
 	o << "provider=" << (provider.empty() ? "auto" : provider) << " node=" << (node.empty() ? "default" : node)
 	  << " domain=" << (domain.empty() ? "any" : domain) << " rails=" << rails
-	  << " progress_threads=" << progress_threads << " speed=" << speed_mbps << "Mbps"
+	  << " progress_threads=" << progress_threads << " speed=" << (speed_mbps ? std::to_string(speed_mbps) + "Mbps" : std::string("NICs'"))
 	  << " max_requests=" << max_requests << " notify=" << notify << " device_memory=" << device_memory << " eager=" << eager_slots << "x"
 	  << (eager_max >> 10) << "KiB (busy<=" << (eager_busy_max >> 10) << "KiB) inline<=" << inline_max << "B rail0<=" << (first_rail_max >> 10) << "KiB peer_timeout="
 	  << (peer_timeout_ms == kEngineDefault ? std::string("engine's")

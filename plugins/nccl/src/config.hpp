@@ -23,7 +23,7 @@ struct Config {
 	// drive progress.
 	static constexpr unsigned kPerRail = ~0u;
 	unsigned progress_threads = kPerRail;
-	int speed_mbps = 100000;        // SPEED_MBPS: reported port speed
+	int speed_mbps = 0;             // SPEED_MBPS: reported port speed (0: the NICs', port_speed.hpp)
 	double latency_us = 0;          // LATENCY_US: reported latency
 	size_t max_requests = 256;      // MAX_REQUESTS: outstanding requests per comm before isend/irecv say "later"
 	size_t max_write = 0;           // MAX_WRITE: split writes above this (0 = the engine's default; k/m/g suffixes)

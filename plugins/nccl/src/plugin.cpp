@@ -13,6 +13,7 @@
 #include "cuda_driver.hpp"
 #include "log.hpp"
 #include "pointer_policy.hpp"
+#include "port_speed.hpp"
 
 namespace hmemreg::nccl {
 
@@ -95,6 +96,9 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	NINFO(NCCL_INIT | NCCL_NET, "engine: %s", engine_->describe().c_str());
 	if (!caps.rail_pci_paths.empty())
 		pci_path_ = caps.rail_pci_paths[0];
+	const PortSpeed speed = choose_port_speed(cfg.speed_mbps, caps.rail_domains, caps.rail_link_bps);
+	speed_mbps_ = speed.mbps;
+	NINFO(NCCL_INIT | NCCL_NET, "port speed %d Mbps (%s)", speed.mbps, speed.why.c_str());
 	choose_pointer_support(caps);
 	// Callbacks run on the engine's progress context: nothing may escape them.
 	engine_->on_message([this](const Message &m) {
@@ -233,7 +237,7 @@ ncclResult_t Plugin::properties(int dev, ncclNetProperties_v11_t *props)
 	props->ptrSupport = ptr_support_;
 	props->regIsGlobal = 1; // registrations belong to the engine, usable on any comm
 	props->forceFlush = 0;
-	props->speed = cfg_.speed_mbps;
+	props->speed = speed_mbps_;
 	props->port = 1;
 	props->latency = static_cast<float>(cfg_.latency_us);
 	props->maxComms = 1 << 20;

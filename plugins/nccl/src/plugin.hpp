@@ -160,6 +160,7 @@ private:
 	Config cfg_;
 	std::string dev_name_;
 	std::string pci_path_; // rail 0's NIC (getProperties' pciPath), "" where none
+	int speed_mbps_ = 0;   // getProperties' speed (port_speed.hpp)
 	// NCCL_PTR_HOST, plus NCCL_PTR_CUDA | NCCL_PTR_DMABUF where the engine
 	// takes device memory (Config::device_memory; Plugin::Plugin).
 	int ptr_support_ = NCCL_PTR_HOST;

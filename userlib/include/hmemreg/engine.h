@@ -239,10 +239,12 @@ enum hmemreg_engine_text {
 	HMEMREG_ENGINE_TEXT_RAIL_PCI_PATH = 9,  /* sysfs path of rail `index`'s NIC ("/sys/devices/pci.../
 						 * 0000:17:00.0"), "" where the provider names no PCI device */
 	HMEMREG_ENGINE_TEXT_DEVICE_WRAP = 10,   /* DMA-BUF registrations wrapped by hmemreg.ko, why not */
+	HMEMREG_ENGINE_TEXT_RAIL_LINK_SPEED = 11, /* rail `index`'s link speed in bits/s, decimal ("100000000000"),
+						 * "" where the provider reports none */
 };
 /* One text (NUL-terminated, truncated to len; buf may be NULL with len 0).
  * Returns its full length, or -HMEMREG_EINVAL (null engine, unknown text)
- * or -HMEMREG_ENOENT (no rail `index`). `index` is 0 but for RAIL_DOMAIN. */
+ * or -HMEMREG_ENOENT (no rail `index`). `index` is 0 but for the RAIL_ texts. */
 int hmemreg_engine_text(const hmemreg_engine_t *engine, uint32_t what, uint32_t index, char *buf, size_t len);
 
 /* Address blob: with buf NULL or *len too small, sets *len and returns

@@ -119,6 +119,7 @@ struct EngineInfo {
 	std::string provider, fabric, device_memory, hmem_why_not, notify;
 	std::vector<std::string> rail_domains;
 	std::vector<std::string> rail_pci_paths; // the NIC's sysfs path, "" where none
+	std::vector<uint64_t> rail_link_bps;     // the NIC's link speed in bits/s, 0 where unknown
 	bool hmem() const { return raw.flags & HMEMREG_ENGINE_HAS_HMEM; }
 	bool dmabuf() const { return raw.flags & HMEMREG_ENGINE_HAS_DMABUF; }
 	bool read_back() const { return raw.flags & HMEMREG_ENGINE_HAS_READ_BACK; }
@@ -410,6 +411,8 @@ private:
 		for (uint32_t r = 0; r < info_.raw.rails; r++) {
 			info_.rail_domains.push_back(text(HMEMREG_ENGINE_TEXT_RAIL_DOMAIN, r));
 			info_.rail_pci_paths.push_back(text(HMEMREG_ENGINE_TEXT_RAIL_PCI_PATH, r));
+			const std::string bps = text(HMEMREG_ENGINE_TEXT_RAIL_LINK_SPEED, r);
+			info_.rail_link_bps.push_back(bps.empty() ? 0 : std::stoull(bps));
 		}
 	}
 

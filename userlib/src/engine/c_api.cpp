@@ -274,7 +274,8 @@ int hmemreg_engine_text(const hmemreg_engine_t *engine, uint32_t what, uint32_t 
 		return fail(HMEMREG_EINVAL, "engine is NULL");
 	return guard([&] {
 		const Capabilities &c = engine->e->caps();
-		if (what != HMEMREG_ENGINE_TEXT_RAIL_DOMAIN && what != HMEMREG_ENGINE_TEXT_RAIL_PCI_PATH && index != 0)
+		if (what != HMEMREG_ENGINE_TEXT_RAIL_DOMAIN && what != HMEMREG_ENGINE_TEXT_RAIL_PCI_PATH &&
+		    what != HMEMREG_ENGINE_TEXT_RAIL_LINK_SPEED && index != 0)
 			throw Error(HMEMREG_EINVAL, "engine text " + std::to_string(what) + " has no index " +
 							    std::to_string(index));
 		switch (what) {
@@ -292,6 +293,12 @@ int hmemreg_engine_text(const hmemreg_engine_t *engine, uint32_t what, uint32_t 
 				throw Error(HMEMREG_ENOENT, "engine text: no rail " + std::to_string(index) + " (" +
 								    std::to_string(c.rail_pci_paths.size()) + " rails)");
 			return copy_text(c.rail_pci_paths[index], buf, len);
+		case HMEMREG_ENGINE_TEXT_RAIL_LINK_SPEED:
+			if (index >= c.rail_link_bps.size())
+				throw Error(HMEMREG_ENOENT, "engine text: no rail " + std::to_string(index) + " (" +
+								    std::to_string(c.rail_link_bps.size()) + " rails)");
+			return copy_text(c.rail_link_bps[index] ? std::to_string(c.rail_link_bps[index]) : "", buf,
+					 len);
 		case HMEMREG_ENGINE_TEXT_DEVICE_MEMORY:
 			return copy_text(c.device_memory, buf, len);
 		case HMEMREG_ENGINE_TEXT_HMEM_WHY_NOT:

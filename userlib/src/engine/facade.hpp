@@ -132,6 +132,7 @@ struct Capabilities {
 	std::string fabric;
 	std::vector<std::string> rail_domains; // one per rail
 	std::vector<std::string> rail_pci_paths; // one per rail: the NIC's sysfs path, or ""
+	std::vector<uint64_t> rail_link_bps;     // one per rail: fi_nic's link speed, 0 where unknown
 	bool rma = false;
 	bool read_back = false;          // RDMA READ from a rail's own endpoint (read_back())
 	uint32_t api_version = 0;        // libfabric API version asked for (FI_VERSION)

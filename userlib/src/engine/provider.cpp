@@ -290,6 +290,7 @@ void Core::open_rails()
 		caches.push_back(rails.back()->cache());
 		caps.rail_domains.push_back(info->domain_attr->name);
 		caps.rail_pci_paths.push_back(nic_pci_path(info));
+		caps.rail_link_bps.push_back(info->nic && info->nic->link_attr ? info->nic->link_attr->speed : 0);
 	}
 	caps.notes.push_back("local memory: " + rails.front()->cache()->describe());
 	caps.notes.push_back("hmemreg.ko exports: " + export_path(prov, caps.api_version));
