@@ -14,8 +14,8 @@
 // CUDA_DEVICE_MAX_CONNECTIONS, finished in 0.01-0.1 ms every time, and the
 // hang stays with 32 connections (tests/gpu/copy_behind_spin.py --sweep,
 // 2026-12-05). Why the driver holds that copy is not found (README, known
-// issues). Host buffers ran every collective exactly. So a provider that would copy device memory with CUDA
-// calls (it refuses FI_OPT_CUDA_API_PERMITTED = false: shm, tcp, ofi_rxm,
+// issues). Host buffers ran every collective exactly. So a provider that
+// would copy device memory with CUDA calls (it refuses FI_OPT_CUDA_API_PERMITTED = false: shm, tcp, ofi_rxm,
 // whose bounce buffers copy with CUDA) never gets device memory, and staged
 // device memory is offered only where asked (HMEMREG_NCCL_DEVICE_MEMORY=
 // staged: for drivers without NCCL's kernels, hmemreg_bench nccl and the
