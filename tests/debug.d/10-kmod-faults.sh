@@ -52,7 +52,7 @@ suites() {
 smoke=(
 	"test_kmod_abi=version/library_handshake"
 	"test_kmod_export=export/@(devmem_alloc_export_mmap_free|host_writable_mmap_roundtrip)"
-	"test_kmod_importer=importer/@(dynamic_pin_map_unmap_unpin|static_attach_pins_and_maps_at_attach)"
+	"test_kmod_importer=importer/@(dynamic_pin_map_unmap_unpin|static_attach_is_pinned_and_mapped)"
 	"test_kmod_ledger=ledger/counts_follow_an_export_through_its_life"
 	"test_kmod_segments=segments/scattered_pages_and_devmem"
 	"test_kmod_watch=watch/@(munmap_fires_before_returning|per_fd_limit|overflow_is_sticky_until_ack)"

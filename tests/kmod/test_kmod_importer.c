@@ -20,7 +20,7 @@ static struct ledger_export only_export(void)
 // A static importer of a dynamic exporter is pinned and mapped by the core:
 // at attach by cores that keep its mapping (6.1, 6.12), at its first map by
 // later ones (6.18). Either way, pinned and mapped once it maps.
-Test(importer, static_attach_pins_and_maps_at_attach)
+Test(importer, static_attach_is_pinned_and_mapped)
 {
 	int fd = hm_open(), ifd = imp_open();
 	char *buf = hm_map_anon(8 * PG);
