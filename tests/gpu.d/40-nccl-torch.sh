@@ -5,8 +5,9 @@
 # sees two hosts and uses its network transport; with two or more GPUs a
 # second round runs one rank per GPU. Transports, each against NCCL's Socket
 # transport in the same run:
-#   shm-gdr   libfabric 2.6.0 shm, NCCL_NET_GDR_LEVEL=SYS: NCCL hands the
-#             plugin GPU buffers (the engine stages them on its own streams)
+#   shm-gdr   libfabric 2.6.0 shm, NCCL_NET_GDR_LEVEL=SYS: NCCL would hand
+#             the plugin GPU buffers, but it offers HOST only over shm (shm
+#             copies device memory with CUDA calls; its INFO line says so)
 #   shm-host  the same, GDR off: NCCL copies through host buffers
 #   tcp-host  tcp;ofi_rxm on loopback (system libfabric)
 #   ofi       aws-ofi-nccl over tcp, where the bundle carries it
