@@ -1,9 +1,11 @@
 #!/bin/bash
 # NCCL net plugin (plugins/nccl): its tables driven as NCCL drives them, two
-# ranks as two processes over tcp;ofi_rxm on loopback. Run once with an
-# engine progress thread (the default) and the data-path tests again with
-# caller-driven progress, and once more with Done-message notification
-# (HMEMREG_NCCL_NOTIFY=message; the default is immediate data).
+# ranks as two processes over tcp;ofi_rxm on loopback. Run once with the
+# defaults (rails and progress threads follow the CPUs: one rail and one
+# thread on two), then the data-path tests on four rails (writes striped
+# and spread over them, whatever the CPUs) with caller-driven progress,
+# with Done-message notification (HMEMREG_NCCL_NOTIFY=message; the default
+# is immediate data) and with every send a write.
 set -e
 . "$(dirname "$0")/../lib.sh"
 bin="$HMEMREG_BUILD/tests/nccl/test_nccl_plugin"
@@ -15,16 +17,16 @@ echo "---- test_nccl_pointer_policy (which buffers NCCL may hand over)"
 "$HMEMREG_BUILD/tests/nccl/test_nccl_pointer_policy"
 echo "---- test_nccl_port_speed (the speed NCCL is told)"
 "$HMEMREG_BUILD/tests/nccl/test_nccl_port_speed"
-echo "---- test_nccl_plugin (engine progress thread)"
+echo "---- test_nccl_plugin (the defaults)"
 "$bin" --jobs 2
 # (eager_slots_come_back needs the receiver to make progress while it
 # waits on the harness, which only a progress thread does.)
-echo "---- test_nccl_plugin (progress driven by the calls)"
-HMEMREG_NCCL_PROGRESS_THREADS=0 "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*|sends_before*)'
-echo "---- test_nccl_plugin (receives notified by Done messages instead of immediate data)"
-HMEMREG_NCCL_NOTIFY=message "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*|sends_before*|eager_slots*)'
-echo "---- test_nccl_plugin (every send a write: HMEMREG_NCCL_INLINE_MAX=0)"
-HMEMREG_NCCL_INLINE_MAX=0 "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*)'
+echo "---- test_nccl_plugin (four rails, progress driven by the calls)"
+HMEMREG_NCCL_RAILS=4 HMEMREG_NCCL_PROGRESS_THREADS=0 "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*|sends_before*)'
+echo "---- test_nccl_plugin (four rails, receives notified by Done messages instead of immediate data)"
+HMEMREG_NCCL_RAILS=4 HMEMREG_NCCL_NOTIFY=message "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*|sends_before*|eager_slots*)'
+echo "---- test_nccl_plugin (four rails, every send a write: HMEMREG_NCCL_INLINE_MAX=0)"
+HMEMREG_NCCL_RAILS=4 HMEMREG_NCCL_INLINE_MAX=0 "$bin" --jobs 2 --filter 'nccl_plugin/@(sizes*|many*|close*)'
 # Heap allocations per message (a count, not a time): hmemreg_bench nccl
 # under tests/nccl/malloc_count.so, twice, with 10000 messages between the
 # runs; both ranks together. The engine recycles its transfers and the

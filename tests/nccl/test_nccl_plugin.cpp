@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // libnccl-net-hmemreg.so driven through its tables as NCCL drives it, with
 // two ranks (processes) over tcp;ofi_rxm on loopback.
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdarg>
 #include <cstdlib>
@@ -90,19 +92,48 @@ std::string init_settings(Plugin &p)
 	return g_init_log;
 }
 
-// tcp: 4 rails (one TCP stream each), a progress thread per rail, unless set.
+// This process confined to the first n CPUs of `from`; false where `from`
+// has fewer.
+static bool confine_to_cpus(const cpu_set_t &from, int n)
+{
+	cpu_set_t want;
+	CPU_ZERO(&want);
+	for (int c = 0; c < CPU_SETSIZE && CPU_COUNT(&want) < n; c++)
+		if (CPU_ISSET(c, &from))
+			CPU_SET(c, &want);
+	return CPU_COUNT(&want) == n && sched_setaffinity(0, sizeof(want), &want) == 0;
+}
+
+// tcp: 4 rails (one TCP stream each) where the process may use 8 CPUs or
+// more, else 1; a progress thread per rail, but one CPU left for NCCL's
+// own thread; the settings win. (Criterion forks each test: the affinity
+// set here ends with it.)
 Test(nccl_plugin, rail_and_thread_defaults)
 {
 	Plugin p;
 	unsetenv("HMEMREG_NCCL_RAILS");
 	unsetenv("HMEMREG_NCCL_PROGRESS_THREADS");
-	CHECK(init_settings(p).find("rails=4 progress_threads=4") != std::string::npos);
-	setenv("HMEMREG_NCCL_RAILS", "2", 1);
-	CHECK(init_settings(p).find("rails=2 progress_threads=2") != std::string::npos);
-	setenv("HMEMREG_NCCL_PROGRESS_THREADS", "0", 1);
-	CHECK(init_settings(p).find("rails=2 progress_threads=0") != std::string::npos);
-	unsetenv("HMEMREG_NCCL_RAILS");
-	unsetenv("HMEMREG_NCCL_PROGRESS_THREADS");
+	cpu_set_t all;
+	CHECK(sched_getaffinity(0, sizeof(all), &all) == 0);
+	CHECK(confine_to_cpus(all, 1));
+	CHECK(init_settings(p).find("rails=1 progress_threads=0 cpus=1 ") != std::string::npos);
+	if (confine_to_cpus(all, 2)) {
+		CHECK(init_settings(p).find("rails=1 progress_threads=1 cpus=2 ") != std::string::npos);
+		setenv("HMEMREG_NCCL_RAILS", "2", 1);
+		CHECK(init_settings(p).find("rails=2 progress_threads=1 cpus=2 ") != std::string::npos);
+		setenv("HMEMREG_NCCL_PROGRESS_THREADS", "2", 1);
+		CHECK(init_settings(p).find("rails=2 progress_threads=2 cpus=2 ") != std::string::npos);
+		setenv("HMEMREG_NCCL_PROGRESS_THREADS", "0", 1);
+		CHECK(init_settings(p).find("rails=2 progress_threads=0 cpus=2 ") != std::string::npos);
+		unsetenv("HMEMREG_NCCL_RAILS");
+		unsetenv("HMEMREG_NCCL_PROGRESS_THREADS");
+	} else {
+		std::printf("rail_and_thread_defaults: one CPU here, the 2-CPU defaults not checked\n");
+	}
+	if (confine_to_cpus(all, 8))
+		CHECK(init_settings(p).find("rails=4 progress_threads=4 cpus=8 ") != std::string::npos);
+	else
+		std::printf("rail_and_thread_defaults: fewer than 8 CPUs here, the 4-rail default not checked\n");
 }
 
 // PEER_TIMEOUT_MS: the engine's default unless set, 0 = never, a bad value

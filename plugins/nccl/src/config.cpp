@@ -3,11 +3,15 @@
 
 #include <hmemreg/settings.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 namespace hmemreg::nccl {
 namespace {
@@ -44,6 +48,16 @@ bool number(const char *name, unsigned long long lo, unsigned long long hi, unsi
 	}
 	out = x;
 	return true;
+}
+
+// CPUs in this process's affinity mask (taskset, cgroup cpusets, MPI or
+// NCCL binding), at least 1.
+unsigned usable_cpus()
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		return std::max(1, CPU_COUNT(&set));
+	return std::max(1u, std::thread::hardware_concurrency());
 }
 
 } // namespace
@@ -111,10 +125,12 @@ bool Config::load(std::string &why)
 			return false;
 		peer_timeout_ms = static_cast<long long>(x);
 	}
+	if (!cpus)
+		cpus = usable_cpus();
 	if (rails == 0)
-		rails = provider.find("tcp") != std::string::npos ? 4 : 1;
+		rails = provider.find("tcp") != std::string::npos && cpus >= kTcpRailsMinCpus ? 4 : 1;
 	if (progress_threads == kPerRail)
-		progress_threads = rails;
+		progress_threads = std::min(rails, cpus - 1);
 	if (const char *v = env("HMEMREG_NCCL_NOTIFY")) {
 		notify = v;
 		if (notify != "auto" && notify != "immediate" && notify != "message") {
@@ -137,7 +153,7 @@ std::string Config::describe() const
 	std::ostringstream o;
 	o << "provider=" << (provider.empty() ? "auto" : provider) << " node=" << (node.empty() ? "default" : node)
 	  << " domain=" << (domain.empty() ? "any" : domain) << " rails=" << rails
-	  << " progress_threads=" << progress_threads << " speed=" << (speed_mbps ? std::to_string(speed_mbps) + "Mbps" : std::string("NICs'"))
+	  << " progress_threads=" << progress_threads << " cpus=" << cpus << " speed=" << (speed_mbps ? std::to_string(speed_mbps) + "Mbps" : std::string("NICs'"))
 	  << " max_requests=" << max_requests << " notify=" << notify << " device_memory=" << device_memory << " eager=" << eager_slots << "x"
 	  << (eager_max >> 10) << "KiB (busy<=" << (eager_busy_max >> 10) << "KiB) inline<=" << inline_max << "B rail0<=" << (first_rail_max >> 10) << "KiB peer_timeout="
 	  << (peer_timeout_ms == kEngineDefault ? std::string("engine's")
