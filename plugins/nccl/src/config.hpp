@@ -16,9 +16,8 @@ struct Config {
 	// provider names tcp and the process may run on kTcpRailsMinCpus CPUs
 	// or more (a tcp rail is one TCP stream, and NCCL's own socket
 	// transport runs several sockets and threads), else 1. On fewer CPUs
-	// each stream's polling and copies only take turns: with both ranks on
-	// two CPUs, one rail moved 256 KiB-4 MiB 1.1-2x faster than four and
-	// halved the latency (hmemreg_bench nccl, 2026-12-05).
+	// the streams' polling and copies only take turns (docs/nccl-plugin.md,
+	// Against aws-ofi-nccl, has the two-CPU figures).
 	static constexpr unsigned kTcpRailsMinCpus = 8;
 	unsigned rails = 0;
 	// PROGRESS_THREADS: engine progress threads (default: one per rail, at
