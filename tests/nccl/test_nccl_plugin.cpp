@@ -771,6 +771,7 @@ Test(nccl_plugin, close_with_requests_in_flight, .timeout = 60)
 			for (int i = 0; i < 8; i++)
 				last = post_recv(p, rc, buf.data() + (size_t(i) << 20), 1 << 20, i, mh);
 			wait_progressing(p, c, last); // the sender posted 4 sends and did not wait
+			c.signal(); // only now may it send more: the 8th receive stayed pending
 			OK(p.closeRecv()(rc));
 			CHECK(p.counters().requests_live == 0);
 			// A new connection on the same engine works (accepting it
@@ -798,6 +799,7 @@ Test(nccl_plugin, close_with_requests_in_flight, .timeout = 60)
 			for (int i = 0; i < 4; i++)
 				post_send(p, sc, buf.data() + (size_t(i) << 20), 1 << 20, i, mh);
 			c.signal();
+			c.wait();
 			// Keep sending until the close is seen: a request may still
 			// complete (its buffer was advertised) but then isend fails.
 			auto deadline = Clock::now() + 20s;
