@@ -135,7 +135,8 @@ struct Request {
 	// A small receive's Cts is not sent (its send comes inline) unless the
 	// receive still waits at deferred_until (looked at every 64th test()).
 	bool deferred = false;
-	uint32_t tests = 0;
+	uint32_t tests = 0; // test() calls on it; every 64th reads the clock into last_test
+	std::chrono::steady_clock::time_point last_test{};
 	std::chrono::steady_clock::time_point deferred_until{};
 	void *mhandle = nullptr; // receive: its buffer's handle (a key of mhandles_), and the
 	uint64_t offset = 0;     // buffer's offset in that region

@@ -27,9 +27,11 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 			if (r.state == Request::State::Pending && !r.send && !r.flush && peer_closes_)
 				expire_after_close_locked(r); // only once some sender closed
 			// The clock only now and then: NCCL spins on test().
-			if (r.state == Request::State::Pending && r.deferred && ++r.tests % 64 == 0 &&
-			    std::chrono::steady_clock::now() > r.deferred_until)
-				send_deferred_cts_locked(r);
+			if (++r.tests % 64 == 1) {
+				r.last_test = std::chrono::steady_clock::now();
+				if (r.state == Request::State::Pending && r.deferred && r.last_test > r.deferred_until)
+					send_deferred_cts_locked(r);
+			}
 			if (r.state != Request::State::Pending) {
 				auto *c = r.send ? static_cast<Comm *>(sends_.count(r.comm_id) ? sends_[r.comm_id] : nullptr)
 						 : static_cast<Comm *>(recvs_.count(r.comm_id) ? recvs_[r.comm_id] : nullptr);

@@ -3,6 +3,7 @@
 // plugin lock that stay stuck too long.
 #include "plugin.hpp"
 
+#include "cuda_driver.hpp"
 #include "log.hpp"
 
 namespace hmemreg::nccl {
@@ -57,13 +58,31 @@ void Plugin::tell_stalls_locked(std::chrono::steady_clock::time_point now)
 		NWARN("stall:  recv comm %u <- send comm %u: next seq %u, done up to %u, %zu outstanding, %zu early%s", id,
 		      c->remote_id, c->next_seq, c->done_upto, c->outstanding,
 		      c->inline_early.size() + c->eager_early.size(), c->peer_closed ? ", peer closed" : "");
+	// Whether NCCL still tests a request, and whether its copy into device
+	// memory ran: which side of the plugin a hang is on.
+	const auto tested = [&](const Request &r) {
+		if (!r.tests)
+			return std::string(", never tested");
+		const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(now - r.last_test).count();
+		return ", tested " + std::to_string(r.tests) + " times (last " + std::to_string(ago) + " ms ago)";
+	};
+	const auto copy = [](const Request &r) {
+		if (!r.landing)
+			return std::string();
+		if (!r.landing.cuda)
+			return std::string(", NIC copy into device memory queued");
+		std::string why;
+		const int rc = cuda::use_device(r.device) < 0 ? -1 : DeviceCopies::poll(r.landing.cuda, why);
+		return std::string(", copy into device memory queued: ") +
+		       (rc > 0 ? "ran, not yet settled" : rc == 0 ? "not run yet" : "failed (" + why + ")");
+	};
 	size_t shown = 0;
 	for (Request *r : late) {
 		r->stall_told = true;
 		if (shown++ < 16)
-			NWARN("stall:  %s comm %u seq %u: %zu bytes (%s), waiting %lld ms%s%s", r->send ? "send" : "recv",
+			NWARN("stall:  %s comm %u seq %u: %zu bytes (%s), waiting %lld ms%s%s%s", r->send ? "send" : "recv",
 			      r->comm_id, r->seq, r->size, r->route != Landing::Cpu ? "device" : "host", ms(*r),
-			      r->deferred ? ", advertisement deferred" : "", r->landing ? ", copy into device memory queued" : "");
+			      r->deferred ? ", advertisement deferred" : "", tested(*r).c_str(), copy(*r).c_str());
 	}
 	const auto ps = engine_->path_stats();
 	NWARN("stall:  engine: staged writes %llu (to host %llu B, to device %llu B, landings %llu, errors %llu), "
