@@ -6,15 +6,20 @@
 // (two ranks on one GPU, with MPS and without): with shm's own cudaMemcpy,
 // and again with the engine staging and the plugin landing data on
 // non-blocking streams of their own. The plugin's stall report names the
-// one edge of the cycle that does not move: rank 0's 64 KiB eager landing
-// (host slot -> NCCL's GPU buffer, cuMemcpyHtoDAsync on our stream) stays
-// queued for the whole run, so NCCL's kernel there never posts its next
-// send, for which rank 1 waits. Not the hardware queues: a copy with 0-33
-// streams made between a spinning kernel's and its own, at 4, 8 and 32
-// CUDA_DEVICE_MAX_CONNECTIONS, finished in 0.01-0.1 ms every time, and the
-// hang stays with 32 connections (tests/gpu/copy_behind_spin.py --sweep,
-// 2026-12-05). Why the driver holds that copy is not found (README, known
-// issues). Host buffers ran every collective exactly. So a provider that
+// one edge of the cycle that does not move: a copy into NCCL's GPU buffer
+// (cuMemcpyHtoDAsync on our stream) stays "not run yet" while NCCL tests
+// that receive about two million times a second, so NCCL's kernel there
+// never posts its next send, for which the other rank waits. The source
+// does not matter (an Inline copy, an eager slot, a pinned buffer, the
+// engine's pinned mirror), nor the hardware queues (32
+// CUDA_DEVICE_MAX_CONNECTIONS; tests/gpu/copy_behind_spin.py --sweep), the
+// legacy stream (HMEMREG_STREAM=side), NCCL's user-buffer registration or
+// the protocol (LL alone). What it needs is a change of collective: at the
+// first receive of all_gather after all_reduce, or of all_reduce after
+// all_gather; each alone, broadcast, and all_reduce then broadcast ran
+// exactly (H100, no MPS, 8-128 KiB, 2026-12-06). Why the driver holds that
+// copy is not found (README, known issues). Host buffers ran every
+// collective exactly. So a provider that
 // would copy device memory with CUDA calls (it refuses FI_OPT_CUDA_API_PERMITTED = false: shm, tcp, ofi_rxm,
 // whose bounce buffers copy with CUDA) never gets device memory, and staged
 // device memory is offered only where asked (HMEMREG_NCCL_DEVICE_MEMORY=
