@@ -64,7 +64,8 @@ struct Driver {
 	X(cuMemMap)                                                                                    \
 	X(cuMemUnmap)                                                                                  \
 	X(cuMemSetAccess)                                                                              \
-	X(cuMemGetAllocationGranularity)
+	X(cuMemGetAllocationGranularity)                                                              \
+	X(cuModuleGetLoadingMode)
 
 #define HMEMREG_CUDA_DECLARE(fn) decltype(&::fn) fn = nullptr;
 	HMEMREG_CUDA_FNS(HMEMREG_CUDA_DECLARE)

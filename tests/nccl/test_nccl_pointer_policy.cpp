@@ -111,9 +111,13 @@ Test(nccl_pointer_policy, without_read_back_no_gpu_buffers)
 
 Test(nccl_pointer_policy, the_setting_decides_when_given)
 {
-	auto s = choose_pointers(facts("staged", "shm"));
+	auto f = facts("staged", "shm");
+	auto s = choose_pointers(f);
 	cr_assert(s.device && !s.read_back);
-	cr_assert(says(s.why, "staged") && says(s.why, "hang"), "%s", s.why.c_str());
+	cr_assert(says(s.why, "staged") && says(s.why, "hang") && !says(s.why, "lazily"), "%s", s.why.c_str());
+	f.lazy_loading = true; // CUDA_MODULE_LOADING=LAZY: the log names the way out
+	s = choose_pointers(f);
+	cr_assert(s.device && says(s.why, "lazily") && says(s.why, "CUDA_MODULE_LOADING=EAGER"), "%s", s.why.c_str());
 	for (const char *prov : {"shm", "efa"}) {
 		auto p = choose_pointers(facts("host", prov));
 		cr_assert_not(p.device || p.dmabuf || p.read_back, "%s", prov);

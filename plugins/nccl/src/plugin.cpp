@@ -158,6 +158,8 @@ void Plugin::choose_pointer_support(const EngineInfo &caps)
 	f.dmabuf = caps.dmabuf();
 	f.read_back = caps.read_back();
 	f.min_compute_capability = lowest_compute_capability(d);
+	CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
+	f.lazy_loading = d.loaded && d.cuModuleGetLoadingMode(&mode) == CUDA_SUCCESS && mode == CU_MODULE_LAZY_LOADING;
 	const char *force = std::getenv("NCCL_NET_FORCE_FLUSH");
 	f.force_flush = force && std::strcmp(force, "1") == 0;
 	const PointerPolicy p = choose_pointers(f);

@@ -26,7 +26,11 @@ PointerPolicy choose_pointers(const PointerFacts &f)
 	if (f.setting == "staged")
 		return {true, true, false,
 			"device memory staged by the engine on its own streams (provider " + f.provider +
-				", HMEMREG_NCCL_DEVICE_MEMORY=staged: can hang while NCCL's kernels spin)"};
+				", HMEMREG_NCCL_DEVICE_MEMORY=staged: can hang while NCCL's kernels spin" +
+				(f.lazy_loading ? "; CUDA loads kernels lazily here: a first launch waits for NCCL's "
+						  "kernels while it holds the context (CUDA_MODULE_LOADING=EAGER loads them at start)"
+						: "") +
+				")"};
 	if (!f.provider_direct)
 		return {false, false, false,
 			"provider " + f.provider + " does not write device memory without CUDA calls (" +

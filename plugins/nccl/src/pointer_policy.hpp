@@ -17,8 +17,13 @@
 // the protocol (LL alone). What it needs is a change of collective: at the
 // first receive of all_gather after all_reduce, or of all_reduce after
 // all_gather; each alone, broadcast, and all_reduce then broadcast ran
-// exactly (H100, no MPS, 8-128 KiB, 2026-12-06). Why the driver holds that
-// copy is not found (README, known issues). Host buffers ran every
+// exactly (H100, no MPS, 8-128 KiB, 2026-12-06). The likely cause, not yet
+// tested: CUDA's lazy module loading. The test's check after the new
+// collective launches kernels for the first time (broadcast's reuses
+// all_reduce's), and a first launch loads its module under the context's
+// lock, waiting for the context's kernels: NCCL's, which wait for our copy
+// (torchcomms' reproducer, meta-pytorch/torchcomms#2334, shows that wait).
+// The INFO line says when loading is lazy. Host buffers ran every
 // collective exactly. So a provider that
 // would copy device memory with CUDA calls (it refuses FI_OPT_CUDA_API_PERMITTED = false: shm, tcp, ofi_rxm,
 // whose bounce buffers copy with CUDA) never gets device memory, and staged
@@ -59,6 +64,10 @@ struct PointerFacts {
 	// minor), 0 where unknown; NCCL_NET_FORCE_FLUSH=1 in the environment.
 	int min_compute_capability = 0;
 	bool force_flush = false;
+	// CUDA loads kernels at their first launch (CUDA_MODULE_LOADING=LAZY,
+	// the default): such a load waits for the context's running kernels
+	// while it holds the context, so a staged copy can wait behind it.
+	bool lazy_loading = false;
 };
 
 struct PointerPolicy {
