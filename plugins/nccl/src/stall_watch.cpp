@@ -71,7 +71,7 @@ void Plugin::tell_stalls_locked(std::chrono::steady_clock::time_point now)
 			return std::string();
 		if (!r.landing.cuda)
 			return std::string(", NIC copy into device memory queued");
-		std::string why;
+		std::string why = "no CUDA context for device " + std::to_string(r.device);
 		const int rc = cuda::use_device(r.device) < 0 ? -1 : DeviceCopies::poll(r.landing.cuda, why);
 		return std::string(", copy into device memory queued: ") +
 		       (rc > 0 ? "ran, not yet settled" : rc == 0 ? "not run yet" : "failed (" + why + ")");
