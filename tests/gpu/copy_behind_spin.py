@@ -11,14 +11,22 @@
 #   python3 copy_behind_spin.py EXTRA_STREAMS PINNED(0|1) LEGACY_WAITS(0|1) [BETWEEN]
 #   python3 copy_behind_spin.py --sweep MAX   (BETWEEN = 0..MAX, pinned, no legacy wait)
 #   python3 copy_behind_spin.py --spin-only SECONDS   (a second process's spinning kernel)
+#   python3 copy_behind_spin.py --first-launch   (a kernel's first launch in another thread)
 # BETWEEN streams are created after the spinner's and before the copier's.
 # CUDA spreads streams over CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8
 # by default) in turn, and a queue runs its work in order whatever stream it
 # came from; so the copy may wait behind the spinner when it lands on the
 # spinner's queue, as a net plugin's copy may behind NCCL's kernel in a
 # process with many streams (PyTorch's pools, NCCL's own).
+# --first-launch asks the staged hang's question (README, known issues):
+# while the spinner runs, one thread launches a kernel of a module never
+# launched before (as PyTorch's result check after a new collective does)
+# and another queues the copy that would end the spinner. Under lazy module
+# loading (CUDA_MODULE_LOADING=LAZY, CUDA's default) the launch loads the
+# module then; if that waits for the spinner, so may the copy.
 import os
 import sys
+import threading
 import time
 
 import cupy as cp
@@ -82,7 +90,66 @@ def spin_for(seconds):
     s.synchronize()
 
 
+def first_launch():
+    """The copy, while another thread launches a never-launched kernel."""
+    mod = cp.RawModule(code=r'''
+extern "C" __global__ void first(int *out) { out[threadIdx.x] += 1; }''')
+    mod.compile()  # NVRTC and cuModuleLoadData here; lazy loading defers the rest to the launch
+    out = cp.zeros(32, dtype=cp.int32)
+    dev_flag = cp.zeros(1, dtype=cp.int32)
+    host_mem = cp.cuda.alloc_pinned_memory(4)
+    host_flag = np.frombuffer(host_mem, np.int32, 1)
+    host_flag[0] = 0
+    src_mem = cp.cuda.alloc_pinned_memory(4)
+    src = np.frombuffer(src_mem, np.int32, 1)
+    src[0] = 1
+    spinner = cp.cuda.Stream(non_blocking=True)
+    launcher = cp.cuda.Stream(non_blocking=True)
+    copier = cp.cuda.Stream(non_blocking=True)
+    with spinner:
+        SPIN((1,), (1,), (dev_flag, np.uint64(host_mem.ptr)))
+    t0 = time.perf_counter()
+    when = {}
+
+    def launch():
+        with launcher:
+            mod.get_function("first")((1,), (32,), (out,))
+        when["launch returned"] = time.perf_counter() - t0
+
+    def copy():
+        cp.cuda.runtime.memcpyAsync(dev_flag.data.ptr, src.ctypes.data, 4, cp.cuda.runtime.memcpyHostToDevice,
+                                    copier.ptr)
+        when["copy call returned"] = time.perf_counter() - t0
+        ev = cp.cuda.Event(disable_timing=True)
+        ev.record(copier)
+        while not ev.done and time.perf_counter() - t0 < WAIT:
+            time.sleep(0.001)
+        if ev.done:
+            when["copy done"] = time.perf_counter() - t0
+
+    threads = [threading.Thread(target=launch, daemon=True)]
+    threads[0].start()
+    time.sleep(0.05)  # the launch first, as the check is queued before the proxy's copy
+    threads.append(threading.Thread(target=copy, daemon=True))
+    threads[1].start()
+    threads[1].join(WAIT + 1)
+    state = {k: when.get(k) for k in ("launch returned", "copy call returned", "copy done")}
+    host_flag[0] = 1  # ends the spinner whatever happened
+    for t in threads:
+        t.join(WAIT)
+    mode = os.environ.get("CUDA_MODULE_LOADING", "unset (LAZY)")
+    print(f"first launch beside a spinning kernel, CUDA_MODULE_LOADING={mode}: "
+          + ", ".join(f"{k} {'after %.1f ms' % (v * 1e3) if v is not None else 'NOT within %.0f s' % WAIT}"
+                      for k, v in state.items()), flush=True)
+    cp.cuda.Device().synchronize()
+    ok = state["copy done"] is not None
+    print("copy behind a first launch: " + ("done" if ok else "STUCK"), flush=True)
+    return ok
+
+
 def main():
+    if sys.argv[1] == "--first-launch":
+        sys.exit(0 if first_launch() else 1)
     if sys.argv[1] == "--spin-only":
         spin_for(float(sys.argv[2]))
         return
