@@ -29,8 +29,9 @@ echo "---- $(basename "$bin") (system libfabric $(libfabric_version), $HMEMREG_N
 "$bin"
 if libfabric2_env; then
 	echo "---- $(basename "$bin") (libfabric $(libfabric_version), shm)"
-	# No NCCL kernels here: the opt-in staged device path is safe to drive.
-	HMEMREG_NCCL_PROVIDER=shm HMEMREG_NCCL_DEVICE_MEMORY=staged HMEMREG_GPU_DIRECT=shm "$bin"
+	# No NCCL kernels here: the opt-in staged device path is safe to drive
+	# (the plugin takes it only where CUDA loads kernels eagerly).
+	HMEMREG_NCCL_PROVIDER=shm HMEMREG_NCCL_DEVICE_MEMORY=staged CUDA_MODULE_LOADING=EAGER HMEMREG_GPU_DIRECT=shm "$bin"
 elif [ "${HMEMREG_LIBFABRIC2:-}" != none ]; then
 	echo "FAIL: no libfabric 2.6.0 for the second pass"; exit 1
 fi

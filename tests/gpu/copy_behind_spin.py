@@ -12,6 +12,7 @@
 #   python3 copy_behind_spin.py --sweep MAX   (BETWEEN = 0..MAX, pinned, no legacy wait)
 #   python3 copy_behind_spin.py --spin-only SECONDS   (a second process's spinning kernel)
 #   python3 copy_behind_spin.py --first-launch   (a kernel's first launch in another thread)
+#   python3 copy_behind_spin.py --load-beside-spin   (a module loaded, then launched, in another thread)
 # BETWEEN streams are created after the spinner's and before the copier's.
 # CUDA spreads streams over CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8
 # by default) in turn, and a queue runs its work in order whatever stream it
@@ -24,8 +25,14 @@
 # and another queues the copy that would end the spinner. Under lazy module
 # loading (CUDA_MODULE_LOADING=LAZY, CUDA's default) the launch loads the
 # module then; if that waits for the spinner, so may the copy.
+# --load-beside-spin loads the module itself while the spinner runs (as
+# Triton, torch.compile or NVRTC users do at any time), which under eager
+# loading (CUDA_MODULE_LOADING=EAGER) loads its kernels there and then.
+# Needs nvcc (the module is built before the spinner starts).
 import os
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -90,11 +97,23 @@ def spin_for(seconds):
     s.synchronize()
 
 
-def first_launch():
-    """The copy, while another thread launches a never-launched kernel."""
-    mod = cp.RawModule(code=r'''
-extern "C" __global__ void first(int *out) { out[threadIdx.x] += 1; }''')
-    mod.compile()  # NVRTC and cuModuleLoadData here; lazy loading defers the rest to the launch
+FIRST = r'''
+extern "C" __global__ void first(int *out) { out[threadIdx.x] += 1; }'''
+
+
+def first_launch(load_beside_spin):
+    """The copy, while another thread launches a never-launched kernel
+    (loading its module first when load_beside_spin)."""
+    if load_beside_spin:
+        tmp = tempfile.mkdtemp()
+        with open(os.path.join(tmp, "first.cu"), "w") as f:
+            f.write(FIRST)
+        subprocess.run(["nvcc", "-cubin", "-arch=native", "-o", os.path.join(tmp, "first.cubin"),
+                        os.path.join(tmp, "first.cu")], check=True)
+        mod = cp.RawModule(path=os.path.join(tmp, "first.cubin"))  # cuModuleLoad at get_function
+    else:
+        mod = cp.RawModule(code=FIRST)
+        mod.compile()  # NVRTC and cuModuleLoadData here; lazy loading defers the rest to the launch
     out = cp.zeros(32, dtype=cp.int32)
     dev_flag = cp.zeros(1, dtype=cp.int32)
     host_mem = cp.cuda.alloc_pinned_memory(4)
@@ -112,8 +131,11 @@ extern "C" __global__ void first(int *out) { out[threadIdx.x] += 1; }''')
     when = {}
 
     def launch():
+        fn = mod.get_function("first")
+        if load_beside_spin:
+            when["load returned"] = time.perf_counter() - t0
         with launcher:
-            mod.get_function("first")((1,), (32,), (out,))
+            fn((1,), (32,), (out,))
         when["launch returned"] = time.perf_counter() - t0
 
     def copy():
@@ -133,23 +155,25 @@ extern "C" __global__ void first(int *out) { out[threadIdx.x] += 1; }''')
     threads.append(threading.Thread(target=copy, daemon=True))
     threads[1].start()
     threads[1].join(WAIT + 1)
-    state = {k: when.get(k) for k in ("launch returned", "copy call returned", "copy done")}
+    steps = ("load returned",) if load_beside_spin else ()
+    state = {k: when.get(k) for k in steps + ("launch returned", "copy call returned", "copy done")}
     host_flag[0] = 1  # ends the spinner whatever happened
     for t in threads:
         t.join(WAIT)
     mode = os.environ.get("CUDA_MODULE_LOADING", "unset (LAZY)")
-    print(f"first launch beside a spinning kernel, CUDA_MODULE_LOADING={mode}: "
+    what = "module load and first launch" if load_beside_spin else "first launch"
+    print(f"{what} beside a spinning kernel, CUDA_MODULE_LOADING={mode}: "
           + ", ".join(f"{k} {'after %.1f ms' % (v * 1e3) if v is not None else 'NOT within %.0f s' % WAIT}"
                       for k, v in state.items()), flush=True)
     cp.cuda.Device().synchronize()
     ok = state["copy done"] is not None
-    print("copy behind a first launch: " + ("done" if ok else "STUCK"), flush=True)
+    print(f"copy behind a {what}: " + ("done" if ok else "STUCK"), flush=True)
     return ok
 
 
 def main():
-    if sys.argv[1] == "--first-launch":
-        sys.exit(0 if first_launch() else 1)
+    if sys.argv[1] in ("--first-launch", "--load-beside-spin"):
+        sys.exit(0 if first_launch(sys.argv[1] == "--load-beside-spin") else 1)
     if sys.argv[1] == "--spin-only":
         spin_for(float(sys.argv[2]))
         return

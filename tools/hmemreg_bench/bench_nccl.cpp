@@ -796,8 +796,12 @@ PluginRun run_plugin(const Options &o, const std::string &path, const char *labe
 				setenv("HMEMREG_NCCL_PROVIDER", o.provider.c_str(), 1);
 				// No NCCL kernels wait here: the staged device path is
 				// safe (the plugin's default keeps GPU buffers from it).
-				if (o.mem == "cuda")
+				// The plugin stages only where CUDA loads kernels eagerly
+				// (pointer_policy.hpp); this rank has not started CUDA yet.
+				if (o.mem == "cuda") {
 					setenv("HMEMREG_NCCL_DEVICE_MEMORY", "staged", 0);
+					setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+				}
 				if (!o.node.empty())
 					setenv("HMEMREG_NCCL_NODE", o.node.c_str(), 1);
 			}

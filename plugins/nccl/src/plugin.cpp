@@ -169,7 +169,10 @@ void Plugin::choose_pointer_support(const EngineInfo &caps)
 		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST|CUDA%s: %s", p.dmabuf ? "|DMABUF" : "", p.why.c_str());
 	} else {
 		host_only_why_ = p.why;
-		NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST only: %s", p.why.c_str());
+		if (f.setting == "staged") // asked for and refused: say so above INFO
+			NWARN("ptrSupport HOST only: %s", p.why.c_str());
+		else
+			NINFO(NCCL_INIT | NCCL_NET, "ptrSupport HOST only: %s", p.why.c_str());
 	}
 }
 

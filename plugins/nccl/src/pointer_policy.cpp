@@ -23,14 +23,17 @@ PointerPolicy choose_pointers(const PointerFacts &f)
 		return {false, false, false, "HMEMREG_NCCL_DEVICE_MEMORY=host"};
 	if (!f.cuda)
 		return {false, false, false, "no CUDA driver: " + f.cuda_why_not};
+	if (f.setting == "staged" && f.lazy_loading)
+		return {false, false, false,
+			"HMEMREG_NCCL_DEVICE_MEMORY=staged refused: CUDA loads kernels lazily here "
+			"(CUDA_MODULE_LOADING=LAZY), and a kernel's first launch while NCCL's kernels spin holds "
+			"every later copy in the process, the engine's staging copy too, so NCCL would hang; "
+			"CUDA_MODULE_LOADING=EAGER lets the setting take effect"};
 	if (f.setting == "staged")
 		return {true, true, false,
 			"device memory staged by the engine on its own streams (provider " + f.provider +
-				", HMEMREG_NCCL_DEVICE_MEMORY=staged: can hang while NCCL's kernels spin" +
-				(f.lazy_loading ? "; CUDA loads kernels lazily here: a first launch waits for NCCL's "
-						  "kernels while it holds the context (CUDA_MODULE_LOADING=EAGER loads them at start)"
-						: "") +
-				")"};
+				", HMEMREG_NCCL_DEVICE_MEMORY=staged, kernels loaded eagerly: a module loaded while "
+				"NCCL's kernels spin can still hold the engine's copies)"};
 	if (!f.provider_direct)
 		return {false, false, false,
 			"provider " + f.provider + " does not write device memory without CUDA calls (" +
