@@ -17,19 +17,19 @@
 // the protocol (LL alone). What it needs is a change of collective: at the
 // first receive of all_gather after all_reduce, or of all_reduce after
 // all_gather; each alone, broadcast, and all_reduce then broadcast ran
-// exactly (H100, no MPS, 8-128 KiB, 2026-12-06). The likely cause, not yet
-// tested: CUDA's lazy module loading. The test's check after the new
-// collective launches kernels for the first time (broadcast's reuses
-// all_reduce's), and a first launch loads its module under the context's
-// lock, waiting for the context's kernels: NCCL's, which wait for our copy
-// (torchcomms' reproducer, meta-pytorch/torchcomms#2334, shows that wait).
-// The INFO line says when loading is lazy. Host buffers ran every
-// collective exactly. So a provider that
-// would copy device memory with CUDA calls (it refuses FI_OPT_CUDA_API_PERMITTED = false: shm, tcp, ofi_rxm,
-// whose bounce buffers copy with CUDA) never gets device memory, and staged
-// device memory is offered only where asked (HMEMREG_NCCL_DEVICE_MEMORY=
-// staged: for drivers without NCCL's kernels, hmemreg_bench nccl and the
-// GPU lane).
+// exactly (H100, no MPS, 8-128 KiB, 2026-12-06). The cause is CUDA's lazy
+// module loading: the test's check after the new collective launches
+// kernels for the first time (broadcast's reuses all_reduce's), and a first
+// launch beside a spinning kernel holds every later copy of the process
+// (tests/gpu/copy_behind_spin.py --first-launch: stuck under LAZY, done at
+// once under EAGER; the same NCCL run hung under LAZY and ran exactly under
+// CUDA_MODULE_LOADING=EAGER, H100, 2026-12-06). So staging is granted only
+// where loading is eager; even then a module loaded while NCCL's kernels
+// spin may hold the copies (--load-beside-spin asks), so it stays opt-in.
+// Host buffers ran every collective exactly: a provider that would copy
+// device memory with CUDA calls (it refuses FI_OPT_CUDA_API_PERMITTED =
+// false: shm, tcp, ofi_rxm, whose bounce buffers copy with CUDA) gets no
+// device memory unless HMEMREG_NCCL_DEVICE_MEMORY=staged asks.
 //
 // A provider that accepts FI_OPT_CUDA_API_PERMITTED = false and registers
 // device memory itself (FI_HMEM: a NIC writing GPU memory, GPUDirect RDMA)
