@@ -33,7 +33,7 @@ PointerPolicy choose_pointers(const PointerFacts &f)
 		return {true, true, false,
 			"device memory staged by the engine on its own streams (provider " + f.provider +
 				", HMEMREG_NCCL_DEVICE_MEMORY=staged, kernels loaded eagerly: a module loaded while "
-				"NCCL's kernels spin can still hold the engine's copies)"};
+				"NCCL's kernels spin still holds every CUDA call of the process)"};
 	if (!f.provider_direct)
 		return {false, false, false,
 			"provider " + f.provider + " does not write device memory without CUDA calls (" +

@@ -25,7 +25,8 @@
 // once under EAGER; the same NCCL run hung under LAZY and ran exactly under
 // CUDA_MODULE_LOADING=EAGER, H100, 2026-12-06). So staging is granted only
 // where loading is eager; even then a module loaded while NCCL's kernels
-// spin may hold the copies (--load-beside-spin asks), so it stays opt-in.
+// spin holds the process: the load and the next copy call did not return
+// within 3 s, lazy or eager (--load-beside-spin, H100), so it stays opt-in.
 // Host buffers ran every collective exactly: a provider that would copy
 // device memory with CUDA calls (it refuses FI_OPT_CUDA_API_PERMITTED =
 // false: shm, tcp, ofi_rxm, whose bounce buffers copy with CUDA) gets no
