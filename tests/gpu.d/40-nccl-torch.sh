@@ -216,5 +216,8 @@ for coll, size in keys:
         ratio = "" if v is None or not ref or r.startswith("socket") else " (%.2fx)" % (v / ref)
         cells.append("%17s" % ("-" if v is None else "%.2f%s" % (v, ratio)))
     print("%-11s %9d " % (coll, size) + " ".join(cells))
+if any(suffix(r) == "" for r in runs):
+    print("note: without MPS the two ranks' contexts take turns on the one GPU, which sets both sides' "
+          "pace; compare speed under MPS (the -mps columns)")
 EOF
 exit $rc
