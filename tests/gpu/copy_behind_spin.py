@@ -30,6 +30,7 @@
 # loading (CUDA_MODULE_LOADING=EAGER) loads its kernels there and then.
 # Needs nvcc (the module is built before the spinner starts).
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -166,6 +167,8 @@ def first_launch(load_beside_spin):
           + ", ".join(f"{k} {'after %.1f ms' % (v * 1e3) if v is not None else 'NOT within %.0f s' % WAIT}"
                       for k, v in state.items()), flush=True)
     cp.cuda.Device().synchronize()
+    if load_beside_spin:
+        shutil.rmtree(tmp, ignore_errors=True)
     ok = state["copy done"] is not None
     print(f"copy behind a {what}: " + ("done" if ok else "STUCK"), flush=True)
     return ok
