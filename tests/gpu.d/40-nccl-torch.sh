@@ -145,8 +145,14 @@ run() { # label ranks-on-one-gpu(0|1) env...
 	[ "$wrong" = 0 ] || rc=1
 	echo "== $label: $verdict in ${waited}s, $good results exact, $wrong wrong"
 	# What NCCL chose: the transport and whether GPU buffers went to the network.
-	grep -h -o -E 'NET/[A-Za-z0-9_-]+ : Using .{0,60}|ptrSupport [A-Z|]+.{0,90}|via NET/[^ ]+|GDR [01]' \
-		"$out/$label.log" | sort | uniq -c | sort -rn | head -5 | sed 's/^/   /'
+	grep -h -o -E 'NET/[A-Za-z0-9_-]+ : Using .{0,60}|ptrSupport [A-Z|]+.{0,90}|via NET/[^ ]+|GDR [01]|opened again without FI_HMEM' \
+		"$out/$label.log" | sort | uniq -c | sort -rn | head -6 | sed 's/^/   /'
+	# Host buffers only: the provider must run without FI_HMEM (with it,
+	# shm copies host memory twice, through its bounce buffers).
+	if grep -q 'ptrSupport HOST only' "$out/$label.log" && grep -q 'engine: .*(FI_HMEM)' "$out/$label.log"; then
+		echo "   FAIL: $label: host buffers only, yet the provider was opened with FI_HMEM"
+		rc=1
+	fi
 }
 
 hm=(NCCL_NET_PLUGIN=hmemreg LD_LIBRARY_PATH="$plugin_dir:${LD_LIBRARY_PATH:-}" HMEMREG_NCCL_STALL_MS=$((limit * 1000 / 3)))

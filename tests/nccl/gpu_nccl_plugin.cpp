@@ -8,6 +8,7 @@
 // Environment (tests/gpu.d/30-nccl-plugin.sh sets it): LD_LIBRARY_PATH holds
 // the plugin's directory, NCCL_NET_PLUGIN=hmemreg, HMEMREG_NCCL_PLUGIN_PATH
 // the plugin file.
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -241,6 +242,54 @@ GPU_TEST(nccl_plugin, regmr_on_cuda_memory_matches_ptr_support)
 	waitpid(peer, &st, 0);
 	GPU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "(peer status %#x)", st);
 	GPU_ASSERT(net->finalize(ctx) == ncclSuccess);
+}
+
+namespace {
+std::string g_plugin_log;
+void keep_log(ncclDebugLogLevel, unsigned long, const char *, int, const char *fmt, ...)
+{
+	char line[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	std::vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	g_plugin_log += line;
+	g_plugin_log += '\n';
+}
+} // namespace
+
+// Host buffers only (HMEMREG_NCCL_DEVICE_MEMORY=host) in a CUDA process:
+// the provider runs without FI_HMEM, with which libfabric 2.x's shm turns
+// its single-copy CMA path off and copies host memory twice. Where the
+// provider offers FI_HMEM (the run with HMEMREG_GPU_DIRECT naming it), the
+// plugin must have opened its engine again without it.
+GPU_TEST(nccl_plugin, host_buffers_only_run_the_provider_without_fi_hmem)
+{
+	setenv("HMEMREG_NCCL_DEVICE_MEMORY", "host", 1);
+	cuda_open();
+	void *lib = dlopen(plugin_path(), RTLD_NOW | RTLD_LOCAL);
+	GPU_ASSERT(lib != nullptr, "(%s)", dlerror());
+	auto *net = static_cast<ncclNet_v11_t *>(dlsym(lib, "ncclNetPlugin_v11"));
+	GPU_ASSERT(net != nullptr);
+	ncclNetCommConfig_t cfg{-1};
+	void *ctx = nullptr;
+	GPU_ASSERT(net->init(&ctx, 5, &cfg, keep_log, nullptr) == ncclSuccess);
+	ncclNetProperties_v11_t props;
+	GPU_ASSERT(net->getProperties(0, &props) == ncclSuccess);
+	GPU_ASSERT(net->finalize(ctx) == ncclSuccess);
+	auto has = [](const char *what) { return g_plugin_log.find(what) != std::string::npos; };
+	const size_t engine = g_plugin_log.find("engine: ");
+	GPU_ASSERT(engine != std::string::npos, "(no engine line in the plugin's log:\n%s)", g_plugin_log.c_str());
+	const std::string line = g_plugin_log.substr(engine, g_plugin_log.find('\n', engine) - engine);
+	GPU_LOG("ptrSupport %#x; %s", props.ptrSupport, line.c_str());
+	GPU_ASSERT(props.ptrSupport == NCCL_PTR_HOST, "(ptrSupport %#x with HMEMREG_NCCL_DEVICE_MEMORY=host)",
+		   props.ptrSupport);
+	GPU_ASSERT(line.find("(FI_HMEM)") == std::string::npos, "(host buffers only, engine opened with FI_HMEM)");
+	const char *direct = std::getenv("HMEMREG_GPU_DIRECT");
+	const char *prov = std::getenv("HMEMREG_NCCL_PROVIDER");
+	if (direct && prov && std::strstr(direct, prov))
+		GPU_ASSERT(has("opened again without FI_HMEM"), "(provider %s offers FI_HMEM: the engine should have been "
+							       "opened again without it)", prov);
 }
 
 // Two ranks as two processes, CUDA buffers on both sides, through the

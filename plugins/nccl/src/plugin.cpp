@@ -90,6 +90,17 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	if (cfg.device_memory == "staged")
 		ec.flags |= HMEMREG_ENGINE_NO_HMEM;
 	engine_ = std::make_unique<Engine>(ec);
+	choose_pointer_support(engine_->caps());
+	// NCCL hands over host buffers only, yet the provider was opened with
+	// FI_HMEM: open it again without. With FI_HMEM, libfabric 2.x's shm
+	// turns its single-copy path (CMA) off for every peer and copies host
+	// memory twice through its bounce buffers.
+	if (!(ptr_support_ & NCCL_PTR_CUDA) && engine_->caps().hmem()) {
+		engine_.reset();
+		ec.flags |= HMEMREG_ENGINE_NO_HMEM;
+		engine_ = std::make_unique<Engine>(ec);
+		NINFO(NCCL_INIT | NCCL_NET, "engine opened again without FI_HMEM: host buffers only");
+	}
 	regs_ = std::make_unique<Registrations>(*engine_);
 	const auto &caps = engine_->caps();
 	dev_name_ = "hmemreg:" + caps.provider + (caps.rail_domains.empty() ? "" : ":" + caps.rail_domains[0]);
@@ -99,7 +110,6 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	const PortSpeed speed = choose_port_speed(cfg.speed_mbps, caps.rail_domains, caps.rail_link_bps);
 	speed_mbps_ = speed.mbps;
 	NINFO(NCCL_INIT | NCCL_NET, "port speed %d Mbps (%s)", speed.mbps, speed.why.c_str());
-	choose_pointer_support(caps);
 	// Callbacks run on the engine's progress context: nothing may escape them.
 	engine_->on_message([this](const Message &m) {
 		try {
