@@ -144,12 +144,14 @@ run() { # label ranks-on-one-gpu(0|1) env...
 	wrong=$(grep -c '"ok": false' "$out/$label.jsonl")
 	[ "$wrong" = 0 ] || rc=1
 	echo "== $label: $verdict in ${waited}s, $good results exact, $wrong wrong"
-	# What NCCL chose: the transport and whether GPU buffers went to the network.
+	# What NCCL chose: the transport and whether GPU buffers went to the
+	# network (NCCL logs to the ranks' stdout, the .jsonl).
 	grep -h -o -E 'NET/[A-Za-z0-9_-]+ : Using .{0,60}|ptrSupport [A-Z|]+.{0,90}|via NET/[^ ]+|GDR [01]|opened again without FI_HMEM' \
-		"$out/$label.log" | sort | uniq -c | sort -rn | head -6 | sed 's/^/   /'
+		"$out/$label.log" "$out/$label.jsonl" | sort | uniq -c | sort -rn | head -6 | sed 's/^/   /'
 	# Host buffers only: the provider must run without FI_HMEM (with it,
 	# shm copies host memory twice, through its bounce buffers).
-	if grep -q 'ptrSupport HOST only' "$out/$label.log" && grep -q 'engine: .*(FI_HMEM)' "$out/$label.log"; then
+	if grep -q -h 'ptrSupport HOST only' "$out/$label.log" "$out/$label.jsonl" &&
+		grep -q -h 'FI_HMEM yes' "$out/$label.log" "$out/$label.jsonl"; then
 		echo "   FAIL: $label: host buffers only, yet the provider was opened with FI_HMEM"
 		rc=1
 	fi

@@ -278,13 +278,15 @@ GPU_TEST(nccl_plugin, host_buffers_only_run_the_provider_without_fi_hmem)
 	GPU_ASSERT(net->getProperties(0, &props) == ncclSuccess);
 	GPU_ASSERT(net->finalize(ctx) == ncclSuccess);
 	auto has = [](const char *what) { return g_plugin_log.find(what) != std::string::npos; };
-	const size_t engine = g_plugin_log.find("engine: ");
+	// The engine's description (one log message of several lines) ends the
+	// plugin's log of init but for the port speed line.
+	const size_t engine = g_plugin_log.rfind("engine: provider");
 	GPU_ASSERT(engine != std::string::npos, "(no engine line in the plugin's log:\n%s)", g_plugin_log.c_str());
-	const std::string line = g_plugin_log.substr(engine, g_plugin_log.find('\n', engine) - engine);
-	GPU_LOG("ptrSupport %#x; %s", props.ptrSupport, line.c_str());
+	const std::string text = g_plugin_log.substr(engine, g_plugin_log.find("port speed", engine) - engine);
+	GPU_LOG("ptrSupport %#x; %s", props.ptrSupport, text.c_str());
 	GPU_ASSERT(props.ptrSupport == NCCL_PTR_HOST, "(ptrSupport %#x with HMEMREG_NCCL_DEVICE_MEMORY=host)",
 		   props.ptrSupport);
-	GPU_ASSERT(line.find("(FI_HMEM)") == std::string::npos, "(host buffers only, engine opened with FI_HMEM)");
+	GPU_ASSERT(text.find("FI_HMEM yes") == std::string::npos, "(host buffers only, engine opened with FI_HMEM)");
 	const char *direct = std::getenv("HMEMREG_GPU_DIRECT");
 	const char *prov = std::getenv("HMEMREG_NCCL_PROVIDER");
 	if (direct && prov && std::strstr(direct, prov))

@@ -124,6 +124,8 @@ struct Core {
 
 private:
 	void open_rails();
+	void open_rails_once();
+	bool hmem_endpoints_ = false; // the rails' endpoints were opened with FI_HMEM
 	// Per rail: turns since one last handled an event (Config::sends_on_first_rail).
 	std::unique_ptr<std::atomic<uint32_t>[]> rail_quiet_;
 	std::atomic<uint32_t> caller_turns_{0};

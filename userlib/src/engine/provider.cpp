@@ -158,9 +158,32 @@ Core::Core(const Config &c, uint64_t engine_id)
 
 void Core::open_rails()
 {
-	std::string queue_note = fit_rxm_queues(cfg.provider);
+	const std::string queue_note = fit_rxm_queues(cfg.provider);
+	open_rails_once();
+	// Device memory is staged (the provider's FI_HMEM went unused: it would
+	// call CUDA, or registers no CUDA memory), yet the endpoints have
+	// FI_HMEM: open them again without it, or host memory pays for it
+	// (libfabric 2.x's shm turns its single-copy CMA path off for every
+	// peer of an endpoint with FI_HMEM and copies through bounce buffers).
+	if (hmem_endpoints_ && !caps.hmem && !cfg.require_hmem) {
+		const std::string why = caps.hmem_why_not;
+		caches.clear();
+		rails.clear();
+		Capabilities fresh;
+		fresh.peer_timeout_ms = caps.peer_timeout_ms;
+		fresh.peer_timeout = caps.peer_timeout;
+		caps = std::move(fresh);
+		cfg.ask_hmem = false;
+		open_rails_once();
+		caps.hmem_why_not = why;
+		caps.notes.push_back("endpoints opened again without FI_HMEM (" + why + ")");
+	}
 	if (!queue_note.empty())
-		caps.notes.push_back(queue_note);
+		caps.notes.insert(caps.notes.begin(), queue_note);
+}
+
+void Core::open_rails_once()
+{
 	fabric::InfoPtr hints = make_hints(cfg, cfg.require_hmem, cfg.provider);
 	const char *node = cfg.node.empty() ? nullptr : cfg.node.c_str();
 	fabric::InfoPtr list = fabric::get_info(hints.get(), node, node ? FI_SOURCE : 0);
@@ -214,6 +237,7 @@ void Core::open_rails()
 	caps.rma = (first->caps & FI_RMA) != 0;
 	caps.read_back = (first->caps & FI_READ) != 0;
 	caps.hmem = (first->caps & FI_HMEM) != 0;
+	hmem_endpoints_ = caps.hmem;
 	caps.dmabuf = caps.hmem && caps.api_version >= fabric::kApi1_20;
 	caps.cq_data_size = first->domain_attr->cq_data_size;
 	caps.remote_cq_data = caps.cq_data_size > 0;
