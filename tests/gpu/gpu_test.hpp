@@ -44,6 +44,7 @@ struct Register {
 [[noreturn]] inline void fail(const char *file, int line, const char *fmt, ...)
 {
 	va_list ap;
+	std::fflush(stdout); // what the test logged comes before the failure
 	va_start(ap, fmt);
 	std::fprintf(stderr, "  %s:%d: ", file, line);
 	std::vfprintf(stderr, fmt, ap);

@@ -248,11 +248,14 @@ namespace {
 std::string g_plugin_log;
 void keep_log(ncclDebugLogLevel, unsigned long, const char *, int, const char *fmt, ...)
 {
-	char line[2048];
-	va_list ap;
+	va_list ap, again;
 	va_start(ap, fmt);
-	std::vsnprintf(line, sizeof(line), fmt, ap);
+	va_copy(again, ap);
+	const int n = std::vsnprintf(nullptr, 0, fmt, ap);
 	va_end(ap);
+	std::string line(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+	std::vsnprintf(line.data(), line.size() + 1, fmt, again);
+	va_end(again);
 	g_plugin_log += line;
 	g_plugin_log += '\n';
 }

@@ -175,8 +175,7 @@ void Core::open_rails()
 		caps = std::move(fresh);
 		cfg.ask_hmem = false;
 		open_rails_once();
-		caps.hmem_why_not = why;
-		caps.notes.push_back("endpoints opened again without FI_HMEM (" + why + ")");
+		caps.hmem_why_not = why + "; endpoints opened again without FI_HMEM";
 	}
 	if (!queue_note.empty())
 		caps.notes.insert(caps.notes.begin(), queue_note);
