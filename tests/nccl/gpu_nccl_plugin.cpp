@@ -264,8 +264,8 @@ void keep_log(ncclDebugLogLevel, unsigned long, const char *, int, const char *f
 // Host buffers only (HMEMREG_NCCL_DEVICE_MEMORY=host) in a CUDA process:
 // the provider runs without FI_HMEM, with which libfabric 2.x's shm turns
 // its single-copy CMA path off and copies host memory twice. Where the
-// provider offers FI_HMEM (the run with HMEMREG_GPU_DIRECT naming it), the
-// plugin must have opened its engine again without it.
+// provider offers FI_HMEM (the run with HMEMREG_GPU_DIRECT naming it), its
+// endpoints must have been opened again without it.
 GPU_TEST(nccl_plugin, host_buffers_only_run_the_provider_without_fi_hmem)
 {
 	setenv("HMEMREG_NCCL_DEVICE_MEMORY", "host", 1);
