@@ -12,7 +12,8 @@
 # before NCCL starts), so NCCL sees one host per rank and carries every byte
 # through its network transport. HMEMREG_STREAM=side runs everything on a
 # side stream instead, leaving the legacy stream empty. HMEMREG_COLLS picks
-# the collectives (comma-separated; all three by default).
+# the collectives (comma-separated; all three by default); HMEMREG_BATCHES
+# (5) how many timed batches a figure is the median of.
 # Run by tests/gpu.d/40-nccl-torch.sh, which bounds it and reads its state
 # when it hangs (SIGUSR1 here prints every thread's Python stack).
 import faulthandler
@@ -44,6 +45,9 @@ def main():
     unknown = set(colls) - {"all_reduce", "all_gather", "broadcast"}
     if unknown:
         sys.exit(f"HMEMREG_COLLS: unknown collective(s) {sorted(unknown)}")
+    batches = int(os.environ.get("HMEMREG_BATCHES", "5"))
+    if batches < 1:
+        sys.exit(f"HMEMREG_BATCHES={batches}: needs at least one batch")
     side = torch.cuda.Stream() if os.environ.get("HMEMREG_STREAM") == "side" else None
     bad = 0
     with torch.cuda.stream(side) if side else torch.cuda.stream(torch.cuda.default_stream()):
@@ -81,24 +85,31 @@ def main():
                 ok = op()  # first call: connections, and the check behind it
                 for _ in range(2):
                     ok = op() and ok
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                # Timed: the collectives back to back, checked after.
-                for _ in range(iters):
-                    if coll == "all_gather":
-                        dist.all_gather_into_tensor(out, inp)
-                    elif coll == "all_reduce":
-                        dist.all_reduce(t)
-                    else:
-                        dist.broadcast(t, 0)
-                torch.cuda.synchronize()
-                dt = (time.perf_counter() - t0) / iters
+                # Timed: batches of the collectives back to back, checked
+                # after; the median batch is the figure (one batch of a
+                # shared GPU swings by 2x and more).
+                times = []
+                for _ in range(batches):
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    for _ in range(iters):
+                        if coll == "all_gather":
+                            dist.all_gather_into_tensor(out, inp)
+                        elif coll == "all_reduce":
+                            dist.all_reduce(t)
+                        else:
+                            dist.broadcast(t, 0)
+                    torch.cuda.synchronize()
+                    times.append((time.perf_counter() - t0) / iters)
+                times.sort()
+                dt = times[len(times) // 2]
                 ok = op() and ok
-                algbw = size / dt / 1e9
                 bad += not ok
                 if rank == 0:
+                    busbw = [round(size / x / 1e9 * factor, 3) for x in (dt, times[-1], times[0])]
                     print(json.dumps({"run": label, "coll": coll, "bytes": size, "us": round(dt * 1e6, 1),
-                                      "busbw_GBps": round(algbw * factor, 3), "ok": ok}), flush=True)
+                                      "busbw_GBps": busbw[0], "busbw_range_GBps": busbw[1:],
+                                      "batches": batches, "ok": ok}), flush=True)
             size *= 4
     dist.destroy_process_group()
     sys.exit(1 if bad else 0)
