@@ -68,6 +68,11 @@ ncclResult_t Plugin::close_recv(void *recv_comm)
 			NWARN("closeRecv: %p is not a recv comm of this plugin", recv_comm);
 			return ncclInternalError;
 		}
+		NINFO(NCCL_NET,
+		      "recv comm %u: %llu receives written after their advertisement (the data came %.1f us after it "
+		      "on average)",
+		      c->id, static_cast<unsigned long long>(c->written),
+		      c->written ? static_cast<double>(c->written_ns) / 1e3 / static_cast<double>(c->written) : 0.0);
 		if (c->nic_landings)
 			NINFO(NCCL_NET, "recv comm %u: %llu Inline or eager receives copied into device memory by the NIC",
 			      c->id, static_cast<unsigned long long>(c->nic_landings));

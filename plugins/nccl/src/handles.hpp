@@ -117,6 +117,10 @@ struct RecvComm final : Comm {
 	std::unordered_map<uint32_t, Early> inline_early; // seq -> Inline data before its irecv
 	InlineEntries inline_entries;                     // Landing::Nic only
 	uint64_t nic_landings = 0;                        // receives landed that way (said at close)
+	// Receives whose data came by a write after their Cts, and how long
+	// after it in all: set beside the senders' wait for a Cts, it tells a
+	// receive NCCL posted late from a Cts slow to arrive (said at close).
+	uint64_t written = 0, written_ns = 0;
 	uint32_t eager_uncredited = 0; // receives served from eager slots since the sender last heard done_upto
 	// Receives complete before done_upto; those completed out of order after it.
 	uint32_t done_upto = 0;
@@ -171,6 +175,7 @@ struct Request {
 	bool flush = false;
 	std::vector<TransferRef> read_backs;
 	std::chrono::steady_clock::time_point posted{}; // for Config::stall_ms
+	std::chrono::steady_clock::time_point advertised{}; // its Cts went out (RecvComm::written_ns)
 	bool stall_told = false;
 };
 

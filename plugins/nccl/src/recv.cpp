@@ -83,6 +83,7 @@ ncclResult_t Plugin::advertise_recv_locked(RecvComm &c, Request &r, const MemHan
 	c.credit_sent = m.done_upto; // the Cts carried it
 	c.eager_uncredited = 0;
 	c.told_id = true;
+	r.advertised = std::chrono::steady_clock::now();
 	return ncclSuccess;
 }
 
@@ -226,6 +227,12 @@ void Plugin::complete_recv_locked(uint32_t recv_id, uint32_t seq, size_t bytes, 
 		r.state = Request::State::Done;
 		r.bytes = bytes;
 		bytes_received_ += bytes;
+		if (r.advertised != std::chrono::steady_clock::time_point{}) {
+			c->written++;
+			c->written_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+								   std::chrono::steady_clock::now() - r.advertised)
+								   .count());
+		}
 	} else {
 		r.state = Request::State::Failed;
 		r.error = err;
