@@ -40,7 +40,7 @@ struct Config {
 	// advertised yet goes into one and is copied out at the receiver, instead
 	// of waiting a round trip for it. EAGER_MAX=0: off. Why 128 KiB, not
 	// NCCL's 512 KiB step: the receiver's CPU copies each eager send out of
-	// its slot: at 512 KiB a third of a broadcasting root's sends went that
+	// its slot. At 512 KiB a third of a broadcasting root's sends went that
 	// way, and broadcast from 8 MiB fell behind NCCL's Socket transport
 	// (docs/nccl-plugin.md, Through NCCL itself); a 128 KiB step (a
 	// 256 KiB broadcast over two channels) still goes eager, which took it
