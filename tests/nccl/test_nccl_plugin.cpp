@@ -442,7 +442,7 @@ Test(nccl_plugin, send_larger_than_receive_fails_both_sides, .timeout = 60)
 // a send waits. Each receive then completes at once with the right bytes.
 // An eager send larger than its receive fails that receive.
 static constexpr int kSlots = 16;         // the plugin's default EAGER_SLOTS
-static constexpr size_t kMax = 512 << 10; // and EAGER_MAX
+static constexpr size_t kMax = 512 << 10; // EAGER_MAX as these tests set it (not the default)
 
 // NCCL closes a send comm once its sends completed, and eager sends complete
 // before their receives are posted (a broadcast's root finishes first, seen
