@@ -34,12 +34,13 @@ ncclResult_t Plugin::close_send(void *send_comm)
 		}
 		NINFO(NCCL_NET,
 		      "send comm %u: %llu sends (%.0f KiB on average), %llu inline, %llu into eager slots, %llu waited for the "
-		      "receiver's buffer (%.1f us each on average)",
+		      "receiver's buffer (%.1f us each on average, %.1f us of it after the buffer's advertisement came)",
 		      c->id, static_cast<unsigned long long>(c->sends),
 		      c->sends ? static_cast<double>(c->bytes) / 1024.0 / static_cast<double>(c->sends) : 0.0,
 		      static_cast<unsigned long long>(c->inline_sends), static_cast<unsigned long long>(c->eager_sends),
 		      static_cast<unsigned long long>(c->waited),
-		      c->waited ? static_cast<double>(c->wait_ns) / 1e3 / static_cast<double>(c->waited) : 0.0);
+		      c->waited ? static_cast<double>(c->wait_ns) / 1e3 / static_cast<double>(c->waited) : 0.0,
+		      c->waited ? static_cast<double>(c->after_cts_ns) / 1e3 / static_cast<double>(c->waited) : 0.0);
 		if (!c->peer_closed && c->remote_id) {
 			try {
 				const uint32_t sent = c->fail_lost ? *c->fail_lost : c->next_seq;

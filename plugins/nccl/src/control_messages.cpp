@@ -67,8 +67,11 @@ void Plugin::on_cts_locked(proto::Cts &m, uint64_t sender)
 	credit_locked(*c, m.done_upto);
 	if (seq_before(m.seq, c->next_seq))
 		return; // that send went into an eager slot before this came
-	if (!c->cts.emplace(m.seq, std::move(m)).second)
+	const uint32_t seq = m.seq;
+	if (!c->cts.emplace(seq, std::move(m)).second)
 		NWARN("duplicate buffer advertisement on send comm %u dropped", c->id);
+	else if (seq == c->next_seq && c->waiting_since != std::chrono::steady_clock::time_point{})
+		c->cts_came = std::chrono::steady_clock::now(); // the clock only for a send that waits
 }
 
 // The receiver's eager slots, once per connection.

@@ -62,9 +62,10 @@ struct SendComm final : Comm {
 		uint32_t done_upto = 0; // latest Cts's: slots of seqs before it are free
 	} eager;
 	// Sends whose data was ready before the receiver's Cts came, and how
-	// long they waited for it in all (said at close: NCCL_DEBUG=INFO NET).
-	uint64_t sends = 0, bytes = 0, eager_sends = 0, inline_sends = 0, waited = 0, wait_ns = 0;
-	std::chrono::steady_clock::time_point waiting_since{};
+	// long they waited in all; of that, how long after the Cts came (NCCL
+	// calling isend again). Said at close: NCCL_DEBUG=INFO NET.
+	uint64_t sends = 0, bytes = 0, eager_sends = 0, inline_sends = 0, waited = 0, wait_ns = 0, after_cts_ns = 0;
+	std::chrono::steady_clock::time_point waiting_since{}, cts_came{};
 };
 
 // How Inline and eager data (which come through host memory) reach a

@@ -179,11 +179,16 @@ void Plugin::count_send_locked(SendComm &c, SendRoute route, size_t size)
 	c.eager_sends += route == SendRoute::Eager;
 	c.inline_sends += route == SendRoute::Inline;
 	if (c.waiting_since != std::chrono::steady_clock::time_point{}) {
+		const auto now = std::chrono::steady_clock::now();
+		auto ns = [now](std::chrono::steady_clock::time_point t) {
+			return static_cast<uint64_t>(
+				std::chrono::duration_cast<std::chrono::nanoseconds>(now - t).count());
+		};
 		c.waited++;
-		c.wait_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-							   std::chrono::steady_clock::now() - c.waiting_since)
-							   .count());
-		c.waiting_since = {};
+		c.wait_ns += ns(c.waiting_since);
+		if (c.cts_came != std::chrono::steady_clock::time_point{})
+			c.after_cts_ns += ns(c.cts_came);
+		c.waiting_since = c.cts_came = {};
 	}
 }
 
