@@ -74,6 +74,7 @@ struct Plugin {
 	int (*stats)(hmemreg_nccl_counters *) = nullptr;
 	void *ctx = nullptr;
 	bool use_v10 = false;
+	ncclDebugLogger_t logger = nullptr; // what init (v11) passes
 
 	explicit Plugin(bool v10_table = false) : use_v10(v10_table)
 	{
@@ -92,7 +93,7 @@ struct Plugin {
 		if (use_v10)
 			return v10->init(nullptr, nullptr);
 		ncclNetCommConfig_t cfg{-1};
-		return v11->init(&ctx, 0x1234, &cfg, nullptr, nullptr);
+		return v11->init(&ctx, 0x1234, &cfg, logger, nullptr);
 	}
 	ncclResult_t listen(void *handle, void **lc)
 	{

@@ -69,7 +69,7 @@ Test(nccl_plugin, bad_configuration_fails_init)
 	unsetenv("HMEMREG_NCCL_MAX_WRITE");
 }
 
-// What init says it configured (the "using ...; <settings>" INFO line).
+// What the plugin logs (init's "using ...; <settings>" INFO line, a comm's close line).
 std::string g_init_log;
 void capture_log(ncclDebugLogLevel, unsigned long, const char *, int, const char *fmt, ...)
 {
@@ -611,6 +611,7 @@ Test(nccl_plugin, large_sends_wait_while_others_are_outstanding, .timeout = 60)
 		},
 		[&](Chan &c) {
 			Plugin p;
+			p.logger = capture_log;
 			OK(p.init());
 			void *sc = connect_conn(p, c);
 			Buf buf(kLen * 2);
@@ -621,7 +622,8 @@ Test(nccl_plugin, large_sends_wait_while_others_are_outstanding, .timeout = 60)
 			// The first waits for the receiver's eager slots (EagerRing),
 			// then goes eager: no receive is posted.
 			void *s0 = post_send(p, sc, buf.data(), kLen, 0, mh);
-			auto until = Clock::now() + 300ms;
+			const auto held = 300ms;
+			auto until = Clock::now() + held;
 			while (Clock::now() < until) { // s0 not tested yet: outstanding, so no slot for s1
 				void *req = nullptr;
 				OK(p.isend()(sc, buf.data() + kLen, kLen, 1, mh, nullptr, &req));
@@ -632,7 +634,21 @@ Test(nccl_plugin, large_sends_wait_while_others_are_outstanding, .timeout = 60)
 			OK(wait(p, s0));
 			OK(wait(p, s1));
 			c.wait();
+			g_init_log.clear();
 			OK(p.closeSend()(sc));
+			// The close line: s1 waited the whole time the receiver held
+			// its receives back, and only a moment of it after its Cts came.
+			unsigned waited = 0;
+			double each_us = -1, after_us = -1;
+			const char *line = std::strstr(g_init_log.c_str(), "waited for the receiver's buffer");
+			CHECK(line != nullptr);
+			while (line > g_init_log.c_str() && line[-1] != ',')
+				line--;
+			CHECK(std::sscanf(line, " %u waited for the receiver's buffer (%lf us each on average, %lf us",
+					  &waited, &each_us, &after_us) == 3);
+			const double held_us = std::chrono::duration<double, std::micro>(held).count();
+			CHECK(waited >= 1 && each_us * waited >= held_us);
+			CHECK(after_us >= 0 && after_us * waited < held_us / 2);
 			OK(p.deregMr()(sc, mh));
 			c.signal();
 		});
