@@ -70,7 +70,7 @@ Test(nccl_plugin, bad_configuration_fails_init)
 }
 
 // What the plugin logs (init's "using ...; <settings>" INFO line, a comm's close line).
-std::string g_init_log;
+std::string g_plugin_log;
 void capture_log(ncclDebugLogLevel, unsigned long, const char *, int, const char *fmt, ...)
 {
 	char b[1024];
@@ -78,18 +78,18 @@ void capture_log(ncclDebugLogLevel, unsigned long, const char *, int, const char
 	va_start(ap, fmt);
 	std::vsnprintf(b, sizeof(b), fmt, ap);
 	va_end(ap);
-	g_init_log += b;
-	g_init_log += '\n';
+	g_plugin_log += b;
+	g_plugin_log += '\n';
 }
 
 std::string init_settings(Plugin &p)
 {
-	g_init_log.clear();
+	g_plugin_log.clear();
 	ncclNetCommConfig_t cfg{-1};
 	void *ctx = nullptr;
 	OK(p.v11->init(&ctx, 0x2345, &cfg, capture_log, nullptr));
 	OK(p.v11->finalize(ctx));
-	return g_init_log;
+	return g_plugin_log;
 }
 
 // This process confined to the first n CPUs of `from`; false where `from`
@@ -634,15 +634,15 @@ Test(nccl_plugin, large_sends_wait_while_others_are_outstanding, .timeout = 60)
 			OK(wait(p, s0));
 			OK(wait(p, s1));
 			c.wait();
-			g_init_log.clear();
+			g_plugin_log.clear();
 			OK(p.closeSend()(sc));
 			// The close line: s1 waited the whole time the receiver held
 			// its receives back, and only a moment of it after its Cts came.
 			unsigned waited = 0;
 			double each_us = -1, after_us = -1;
-			const char *line = std::strstr(g_init_log.c_str(), "waited for the receiver's buffer");
+			const char *line = std::strstr(g_plugin_log.c_str(), "waited for the receiver's buffer");
 			CHECK(line != nullptr);
-			while (line > g_init_log.c_str() && line[-1] != ',')
+			while (line > g_plugin_log.c_str() && line[-1] != ',')
 				line--;
 			CHECK(std::sscanf(line, " %u waited for the receiver's buffer (%lf us each on average, %lf us",
 					  &waited, &each_us, &after_us) == 3);
