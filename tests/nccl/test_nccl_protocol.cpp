@@ -66,10 +66,17 @@ Test(nccl_protocol, a_senders_close_says_how_many_sends_it_made)
 	cr_assert(!decode(full)); // a Close without its count is not a Close
 }
 
-Test(nccl_protocol, a_ring_without_slots_is_refused)
+// With eager slots off the ring carries the recv comm's id alone (both
+// counts 0); slots without a size, or a size without slots, make no sense.
+Test(nccl_protocol, a_ring_without_slots_is_an_introduction)
 {
 	EagerRing r;
-	r.slots = 0;
+	r.send_id = 5;
+	r.recv_id = 6;
+	auto m = decode(encode(r));
+	cr_assert(m && m->type == Type::EagerRing);
+	cr_assert_eq(m->eager.recv_id, 6u);
+	cr_assert_eq(m->eager.slots, 0u);
 	r.slot_size = 4096;
 	cr_assert(!decode(encode(r)));
 	r.slots = 4;

@@ -100,7 +100,7 @@ ncclResult_t Plugin::accept(void *listen_comm, void **recv_comm)
 				try {
 					PeerId peer = peer_for_locked(pc.engine_id, pc.address);
 					auto c = std::make_unique<RecvComm>(next_comm_id_++, peer, pc.engine_id, pc.send_id);
-					offer_eager_locked(*c);
+					introduce_recv_comm_locked(*c);
 					recvs_[c->id] = c.get();
 					*recv_comm = c.get();
 					comms_[c.get()] = std::move(c);
@@ -111,7 +111,7 @@ ncclResult_t Plugin::accept(void *listen_comm, void **recv_comm)
 			}
 		}
 		if (*recv_comm) {
-			progress_now(); // the eager slots' offer goes out now
+			progress_now(); // its introduction goes out now
 			return ncclSuccess;
 		}
 		if (attempt == 0)
@@ -120,28 +120,35 @@ ncclResult_t Plugin::accept(void *listen_comm, void **recv_comm)
 	return ncclSuccess; // not yet: NCCL calls again
 }
 
-// Give the new recv comm eager slots and tell its sender. Without them (off,
-// or no memory) sends just wait for each Cts.
-void Plugin::offer_eager_locked(RecvComm &c)
+// Tell the new recv comm's sender its id, so that small sends go inline
+// before any Cts, and its eager slots where they are on (0 slots: off, or
+// no memory for them; sends then wait for each Cts).
+void Plugin::introduce_recv_comm_locked(RecvComm &c)
 {
-	if (!cfg_.eager_max || !cfg_.eager_slots)
-		return;
+	proto::EagerRing m;
+	m.send_id = c.remote_id;
+	m.recv_id = c.id;
 	EagerSlots &e = c.eager;
+	if (cfg_.eager_max && cfg_.eager_slots) {
+		try {
+			e.slot_size = cfg_.eager_max;
+			e.mem.reset(new uint8_t[e.slot_size * cfg_.eager_slots]);
+			e.region = engine_->register_region(e.mem.get(), e.slot_size * cfg_.eager_slots);
+			m.slots = static_cast<uint32_t>(cfg_.eager_slots);
+			m.slot_size = e.slot_size;
+			m.descriptor = engine_->descriptor(*e.region);
+		} catch (const std::exception &x) {
+			NWARN("recv comm %u: no eager slots (%s): sends will wait for each receive", c.id, x.what());
+			e = EagerSlots{};
+		}
+	}
 	try {
-		e.slot_size = cfg_.eager_max;
-		e.mem.reset(new uint8_t[e.slot_size * cfg_.eager_slots]);
-		e.region = engine_->register_region(e.mem.get(), e.slot_size * cfg_.eager_slots);
-		proto::EagerRing m;
-		m.send_id = c.remote_id;
-		m.recv_id = c.id;
-		m.slots = static_cast<uint32_t>(cfg_.eager_slots);
-		m.slot_size = e.slot_size;
-		m.descriptor = engine_->descriptor(*e.region);
 		send_control_locked(c.peer, proto::encode(m));
 		e.slots = m.slots;
 		c.told_id = true;
 	} catch (const std::exception &x) {
-		NWARN("recv comm %u: no eager slots (%s): sends will wait for each receive", c.id, x.what());
+		// Its first Cts tells the sender instead.
+		NWARN("recv comm %u: telling the sender failed (%s): sends will wait for each receive", c.id, x.what());
 		e = EagerSlots{};
 	}
 }

@@ -74,7 +74,7 @@ void Plugin::on_cts_locked(proto::Cts &m, uint64_t sender)
 		c->cts_came = std::chrono::steady_clock::now(); // the clock only for a send that waits
 }
 
-// The receiver's eager slots, once per connection.
+// The receiver's id and eager slots (maybe none), once per connection.
 void Plugin::on_eager_ring_locked(proto::EagerRing &m, uint64_t sender)
 {
 	SendComm *c = send_comm_of_locked(m.send_id, sender);

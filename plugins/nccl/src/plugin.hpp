@@ -94,7 +94,7 @@ private:
 					  MemHandle *&mh);
 
 	// connections.cpp
-	void offer_eager_locked(RecvComm &c);
+	void introduce_recv_comm_locked(RecvComm &c);
 
 	// send.cpp
 	// behind: an Inline send with other sends of the comm outstanding (it

@@ -180,7 +180,8 @@ std::optional<Message> decode(std::span<const uint8_t> bytes)
 		break;
 	case Type::EagerRing:
 		ok = r.get(m.eager.send_id) && r.get(m.eager.recv_id) && r.get(m.eager.slots) &&
-		     r.get(m.eager.slot_size) && r.bytes(m.eager.descriptor) && m.eager.slots > 0 && m.eager.slot_size > 0;
+		     r.get(m.eager.slot_size) && r.bytes(m.eager.descriptor) &&
+		     (m.eager.slots > 0) == (m.eager.slot_size > 0);
 		break;
 	case Type::Empty:
 		ok = r.get(m.empty.recv_id) && r.get(m.empty.seq);

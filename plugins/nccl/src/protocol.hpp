@@ -6,7 +6,7 @@
 //
 //   sender                         receiver
 //   connect: Connect ------------> listen comm queues it; accept() makes a recv comm
-//            <------------------- EagerRing (the recv comm's bounce slots, once, if on)
+//            <------------------- EagerRing (the recv comm's id, once; its bounce slots if on)
 //            <------------------- Cts (one per irecv: seq, tag, size, region descriptor,
 //                                 and done_upto: receives before it are complete)
 //   isend(seq): write + notify --> notification completes irecv(seq) with its size
@@ -68,7 +68,8 @@ struct Credit {
 	uint32_t done_upto = 0;
 };
 
-// The receiver's eager slots: `slots` buffers of slot_size bytes, one region.
+// The recv comm's id for its sender, and its eager slots: `slots` buffers
+// of slot_size bytes, one region (none: both 0).
 struct EagerRing {
 	uint32_t send_id = 0;
 	uint32_t recv_id = 0;
