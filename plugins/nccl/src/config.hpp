@@ -38,14 +38,12 @@ struct Config {
 	// EAGER_MAX, EAGER_SLOTS: each recv comm registers EAGER_SLOTS buffers of
 	// EAGER_MAX bytes; a send of at most EAGER_MAX whose receive is not
 	// advertised yet goes into one and is copied out at the receiver, instead
-	// of waiting a round trip for it. EAGER_MAX=0: off. Why 128 KiB, not
-	// NCCL's 512 KiB step: the receiver's CPU copies each eager send out of
-	// its slot. At 512 KiB a third of a broadcasting root's sends went that
-	// way, and broadcast from 8 MiB fell behind NCCL's Socket transport
-	// (docs/nccl-plugin.md, Through NCCL itself); a 128 KiB step (a
-	// 256 KiB broadcast over two channels) still goes eager, which took it
-	// from 0.6 to 1.0x Socket on two GPUs.
-	size_t eager_max = 128u << 10;
+	// of waiting a round trip for it. Off (0) by default: through NCCL itself
+	// on one GPU, broadcast at 128 KiB ran faster without slots than with
+	// 128 KiB ones in every round of three of the five calls that compared
+	// them, and the two-GPU run that favoured slots predates today's send
+	// path (docs/nccl-plugin.md, Through NCCL itself).
+	size_t eager_max = 0;
 	size_t eager_slots = 16;
 	// EAGER_BUSY_MAX: while earlier sends of the comm are still outstanding
 	// (not yet found done by test()), only sends up to this size go eager;

@@ -56,7 +56,7 @@ constexpr std::array<hmemreg_setting, 32> kSettings = {{
 	{"HMEMREG_NCCL_STALL_MS", "0", "nccl", "ms", "log the plugin's state once when a request waits this long (0: off)"},
 	{"HMEMREG_NCCL_DEVICE_MEMORY", "auto", "nccl", "auto|staged|host",
 	 "GPU buffers the plugin takes: staged (through host memory by the engine, only where CUDA loads kernels eagerly: CUDA_MODULE_LOADING=EAGER), host (none: NCCL copies) or auto (a NIC writing GPU memory with iflush's read-back, else none)"},
-	{"HMEMREG_NCCL_EAGER_MAX", "128k", "nccl", "size", "largest send copied through an eager slot (0: off)"},
+	{"HMEMREG_NCCL_EAGER_MAX", "0", "nccl", "size", "largest send copied through an eager slot (0: off)"},
 	{"HMEMREG_NCCL_EAGER_BUSY_MAX", "64k", "nccl", "size",
 	 "largest eager send while the comm has sends outstanding"},
 	{"HMEMREG_NCCL_PEER_TIMEOUT_MS", "the engine's", "nccl", "number",
