@@ -154,8 +154,11 @@ std::string Config::describe() const
 	o << "provider=" << (provider.empty() ? "auto" : provider) << " node=" << (node.empty() ? "default" : node)
 	  << " domain=" << (domain.empty() ? "any" : domain) << " rails=" << rails
 	  << " progress_threads=" << progress_threads << " cpus=" << cpus << " speed=" << (speed_mbps ? std::to_string(speed_mbps) + "Mbps" : std::string("NICs'"))
-	  << " max_requests=" << max_requests << " notify=" << notify << " device_memory=" << device_memory << " eager=" << eager_slots << "x"
-	  << (eager_max >> 10) << "KiB (busy<=" << (eager_busy_max >> 10) << "KiB) inline<=" << inline_max << "B rail0<=" << (first_rail_max >> 10) << "KiB peer_timeout="
+	  << " max_requests=" << max_requests << " notify=" << notify << " device_memory=" << device_memory << " eager="
+	  << (eager_max && eager_slots ? std::to_string(eager_slots) + "x" + std::to_string(eager_max >> 10) + "KiB (busy<=" +
+						 std::to_string(eager_busy_max >> 10) + "KiB)"
+				       : std::string("off"))
+	  << " inline<=" << inline_max << "B rail0<=" << (first_rail_max >> 10) << "KiB peer_timeout="
 	  << (peer_timeout_ms == kEngineDefault ? std::string("engine's")
 	      : peer_timeout_ms == 0		 ? std::string("never")
 						 : std::to_string(peer_timeout_ms) + "ms");
