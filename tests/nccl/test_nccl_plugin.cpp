@@ -514,6 +514,7 @@ Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
 	run_pair(
 		[&](Chan &c) {
 			Plugin p;
+			p.logger = capture_log;
 			OK(p.init());
 			void *rc = accept_conn(p, c);
 			Buf buf(kMax * (kSlots + 1));
@@ -538,7 +539,18 @@ Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
 			int got = -1;
 			OK(wait(p, post_recv(p, rc, buf.data(), kMax, 0, mh), &got));
 			CHECK(got == 1000 && verify(buf.data(), 1000, 7));
+			eager = p.counters().eager_receives;
+			g_plugin_log.clear();
 			OK(p.closeRecv()(rc));
+			// The close line counts the comm's eager receives and their copies' time.
+			unsigned long long landed = 0;
+			double copy_us = -1;
+			const char *line = std::strstr(g_plugin_log.c_str(), " from eager slots (");
+			CHECK(line != nullptr);
+			while (line > g_plugin_log.c_str() && line[-1] != ',')
+				line--;
+			CHECK(std::sscanf(line, " %llu from eager slots (%lf us each", &landed, &copy_us) == 2);
+			CHECK(landed == eager && copy_us > 0 && copy_us < 1e6);
 			OK(p.deregMr()(rc, mh));
 			c.signal();
 			c.wait();

@@ -71,9 +71,12 @@ ncclResult_t Plugin::close_recv(void *recv_comm)
 		}
 		NINFO(NCCL_NET,
 		      "recv comm %u: %llu receives written after their advertisement (the data came %.1f us after it "
-		      "on average)",
+		      "on average), %llu from eager slots (%.1f us each to copy out on average)",
 		      c->id, static_cast<unsigned long long>(c->written),
-		      c->written ? static_cast<double>(c->written_ns) / 1e3 / static_cast<double>(c->written) : 0.0);
+		      c->written ? static_cast<double>(c->written_ns) / 1e3 / static_cast<double>(c->written) : 0.0,
+		      static_cast<unsigned long long>(c->eager_landed),
+		      c->eager_landed ? static_cast<double>(c->eager_copy_ns) / 1e3 / static_cast<double>(c->eager_landed)
+				      : 0.0);
 		if (c->nic_landings)
 			NINFO(NCCL_NET, "recv comm %u: %llu Inline or eager receives copied into device memory by the NIC",
 			      c->id, static_cast<unsigned long long>(c->nic_landings));

@@ -122,6 +122,9 @@ struct RecvComm final : Comm {
 	// after it in all: set beside the senders' wait for a Cts, it tells a
 	// receive NCCL posted late from a Cts slow to arrive (said at close).
 	uint64_t written = 0, written_ns = 0;
+	// Receives served from eager slots, and the CPU's time copying host
+	// buffers out of them: the price of the wait they saved (said at close).
+	uint64_t eager_landed = 0, eager_copy_ns = 0;
 	uint32_t eager_uncredited = 0; // receives served from eager slots since the sender last heard done_upto
 	// Receives complete before done_upto; those completed out of order after it.
 	uint32_t done_upto = 0;

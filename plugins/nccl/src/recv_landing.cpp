@@ -6,6 +6,7 @@
 // test().
 #include "plugin.hpp"
 
+#include <chrono>
 #include <cstring>
 
 #include "log.hpp"
@@ -34,9 +35,17 @@ void Plugin::land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, 
 	DeviceCopies::Event ev;
 	if (fits && r->route == Landing::Cuda)
 		ev = copies_.start(r->data, r->device, slot, bytes, why);
-	else if (fits && r->route == Landing::Cpu)
+	uint64_t copy_ns = 0;
+	if (fits && r->route == Landing::Cpu) {
+		const auto t0 = std::chrono::steady_clock::now();
 		std::memcpy(r->data, slot, bytes);
+		copy_ns = static_cast<uint64_t>(
+			std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+				.count());
+	}
 	std::lock_guard l(mu_);
+	if (auto it = recvs_.find(r->comm_id); it != recvs_.end())
+		it->second->eager_copy_ns += copy_ns;
 	if (!fits) {
 		// The sender could not check (it had no Cts): only this side fails.
 		fail(*r, ncclInvalidUsage, "eager",
@@ -145,8 +154,10 @@ void Plugin::finish_landing_locked(Request &r, bool eager)
 		eager_receives_++;
 	if (it == recvs_.end())
 		return;
-	if (eager)
+	if (eager) {
 		it->second->eager_uncredited++;
+		it->second->eager_landed++;
+	}
 	mark_done_locked(*it->second, r.seq);
 }
 
