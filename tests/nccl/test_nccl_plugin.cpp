@@ -82,6 +82,16 @@ void capture_log(ncclDebugLogLevel, unsigned long, const char *, int, const char
 	g_plugin_log += '\n';
 }
 
+// The clause of a close line in g_plugin_log that contains `words` (from
+// just after the comma before it), or null.
+const char *close_clause(const char *words)
+{
+	const char *at = std::strstr(g_plugin_log.c_str(), words);
+	while (at && at > g_plugin_log.c_str() && at[-1] != ',')
+		at--;
+	return at;
+}
+
 std::string init_settings(Plugin &p)
 {
 	g_plugin_log.clear();
@@ -545,10 +555,8 @@ Test(nccl_plugin, sends_before_their_receive_go_eager, .timeout = 60)
 			// The close line counts the comm's eager receives and their copies' time.
 			unsigned long long landed = 0;
 			double copy_us = -1;
-			const char *line = std::strstr(g_plugin_log.c_str(), " from eager slots (");
+			const char *line = close_clause(" from eager slots (");
 			CHECK(line != nullptr);
-			while (line > g_plugin_log.c_str() && line[-1] != ',')
-				line--;
 			CHECK(std::sscanf(line, " %llu from eager slots (%lf us each", &landed, &copy_us) == 2);
 			CHECK(landed == eager && copy_us > 0 && copy_us < 1e6);
 			OK(p.deregMr()(rc, mh));
@@ -652,10 +660,8 @@ Test(nccl_plugin, large_sends_wait_while_others_are_outstanding, .timeout = 60)
 			// its receives back, and only a moment of it after its Cts came.
 			unsigned waited = 0;
 			double each_us = -1, after_us = -1;
-			const char *line = std::strstr(g_plugin_log.c_str(), "waited for the receiver's buffer");
+			const char *line = close_clause("waited for the receiver's buffer");
 			CHECK(line != nullptr);
-			while (line > g_plugin_log.c_str() && line[-1] != ',')
-				line--;
 			CHECK(std::sscanf(line, " %u waited for the receiver's buffer (%lf us each on average, %lf us",
 					  &waited, &each_us, &after_us) == 3);
 			const double held_us = std::chrono::duration<double, std::micro>(held).count();

@@ -137,7 +137,7 @@ private:
 	bool start_device_landing_locked(RecvComm &c, Request &r, std::span<const uint8_t> data);
 	// A landing of r in device memory found done (or failed) by test().
 	void settle_landing_locked(Request &r);
-	void finish_landing_locked(Request &r, bool eager);
+	void finish_landing_locked(Request &r, bool eager, uint64_t copy_ns);
 
 	// close.cpp
 	void expire_after_close_locked(Request &r);

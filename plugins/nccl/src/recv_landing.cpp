@@ -44,8 +44,6 @@ void Plugin::land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, 
 				.count());
 	}
 	std::lock_guard l(mu_);
-	if (auto it = recvs_.find(r->comm_id); it != recvs_.end())
-		it->second->eager_copy_ns += copy_ns;
 	if (!fits) {
 		// The sender could not check (it had no Cts): only this side fails.
 		fail(*r, ncclInvalidUsage, "eager",
@@ -76,7 +74,7 @@ void Plugin::land_eager(const std::shared_ptr<Request> &r, const uint8_t *slot, 
 		r->bytes = bytes;
 		bytes_received_ += bytes;
 	}
-	finish_landing_locked(*r, true);
+	finish_landing_locked(*r, true, copy_ns);
 }
 
 // Inline data for r (no longer in c.pending): copied under the lock (at
@@ -146,8 +144,8 @@ bool Plugin::start_device_landing_locked(RecvComm &c, Request &r, std::span<cons
 }
 
 // Receive r's data has landed (or failed to): its slot or sequence number
-// is free for the sender.
-void Plugin::finish_landing_locked(Request &r, bool eager)
+// is free for the sender. copy_ns: the CPU's copy out of an eager slot.
+void Plugin::finish_landing_locked(Request &r, bool eager, uint64_t copy_ns)
 {
 	auto it = recvs_.find(r.comm_id);
 	if (eager)
@@ -157,6 +155,7 @@ void Plugin::finish_landing_locked(Request &r, bool eager)
 	if (eager) {
 		it->second->eager_uncredited++;
 		it->second->eager_landed++;
+		it->second->eager_copy_ns += copy_ns;
 	}
 	mark_done_locked(*it->second, r.seq);
 }
@@ -191,7 +190,7 @@ void Plugin::settle_landing_locked(Request &r)
 		nic_landings_ += rc > 0 && l.nic;
 	}
 	l = {};
-	finish_landing_locked(r, eager);
+	finish_landing_locked(r, eager, 0);
 }
 
 } // namespace hmemreg::nccl
