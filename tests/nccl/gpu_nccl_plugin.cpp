@@ -281,8 +281,8 @@ GPU_TEST(nccl_plugin, host_buffers_only_run_the_provider_without_fi_hmem)
 	GPU_ASSERT(net->getProperties(0, &props) == ncclSuccess);
 	GPU_ASSERT(net->finalize(ctx) == ncclSuccess);
 	auto has = [](const char *what) { return g_plugin_log.find(what) != std::string::npos; };
-	// The engine's description (one log message of several lines) ends the
-	// plugin's log of init but for the port speed line.
+	// The engine's description (a log message a line) ends the plugin's log
+	// of init but for the port speed line.
 	const size_t engine = g_plugin_log.rfind("engine: provider");
 	GPU_ASSERT(engine != std::string::npos, "(no engine line in the plugin's log:\n%s)", g_plugin_log.c_str());
 	const std::string text = g_plugin_log.substr(engine, g_plugin_log.find("port speed", engine) - engine);

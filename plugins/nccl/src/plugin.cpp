@@ -104,7 +104,14 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 	regs_ = std::make_unique<Registrations>(*engine_);
 	const auto &caps = engine_->caps();
 	dev_name_ = "hmemreg:" + caps.provider + (caps.rail_domains.empty() ? "" : ":" + caps.rail_domains[0]);
-	NINFO(NCCL_INIT | NCCL_NET, "engine: %s", engine_->describe().c_str());
+	// A message a line: NCCL's logger cuts one message at 1 KiB, and the
+	// description runs longer (rails, notification, threads).
+	const std::string about = engine_->describe();
+	for (size_t at = 0; at < about.size();) {
+		const size_t end = std::min(about.find('\n', at), about.size());
+		NINFO(NCCL_INIT | NCCL_NET, "engine: %.*s", static_cast<int>(end - at), about.data() + at);
+		at = end + 1;
+	}
 	if (!caps.rail_pci_paths.empty())
 		pci_path_ = caps.rail_pci_paths[0];
 	const PortSpeed speed = choose_port_speed(cfg.speed_mbps, caps.rail_domains, caps.rail_link_bps);
