@@ -39,10 +39,8 @@ struct Config {
 	// EAGER_MAX bytes; a send of at most EAGER_MAX whose receive is not
 	// advertised yet goes into one and is copied out at the receiver, instead
 	// of waiting a round trip for it. Off (0) by default: through NCCL itself
-	// on one GPU, broadcast at 128 KiB ran faster without slots than with
-	// 128 KiB ones in 12 of the 13 rounds that put them head to head (five
-	// calls), and the two-GPU run that favoured slots predates today's send
-	// path (docs/nccl-plugin.md, Through NCCL itself).
+	// on one GPU, slots made broadcast slower, even with every send eager
+	// (docs/nccl-plugin.md, Through NCCL itself, has the rounds).
 	size_t eager_max = 0;
 	size_t eager_slots = 16;
 	// EAGER_BUSY_MAX: while earlier sends of the comm are still outstanding
