@@ -56,6 +56,8 @@ ncclResult_t Plugin::close_send(void *send_comm)
 		comms_.erase(it);
 	}
 	progress_now(); // send the close now
+	if (timeline_)
+		timeline_->flush();
 	return ncclSuccess;
 }
 
@@ -99,6 +101,8 @@ ncclResult_t Plugin::close_recv(void *recv_comm)
 		comms_.erase(it);
 	}
 	progress_now(); // send the close now
+	if (timeline_)
+		timeline_->flush();
 	return ncclSuccess;
 }
 

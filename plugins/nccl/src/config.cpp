@@ -70,6 +70,8 @@ bool Config::load(std::string &why)
 		node = v;
 	if (const char *v = env("HMEMREG_NCCL_DOMAIN"))
 		domain = v;
+	if (const char *v = env("HMEMREG_NCCL_TIMELINE"))
+		timeline_dir = v;
 	unsigned long long x;
 	x = rails;
 	if (!number("HMEMREG_NCCL_RAILS", 1, 16, x, why))
@@ -162,6 +164,8 @@ std::string Config::describe() const
 	  << (peer_timeout_ms == kEngineDefault ? std::string("engine's")
 	      : peer_timeout_ms == 0		 ? std::string("never")
 						 : std::to_string(peer_timeout_ms) + "ms");
+	if (!timeline_dir.empty())
+		o << " timeline=" << timeline_dir;
 	return o.str();
 }
 

@@ -85,6 +85,9 @@ struct Config {
 	// 10000 ms.
 	static constexpr long long kEngineDefault = -1;
 	long long peer_timeout_ms = kEngineDefault;
+	// TIMELINE: a folder; each process writes the time of every request's
+	// steps there (timeline.hpp), for hmemreg_bench timeline. "": off.
+	std::string timeline_dir = "";
 
 	// Defaults overridden by the environment. False (with `why`) on an
 	// unparsable value.

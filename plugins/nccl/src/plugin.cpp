@@ -102,6 +102,11 @@ Plugin::Plugin(const Config &cfg) : cfg_(cfg)
 		NINFO(NCCL_INIT | NCCL_NET, "engine opened again without FI_HMEM: host buffers only");
 	}
 	regs_ = std::make_unique<Registrations>(*engine_);
+	engine_id_ = engine_->id();
+	if (!cfg.timeline_dir.empty()) {
+		timeline_ = std::make_unique<Timeline>(cfg.timeline_dir);
+		NINFO(NCCL_INIT | NCCL_NET, "timeline of every request: %s", timeline_->path().c_str());
+	}
 	const auto &caps = engine_->caps();
 	dev_name_ = "hmemreg:" + caps.provider + (caps.rail_domains.empty() ? "" : ":" + caps.rail_domains[0]);
 	// A message a line: NCCL's logger cuts one message at 1 KiB, and the

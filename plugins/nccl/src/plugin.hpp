@@ -26,6 +26,7 @@
 #include "config.hpp"
 #include "device_copies.hpp"
 #include "handles.hpp"
+#include "timeline.hpp"
 #include <hmemreg/engine.hpp>
 #include "nccl_abi.h"
 #include "protocol.hpp"
@@ -153,6 +154,18 @@ private:
 	void on_fail_locked(const proto::Fail &m, uint64_t sender);
 	void on_close_locked(const proto::Close &m, uint64_t sender);
 
+	// Steps of a send and of a receive for the timeline (Config::timeline_dir).
+	void mark_send(Step s, const SendComm &c, uint32_t seq, uint64_t bytes)
+	{
+		if (timeline_)
+			timeline_->mark(s, engine_id_, c.id, seq, bytes);
+	}
+	void mark_recv(Step s, const RecvComm &c, uint32_t seq, uint64_t bytes)
+	{
+		if (timeline_)
+			timeline_->mark(s, c.peer_engine, c.remote_id, seq, bytes);
+	}
+
 	// stall_watch.cpp
 	void watch_stalls(); // the stall watch's thread (Config::stall_ms)
 	void tell_stalls_locked(std::chrono::steady_clock::time_point now);
@@ -188,6 +201,9 @@ private:
 	std::thread watch_; // joined first in ~Plugin
 	// Eager slots of closed recv comms (8 MiB each by default), freed with the engine.
 	std::vector<std::unique_ptr<uint8_t[]>> retired_eager_;
+	// Outlives the engine: its callbacks mark sends done.
+	std::unique_ptr<Timeline> timeline_;
+	uint64_t engine_id_ = 0;
 
 	// Last members: destroyed first, so no engine callback outlives the
 	// state above.

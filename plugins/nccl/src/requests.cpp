@@ -35,10 +35,13 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 			if (r.state != Request::State::Pending) {
 				auto *c = r.send ? static_cast<Comm *>(sends_.count(r.comm_id) ? sends_[r.comm_id] : nullptr)
 						 : static_cast<Comm *>(recvs_.count(r.comm_id) ? recvs_[r.comm_id] : nullptr);
-				if (c && r.send)
+				if (c && r.send) {
+					mark_send(Step::SendDone, *static_cast<SendComm *>(c), r.seq, r.bytes);
 					static_cast<SendComm *>(c)->outstanding--;
-				else if (c)
+				} else if (c) {
+					mark_recv(Step::RecvDone, *static_cast<RecvComm *>(c), r.seq, r.bytes);
 					static_cast<RecvComm *>(c)->outstanding--;
+				}
 				ncclResult_t res = ncclSuccess;
 				if (r.state == Request::State::Done) {
 					*done = 1;

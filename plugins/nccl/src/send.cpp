@@ -28,6 +28,8 @@ void Plugin::send_done(void *arg, int status)
 {
 	auto *raw = static_cast<Request *>(arg);
 	Plugin &p = *raw->plugin;
+	if (p.timeline_)
+		p.timeline_->mark(Step::SendCallback, p.engine_id_, raw->comm_id, raw->seq, raw->size);
 	// Why it failed: the engine's per-thread message, read before anything
 	// else can overwrite it.
 	const std::string why = status < 0 ? hmemreg_engine_last_error() : "";
@@ -218,8 +220,10 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 	const SendRoute route = send_route_locked(*c, mh, size, cts);
 	if (route == SendRoute::Wait) {
 		missing_cts = true;
-		if (c->waiting_since == std::chrono::steady_clock::time_point{})
+		if (c->waiting_since == std::chrono::steady_clock::time_point{}) {
 			c->waiting_since = std::chrono::steady_clock::now();
+			mark_send(Step::SendWaits, *c, c->next_seq, size);
+		}
 		return ncclSuccess;
 	}
 	if (cts && (cts->tag != tag || size > cts->size))
@@ -253,6 +257,10 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		NWARN("isend #%u (%zu bytes): out of memory", rq->seq, size);
 		return ncclSystemError;
 	}
+	mark_send(route == SendRoute::Inline  ? Step::InlinePosted
+		  : route == SendRoute::Eager ? Step::EagerPosted
+					      : Step::WritePosted,
+		  *c, rq->seq, size);
 	if (cts)
 		c->cts.erase(ct);
 	// (a write gains nothing by waiting: writes are not bundled)

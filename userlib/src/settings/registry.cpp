@@ -17,7 +17,7 @@ extern char **environ;
 
 namespace {
 
-constexpr std::array<hmemreg_setting, 32> kSettings = {{
+constexpr std::array<hmemreg_setting, 33> kSettings = {{
 	{"HMEMREG_LOG_LEVEL", "warn", "log", "none|error|warn|info|debug",
 	 "messages on stderr at this level and more severe ones"},
 	{"HMEMREG_MR_CACHE_MAX_COUNT", "1024", "cache", "number", "entries per cache before the LRU evicts"},
@@ -65,6 +65,8 @@ constexpr std::array<hmemreg_setting, 32> kSettings = {{
 	{"HMEMREG_NCCL_INLINE_MAX", "16k", "nccl", "size", "largest send carried in a control message (0: off)"},
 	{"HMEMREG_NCCL_FIRST_RAIL_MAX", "64k", "nccl", "size",
 	 "largest write kept on rail 0, which NCCL's calls poll every time (with progress threads)"},
+	{"HMEMREG_NCCL_TIMELINE", "off", "nccl", "folder",
+	 "each process writes its requests' step times there (timeline.PID.txt) for hmemreg_bench timeline"},
 	{"HMEMREG_NCCL_PLUGIN_PATH", "none", "tests", "text", "the plugin the GPU suite's NCCL program loads"},
 }};
 

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: MIT
+// HMEMREG_NCCL_TIMELINE=DIR: the time of each step of each request, written
+// to DIR/timeline.PID.txt as comms close (and at unload), for
+// `hmemreg_bench timeline` to join the two sides of every message: where its
+// time went between NCCL's isend, NCCL's irecv, the advertisement, the
+// write, the landing and test(). Both sides read CLOCK_MONOTONIC, so the
+// join holds for ranks on one host (the GPU lane's two ranks on one GPU).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace hmemreg::nccl {
+
+// Numbers are the file's; tools/hmemreg_bench/bench_timeline.cpp reads them.
+enum class Step : uint8_t {
+	SendWaits = 1,     // isend found no advertisement (first time for that send)
+	CtsSeen = 2,       // the receive's advertisement reached the sender
+	WritePosted = 3,   // isend posted the write into the advertised buffer
+	InlinePosted = 4,  // isend sent the data in a control message
+	EagerPosted = 5,   // isend wrote into an eager slot
+	SendCallback = 7,  // the engine completed the send
+	SendDone = 8,      // test() said done
+	RecvPosted = 10,   // irecv
+	Advertised = 11,   // its advertisement went to the sender
+	DataLanded = 12,   // the write's (or eager write's) notification
+	RecvDone = 13,     // test() said done
+	InlineLanded = 14, // Inline data reached the receiver
+};
+
+class Timeline {
+public:
+	explicit Timeline(const std::string &dir);
+	~Timeline();
+	Timeline(const Timeline &) = delete;
+	Timeline &operator=(const Timeline &) = delete;
+
+	// A message is (the sending engine's id, its send comm's id, seq): the
+	// sender passes its own engine and comm, the receiver its peer's.
+	void mark(Step s, uint64_t sender_engine, uint32_t send_comm, uint32_t seq, uint64_t bytes);
+	// Appends what was marked to the file (a failure is logged once); also
+	// every kFlushAt marks, so a long job's memory stays bounded.
+	static constexpr size_t kFlushAt = 1u << 16;
+	void flush();
+	const std::string &path() const { return path_; }
+
+private:
+	struct Mark {
+		uint64_t ns;
+		uint64_t engine;
+		uint32_t comm, seq;
+		uint64_t bytes;
+		Step step;
+	};
+	std::mutex mu_;
+	std::vector<Mark> marks_;
+	std::string path_;
+	bool failed_ = false;
+};
+
+} // namespace hmemreg::nccl

@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: MIT
+// hmemreg_bench timeline DIR: where each message's time went, from the files
+// the NCCL plugin writes with HMEMREG_NCCL_TIMELINE=DIR (one per process,
+// plugins/nccl/src/timeline.hpp). Each message's marks from both sides are
+// joined by (sending engine, send comm, sequence); the ranks must share a
+// host (one CLOCK_MONOTONIC). A row per route (write, inline, eager) and
+// size, with the median of each piece in microseconds.
+#include <dirent.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bench.hpp"
+#include "cli.hpp"
+
+namespace hmemreg::bench {
+
+namespace {
+
+// The plugin's Step numbers (timeline.hpp).
+enum Step : unsigned {
+	SendWaits = 1,
+	CtsSeen = 2,
+	WritePosted = 3,
+	InlinePosted = 4,
+	EagerPosted = 5,
+	SendCallback = 7,
+	SendDone = 8,
+	RecvPosted = 10,
+	Advertised = 11,
+	DataLanded = 12,
+	RecvDone = 13,
+	InlineLanded = 14,
+	kSteps = 15,
+};
+
+using Key = std::tuple<unsigned long long, unsigned, unsigned>; // sending engine, send comm, seq
+
+struct Message {
+	std::optional<unsigned long long> at[kSteps];
+	unsigned long long bytes = 0;
+};
+
+bool read_file(const std::string &path, std::map<Key, Message> &msgs, std::string &why)
+{
+	std::ifstream f(path);
+	if (!f) {
+		why = "cannot read " + path + ": " + std::strerror(errno);
+		return false;
+	}
+	std::string line;
+	for (size_t n = 1; std::getline(f, line); n++) {
+		std::istringstream in(line);
+		unsigned long long ns = 0, engine = 0, bytes = 0;
+		unsigned step = 0, comm = 0, seq = 0;
+		if (!(in >> ns >> step >> std::hex >> engine >> std::dec >> comm >> seq >> bytes) || step >= kSteps) {
+			why = path + ":" + std::to_string(n) + ": not a timeline line: " + line.substr(0, 80);
+			return false;
+		}
+		Message &m = msgs[{engine, comm, seq}];
+		if (!m.at[step])
+			m.at[step] = ns;
+		if (step == WritePosted || step == InlinePosted || step == EagerPosted)
+			m.bytes = bytes;
+	}
+	return true;
+}
+
+double median(std::vector<double> v)
+{
+	if (v.empty())
+		return NAN; // no message of the group had both marks
+	std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+	return v[v.size() / 2];
+}
+
+int bench_timeline(int argc, char **argv)
+{
+	std::string dir;
+	cli::Parser p("timeline", "where each message's time went, from the files of HMEMREG_NCCL_TIMELINE=DIR (both "
+				  "ranks on one host): a row per route and size, medians in microseconds");
+	p.app().add_option("dir", dir, "the folder HMEMREG_NCCL_TIMELINE named")->required();
+	if (int rc = p.parse(argc, argv); rc >= 0)
+		return rc;
+	DIR *d = opendir(dir.c_str());
+	if (!d) {
+		std::fprintf(stderr, "hmemreg_bench timeline: cannot open %s: %s\n", dir.c_str(), std::strerror(errno));
+		return 1;
+	}
+	std::vector<std::string> files;
+	while (const dirent *e = readdir(d))
+		if (std::strncmp(e->d_name, "timeline.", 9) == 0)
+			files.push_back(dir + "/" + e->d_name);
+	closedir(d);
+	std::map<Key, Message> msgs;
+	std::string why;
+	for (const std::string &f : files)
+		if (!read_file(f, msgs, why)) {
+			std::fprintf(stderr, "hmemreg_bench timeline: %s\n", why.c_str());
+			return 1;
+		}
+	// Per route and size: each piece's samples (us), where both ends were marked.
+	static const char *const kPieces[] = {"recv_behind", "cts_to_sender", "cts_to_post", "post_to_land",
+					       "land_to_test", "recv_to_done"};
+	constexpr size_t kN = sizeof(kPieces) / sizeof(kPieces[0]);
+	struct Group {
+		unsigned long long messages = 0;
+		std::vector<double> us[kN];
+	};
+	std::map<std::pair<std::string, unsigned long long>, Group> groups;
+	size_t joined = 0;
+	for (const auto &[key, m] : msgs) {
+		const auto &a = m.at;
+		unsigned posted_step = 0;
+		for (unsigned st : {WritePosted, InlinePosted, EagerPosted})
+			if (!posted_step && a[st])
+				posted_step = st;
+		if (!posted_step || !a[RecvPosted])
+			continue; // one side only (its peer's file missing, or a message cut by a close)
+		joined++;
+		const std::string route = posted_step == WritePosted ? "write" : posted_step == InlinePosted ? "inline" : "eager";
+		Group &grp = groups[{route, m.bytes}];
+		grp.messages++;
+		auto &g = grp.us;
+		const unsigned long long posted = *a[posted_step];
+		const unsigned long long first = a[SendWaits] ? std::min(*a[SendWaits], posted) : posted;
+		const auto landed = a[DataLanded] ? a[DataLanded] : a[InlineLanded];
+		auto us = [](unsigned long long from, unsigned long long to) {
+			return (static_cast<double>(to) - static_cast<double>(from)) / 1e3;
+		};
+		g[0].push_back(us(first, *a[RecvPosted]));
+		if (a[Advertised] && a[CtsSeen])
+			g[1].push_back(us(*a[Advertised], *a[CtsSeen]));
+		if (a[CtsSeen] && posted_step == WritePosted && *a[CtsSeen] <= posted)
+			g[2].push_back(us(*a[CtsSeen], posted));
+		if (landed)
+			g[3].push_back(us(posted, *landed));
+		if (landed && a[RecvDone])
+			g[4].push_back(us(std::max(*landed, *a[RecvPosted]), *a[RecvDone]));
+		if (a[RecvDone])
+			g[5].push_back(us(*a[RecvPosted], *a[RecvDone]));
+	}
+	if (!joined) {
+		std::fprintf(stderr,
+			     "hmemreg_bench timeline: no message in %s has both sides' marks (%zu file(s), %zu "
+			     "message(s)): both ranks need HMEMREG_NCCL_TIMELINE, on one host\n",
+			     dir.c_str(), files.size(), msgs.size());
+		return 1;
+	}
+	Printer out(p.json);
+	out.section("NCCL plugin timeline: median microseconds per message piece");
+	for (const auto &[k, g] : groups) {
+		Row r;
+		r.add("route", k.first).add("bytes", k.second).add("messages", g.messages);
+		for (size_t i = 0; i < kN; i++)
+			r.add(kPieces[i], median(g.us[i]), 1);
+		out.print(r);
+	}
+	return 0;
+}
+
+} // namespace
+
+HMEMREG_BENCH("timeline", bench_timeline, "where NCCL plugin messages' time went (HMEMREG_NCCL_TIMELINE files)");
+
+} // namespace hmemreg::bench
