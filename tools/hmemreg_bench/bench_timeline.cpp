@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // hmemreg_bench timeline DIR: where each message's time went, from the files
 // the NCCL plugin writes with HMEMREG_NCCL_TIMELINE=DIR (one per process,
-// plugins/nccl/src/timeline.hpp). Each message's marks from both sides are
+// plugins/nccl/include/nccl_timeline.h has the format). Each message's marks from both sides are
 // joined by (sending engine, send comm, sequence); the ranks must share a
 // host (one CLOCK_MONOTONIC). A row per route (write, inline, eager) and
 // size, with the median of each piece in microseconds.
@@ -22,27 +22,13 @@
 
 #include "bench.hpp"
 #include "cli.hpp"
+#include "nccl_timeline.h"
 
 namespace hmemreg::bench {
 
 namespace {
 
-// The plugin's Step numbers (timeline.hpp).
-enum Step : unsigned {
-	SendWaits = 1,
-	CtsSeen = 2,
-	WritePosted = 3,
-	InlinePosted = 4,
-	EagerPosted = 5,
-	SendCallback = 7,
-	SendDone = 8,
-	RecvPosted = 10,
-	Advertised = 11,
-	DataLanded = 12,
-	RecvDone = 13,
-	InlineLanded = 14,
-	kSteps = 15,
-};
+constexpr unsigned kSteps = HMEMREG_STEP_COUNT;
 
 using Key = std::tuple<unsigned long long, unsigned, unsigned>; // sending engine, send comm, seq
 
@@ -70,7 +56,8 @@ bool read_file(const std::string &path, std::map<Key, Message> &msgs, std::strin
 		Message &m = msgs[{engine, comm, seq}];
 		if (!m.at[step])
 			m.at[step] = ns;
-		if (step == WritePosted || step == InlinePosted || step == EagerPosted)
+		if (step == HMEMREG_STEP_WRITE_POSTED || step == HMEMREG_STEP_INLINE_POSTED ||
+		    step == HMEMREG_STEP_EAGER_POSTED)
 			m.bytes = bytes;
 	}
 	return true;
@@ -122,33 +109,37 @@ int bench_timeline(int argc, char **argv)
 	for (const auto &[key, m] : msgs) {
 		const auto &a = m.at;
 		unsigned posted_step = 0;
-		for (unsigned st : {WritePosted, InlinePosted, EagerPosted})
+		for (unsigned st : {HMEMREG_STEP_WRITE_POSTED, HMEMREG_STEP_INLINE_POSTED, HMEMREG_STEP_EAGER_POSTED})
 			if (!posted_step && a[st])
 				posted_step = st;
-		if (!posted_step || !a[RecvPosted])
+		if (!posted_step || !a[HMEMREG_STEP_RECV_POSTED])
 			continue; // one side only (its peer's file missing, or a message cut by a close)
 		joined++;
-		const std::string route = posted_step == WritePosted ? "write" : posted_step == InlinePosted ? "inline" : "eager";
+		const std::string route = posted_step == HMEMREG_STEP_WRITE_POSTED    ? "write"
+					  : posted_step == HMEMREG_STEP_INLINE_POSTED ? "inline"
+										      : "eager";
 		Group &grp = groups[{route, m.bytes}];
 		grp.messages++;
 		auto &g = grp.us;
 		const unsigned long long posted = *a[posted_step];
-		const unsigned long long first = a[SendWaits] ? std::min(*a[SendWaits], posted) : posted;
-		const auto landed = a[DataLanded] ? a[DataLanded] : a[InlineLanded];
+		const auto &waits = a[HMEMREG_STEP_SEND_WAITS];
+		const unsigned long long first = waits ? std::min(*waits, posted) : posted;
+		const auto &landed = a[HMEMREG_STEP_DATA_LANDED] ? a[HMEMREG_STEP_DATA_LANDED] : a[HMEMREG_STEP_INLINE_LANDED];
 		auto us = [](unsigned long long from, unsigned long long to) {
 			return (static_cast<double>(to) - static_cast<double>(from)) / 1e3;
 		};
-		g[0].push_back(us(first, *a[RecvPosted]));
-		if (a[Advertised] && a[CtsSeen])
-			g[1].push_back(us(*a[Advertised], *a[CtsSeen]));
-		if (a[CtsSeen] && posted_step == WritePosted && *a[CtsSeen] <= posted)
-			g[2].push_back(us(*a[CtsSeen], posted));
+		g[0].push_back(us(first, *a[HMEMREG_STEP_RECV_POSTED]));
+		if (a[HMEMREG_STEP_ADVERTISED] && a[HMEMREG_STEP_CTS_SEEN])
+			g[1].push_back(us(*a[HMEMREG_STEP_ADVERTISED], *a[HMEMREG_STEP_CTS_SEEN]));
+		const auto &cts = a[HMEMREG_STEP_CTS_SEEN];
+		if (cts && posted_step == HMEMREG_STEP_WRITE_POSTED && *cts <= posted)
+			g[2].push_back(us(*cts, posted));
 		if (landed)
 			g[3].push_back(us(posted, *landed));
-		if (landed && a[RecvDone])
-			g[4].push_back(us(std::max(*landed, *a[RecvPosted]), *a[RecvDone]));
-		if (a[RecvDone])
-			g[5].push_back(us(*a[RecvPosted], *a[RecvDone]));
+		if (landed && a[HMEMREG_STEP_RECV_DONE])
+			g[4].push_back(us(std::max(*landed, *a[HMEMREG_STEP_RECV_POSTED]), *a[HMEMREG_STEP_RECV_DONE]));
+		if (a[HMEMREG_STEP_RECV_DONE])
+			g[5].push_back(us(*a[HMEMREG_STEP_RECV_POSTED], *a[HMEMREG_STEP_RECV_DONE]));
 	}
 	if (!joined) {
 		std::fprintf(stderr,

@@ -63,7 +63,7 @@ void Plugin::on_cts_locked(proto::Cts &m, uint64_t sender)
 		NINFO(NCCL_NET, "buffer advertisement for closed send comm %u dropped", m.send_id);
 		return;
 	}
-	mark_send(Step::CtsSeen, *c, m.seq, m.size);
+	mark_send(HMEMREG_STEP_CTS_SEEN, *c, m.seq, m.size);
 	c->remote_id = m.recv_id;
 	credit_locked(*c, m.done_upto);
 	if (seq_before(m.seq, c->next_seq))
@@ -104,7 +104,7 @@ void Plugin::on_inline_locked(const proto::Inline &m, uint64_t sender)
 		return;
 	}
 	RecvComm &c = *it->second;
-	mark_recv(Step::InlineLanded, c, m.seq, m.data.size());
+	mark_recv(HMEMREG_STEP_INLINE_LANDED, c, m.seq, m.data.size());
 	auto p = c.pending.find(m.seq);
 	if (p == c.pending.end()) {
 		if (!seq_before(m.seq, c.next_seq)) // its irecv comes later

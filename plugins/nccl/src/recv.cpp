@@ -80,7 +80,7 @@ ncclResult_t Plugin::advertise_recv_locked(RecvComm &c, Request &r, const MemHan
 		NWARN("irecv: advertising the buffer failed: %s", e.what());
 		return result_of(e);
 	}
-	mark_recv(Step::Advertised, c, r.seq, r.size);
+	mark_recv(HMEMREG_STEP_ADVERTISED, c, r.seq, r.size);
 	c.credit_sent = m.done_upto; // the Cts carried it
 	c.eager_uncredited = 0;
 	c.told_id = true;
@@ -115,7 +115,7 @@ ncclResult_t Plugin::post_recv(void *recv_comm, int n, void **data, size_t *size
 		return ncclSuccess;
 	auto rq = recv_request_locked(*c, data[0], sizes[0], tags[0], mhandles[0], mh);
 	const uint32_t seq = rq->seq;
-	mark_recv(Step::RecvPosted, *c, seq, sizes[0]);
+	mark_recv(HMEMREG_STEP_RECV_POSTED, *c, seq, sizes[0]);
 	if (auto early = c->inline_early.find(seq); early != c->inline_early.end()) {
 		// Its data came first, in an Inline message: no Cts, done now.
 		RecvComm::Early e = std::move(early->second);
@@ -255,7 +255,7 @@ void Plugin::on_notify(const Notification &n)
 		return;
 	}
 	if (it != recvs_.end())
-		mark_recv(Step::DataLanded, *it->second, seq, n.bytes);
+		mark_recv(HMEMREG_STEP_DATA_LANDED, *it->second, seq, n.bytes);
 	if (!(n.tag & proto::kEagerTag)) {
 		complete_recv_locked(recv_id, seq, n.bytes, ncclSuccess, {});
 		return;

@@ -36,10 +36,10 @@ ncclResult_t Plugin::test(void *request, int *done, int *sizes)
 				auto *c = r.send ? static_cast<Comm *>(sends_.count(r.comm_id) ? sends_[r.comm_id] : nullptr)
 						 : static_cast<Comm *>(recvs_.count(r.comm_id) ? recvs_[r.comm_id] : nullptr);
 				if (c && r.send) {
-					mark_send(Step::SendDone, *static_cast<SendComm *>(c), r.seq, r.bytes);
+					mark_send(HMEMREG_STEP_SEND_DONE, *static_cast<SendComm *>(c), r.seq, r.bytes);
 					static_cast<SendComm *>(c)->outstanding--;
 				} else if (c) {
-					mark_recv(Step::RecvDone, *static_cast<RecvComm *>(c), r.seq, r.bytes);
+					mark_recv(HMEMREG_STEP_RECV_DONE, *static_cast<RecvComm *>(c), r.seq, r.bytes);
 					static_cast<RecvComm *>(c)->outstanding--;
 				}
 				ncclResult_t res = ncclSuccess;

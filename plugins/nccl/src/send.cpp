@@ -29,7 +29,7 @@ void Plugin::send_done(void *arg, int status)
 	auto *raw = static_cast<Request *>(arg);
 	Plugin &p = *raw->plugin;
 	if (p.timeline_)
-		p.timeline_->mark(Step::SendCallback, p.engine_id_, raw->comm_id, raw->seq, raw->size);
+		p.timeline_->mark(HMEMREG_STEP_SEND_CALLBACK, p.engine_id_, raw->comm_id, raw->seq, raw->size);
 	// Why it failed: the engine's per-thread message, read before anything
 	// else can overwrite it.
 	const std::string why = status < 0 ? hmemreg_engine_last_error() : "";
@@ -222,7 +222,7 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		missing_cts = true;
 		if (c->waiting_since == std::chrono::steady_clock::time_point{}) {
 			c->waiting_since = std::chrono::steady_clock::now();
-			mark_send(Step::SendWaits, *c, c->next_seq, size);
+			mark_send(HMEMREG_STEP_SEND_WAITS, *c, c->next_seq, size);
 		}
 		return ncclSuccess;
 	}
@@ -257,9 +257,9 @@ ncclResult_t Plugin::try_isend(void *send_comm, void *data, size_t size, int tag
 		NWARN("isend #%u (%zu bytes): out of memory", rq->seq, size);
 		return ncclSystemError;
 	}
-	mark_send(route == SendRoute::Inline  ? Step::InlinePosted
-		  : route == SendRoute::Eager ? Step::EagerPosted
-					      : Step::WritePosted,
+	mark_send(route == SendRoute::Inline  ? HMEMREG_STEP_INLINE_POSTED
+		  : route == SendRoute::Eager ? HMEMREG_STEP_EAGER_POSTED
+					      : HMEMREG_STEP_WRITE_POSTED,
 		  *c, rq->seq, size);
 	if (cts)
 		c->cts.erase(ct);

@@ -13,23 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "nccl_timeline.h"
+
 namespace hmemreg::nccl {
 
-// Numbers are the file's; tools/hmemreg_bench/bench_timeline.cpp reads them.
-enum class Step : uint8_t {
-	SendWaits = 1,     // isend found no advertisement (first time for that send)
-	CtsSeen = 2,       // the receive's advertisement reached the sender
-	WritePosted = 3,   // isend posted the write into the advertised buffer
-	InlinePosted = 4,  // isend sent the data in a control message
-	EagerPosted = 5,   // isend wrote into an eager slot
-	SendCallback = 7,  // the engine completed the send
-	SendDone = 8,      // test() said done
-	RecvPosted = 10,   // irecv
-	Advertised = 11,   // its advertisement went to the sender
-	DataLanded = 12,   // the write's (or eager write's) notification
-	RecvDone = 13,     // test() said done
-	InlineLanded = 14, // Inline data reached the receiver
-};
+using Step = hmemreg_nccl_step; // the file's step numbers (nccl_timeline.h)
 
 class Timeline {
 public:
