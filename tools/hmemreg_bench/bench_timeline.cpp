@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 // hmemreg_bench timeline DIR: where each message's time went, from the files
-// the NCCL plugin writes with HMEMREG_NCCL_TIMELINE=DIR (one per process,
-// plugins/nccl/include/nccl_timeline.h has the format). Each message's marks from both sides are
-// joined by (sending engine, send comm, sequence); the ranks must share a
-// host (one CLOCK_MONOTONIC). A row per route (write, inline, eager) and
-// size, with the median of each piece in microseconds.
+// the NCCL plugin writes with HMEMREG_NCCL_TIMELINE=DIR (one per process;
+// plugins/nccl/include/nccl_timeline.h has the format). Each message's
+// marks from both sides are joined by (sending engine, send comm,
+// sequence); the ranks must share a host (one CLOCK_MONOTONIC). A row per
+// route (write, inline, eager) and size, with the median of each piece in
+// microseconds.
 #include <dirent.h>
 
 #include <algorithm>
