@@ -46,6 +46,7 @@ void Timeline::flush()
 		if (failed_ || out.empty())
 			return;
 	}
+	std::lock_guard w(file_mu_);
 	FILE *f = std::fopen(path_.c_str(), "a");
 	if (!f) {
 		std::lock_guard l(mu_);

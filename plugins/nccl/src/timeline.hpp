@@ -43,7 +43,8 @@ private:
 		uint64_t bytes;
 		Step step;
 	};
-	std::mutex mu_;
+	std::mutex mu_;      // marks_, failed_
+	std::mutex file_mu_; // one writer at a time: a line never splits
 	std::vector<Mark> marks_;
 	std::string path_;
 	bool failed_ = false;
