@@ -106,7 +106,6 @@ int bench_timeline(int argc, char **argv)
 		std::vector<double> us[kN];
 	};
 	std::map<std::pair<std::string, unsigned long long>, Group> groups;
-	size_t joined = 0;
 	for (const auto &[key, m] : msgs) {
 		const auto &a = m.at;
 		unsigned posted_step = 0;
@@ -115,7 +114,6 @@ int bench_timeline(int argc, char **argv)
 				posted_step = st;
 		if (!posted_step || !a[HMEMREG_STEP_RECV_POSTED])
 			continue; // one side only (its peer's file missing, or a message cut by a close)
-		joined++;
 		const std::string route = posted_step == HMEMREG_STEP_WRITE_POSTED    ? "write"
 					  : posted_step == HMEMREG_STEP_INLINE_POSTED ? "inline"
 										      : "eager";
@@ -142,7 +140,7 @@ int bench_timeline(int argc, char **argv)
 		if (a[HMEMREG_STEP_RECV_DONE])
 			g[5].push_back(us(*a[HMEMREG_STEP_RECV_POSTED], *a[HMEMREG_STEP_RECV_DONE]));
 	}
-	if (!joined) {
+	if (groups.empty()) {
 		std::fprintf(stderr,
 			     "hmemreg_bench timeline: no message in %s has both sides' marks (%zu file(s), %zu "
 			     "message(s)): both ranks need HMEMREG_NCCL_TIMELINE, on one host\n",
