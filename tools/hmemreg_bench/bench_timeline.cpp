@@ -6,13 +6,12 @@
 // sequence); the ranks must share a host (one CLOCK_MONOTONIC). A row per
 // route (write, inline, eager) and size, with the median of each piece in
 // microseconds.
-#include <dirent.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -80,16 +79,15 @@ int bench_timeline(int argc, char **argv)
 	p.app().add_option("dir", dir, "the folder HMEMREG_NCCL_TIMELINE named")->required();
 	if (int rc = p.parse(argc, argv); rc >= 0)
 		return rc;
-	DIR *d = opendir(dir.c_str());
-	if (!d) {
-		std::fprintf(stderr, "hmemreg_bench timeline: cannot open %s: %s\n", dir.c_str(), std::strerror(errno));
+	std::vector<std::string> files;
+	std::error_code ec;
+	for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+		if (it->path().filename().string().starts_with("timeline."))
+			files.push_back(it->path().string());
+	if (ec) {
+		std::fprintf(stderr, "hmemreg_bench timeline: cannot read %s: %s\n", dir.c_str(), ec.message().c_str());
 		return 1;
 	}
-	std::vector<std::string> files;
-	while (const dirent *e = readdir(d))
-		if (std::strncmp(e->d_name, "timeline.", 9) == 0)
-			files.push_back(dir + "/" + e->d_name);
-	closedir(d);
 	std::map<Key, Message> msgs;
 	std::string why;
 	for (const std::string &f : files)
