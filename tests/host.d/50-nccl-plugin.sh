@@ -49,22 +49,27 @@ for gate in 4k:7 256k:10; do
 	echo "$size: $per heap allocations per message (both ranks; at most $max)"
 	[ "$per" -le "$max" ] || { echo "FAIL: $per allocations per $size message (at most $max)"; exit 1; }
 done
-# HMEMREG_NCCL_TIMELINE: each rank writes its requests' marks, and
-# hmemreg_bench timeline joins the two sides per message. Every 64 KiB
-# message is a write with all its pieces seen, none negative (a missing
-# mark, a wrong join or an unwritten file fails it); with one side's file
-# gone, nothing joins and the tool says so.
+# HMEMREG_NCCL_TIMELINE: each rank writes its requests' marks into the
+# folder (made if missing), and hmemreg_bench timeline joins the two sides
+# per message. Every 64 KiB message is a write with all its pieces seen,
+# none negative (a missing mark, a wrong join or an unwritten file fails
+# it); with one side's file gone, nothing joins and the tool says so.
 echo "---- HMEMREG_NCCL_TIMELINE and hmemreg_bench timeline"
-tl=$(mktemp -d)
-trap 'rm -rf "$tl"' EXIT
+top_tl=$(mktemp -d)
+trap 'rm -rf "$top_tl"' EXIT
+tl=$top_tl/not-yet-made
 HMEMREG_NCCL_TIMELINE=$tl "$bench" nccl --no-ref --no-lat --sizes 64k --iters 300 --repeat 1 >/dev/null
-[ "$(find "$tl" -name 'timeline.*.txt' | wc -l)" = 2 ] || { echo "FAIL: expected two timeline files in $tl"; ls -l "$tl"; exit 1; }
+[ "$(find "$tl" -name 'timeline.*.txt' | wc -l)" = 2 ] || { echo "FAIL: expected two timeline files in $tl"; ls -l "$top_tl" "$tl"; exit 1; }
 row=$("$bench" timeline "$tl" --json | jq -c 'select(.route == "write" and .bytes == 65536)')
 echo "$row"
 jq -e '.messages >= 300 and ([.cts_to_sender, .post_to_land, .land_to_test, .recv_to_done] |
 	all(. != null and . >= 0))' <<<"$row" >/dev/null || { echo "FAIL: 64 KiB writes not all joined whole"; exit 1; }
 rm "$(find "$tl" -name 'timeline.*.txt' | head -1)"
-if "$bench" timeline "$tl" 2>"$tl/err"; then
+if "$bench" timeline "$tl" 2>"$top_tl/err"; then
 	echo "FAIL: one side's file joined into rows"; exit 1
 fi
-grep -q 'no message .* has both sides' "$tl/err" || { echo "FAIL: no clear error:"; cat "$tl/err"; exit 1; }
+grep -q 'no message .* has both sides' "$top_tl/err" || { echo "FAIL: no clear error:"; cat "$top_tl/err"; exit 1; }
+# A folder that cannot be made is named at init; the run itself goes on.
+HMEMREG_NCCL_TIMELINE=/dev/null/x "$bench" nccl --no-ref --no-lat --sizes 4k --iters 10 --repeat 1 >/dev/null 2>"$top_tl/err" ||
+	{ echo "FAIL: a bad timeline folder failed the run"; cat "$top_tl/err"; exit 1; }
+grep -q 'HMEMREG_NCCL_TIMELINE: cannot make folder /dev/null/x' "$top_tl/err" || { echo "FAIL: no clear warning:"; cat "$top_tl/err"; exit 1; }

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "log.hpp"
 
@@ -14,6 +15,16 @@ namespace hmemreg::nccl {
 
 Timeline::Timeline(const std::string &dir) : path_(dir + "/timeline." + std::to_string(getpid()) + ".txt")
 {
+	// Made here if missing (both ranks may race: an existing one is fine),
+	// so a bad folder is reported at init, not at the first flush.
+	std::error_code ec;
+	std::filesystem::create_directories(dir, ec);
+	if (ec) {
+		failed_ = true;
+		NWARN("HMEMREG_NCCL_TIMELINE: cannot make folder %s: %s (no timeline)", dir.c_str(),
+		      ec.message().c_str());
+		return;
+	}
 	marks_.reserve(kFlushAt);
 }
 

@@ -66,7 +66,8 @@ constexpr std::array<hmemreg_setting, 33> kSettings = {{
 	{"HMEMREG_NCCL_FIRST_RAIL_MAX", "64k", "nccl", "size",
 	 "largest write kept on rail 0, which NCCL's calls poll every time (with progress threads)"},
 	{"HMEMREG_NCCL_TIMELINE", "off", "nccl", "folder",
-	 "each process writes its requests' step times there (timeline.PID.txt) for hmemreg_bench timeline"},
+	 "each process writes its requests' step times there (timeline.PID.txt; the folder is made if missing) "
+	 "for hmemreg_bench timeline"},
 	{"HMEMREG_NCCL_PLUGIN_PATH", "none", "tests", "text", "the plugin the GPU suite's NCCL program loads"},
 }};
 
